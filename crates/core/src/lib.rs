@@ -1,0 +1,29 @@
+//! Toolshed's core types, at the bottom of the layer cake.
+//!
+//! Everything above (store, sandbox, search, sources, plugins, the engine and the faces) speaks in
+//! these types:
+//!
+//! - [`path`]: [`ToolPath`], the validated dot path of a tool (`github.issues.create`).
+//! - [`tool`]: [`ToolDef`] (what a tool is), [`ToolHandler`] (what it does), [`Tool`] (both),
+//!   [`ToolContext`] (what a handler may ask for) and [`ToolError`] (how a handler fails).
+//! - [`plugin`]: [`Plugin`], a group of tools sharing auth providers.
+//! - [`catalog`]: [`Catalog`], an immutable snapshot of all tools, and [`SharedCatalog`], the
+//!   atomically swapped handle to the current one.
+//! - [`policy`]: roles with dot-glob patterns, principals, and the per-principal [`Access`] view.
+//! - [`schema`]: compiled JSON Schema validators whose errors name the JSON pointer and the rule.
+
+pub mod catalog;
+pub mod path;
+pub mod plugin;
+pub mod policy;
+pub mod schema;
+pub mod tool;
+
+pub use catalog::{Catalog, CatalogBuilder, CatalogError, SharedCatalog};
+pub use path::{PathError, ToolPath};
+pub use plugin::{AuthProviderDef, Plugin};
+pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};
+pub use schema::{CompiledSchema, SchemaError, Violation};
+pub use tool::{
+    Annotations, TokenSource, Tool, ToolContext, ToolDef, ToolError, ToolErrorKind, ToolHandler,
+};

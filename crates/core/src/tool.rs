@@ -1,0 +1,331 @@
+//! What a tool is ([`ToolDef`]), what it does ([`ToolHandler`]) and how it fails ([`ToolError`]).
+//!
+//! Handlers are never called directly by a face: the engine calls them after resolution,
+//! validation, policy and approval. A handler receives a [`ToolContext`] and asks it for
+//! credentials (`ctx.token("github")`) instead of holding secrets itself.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::path::ToolPath;
+
+/// Behaviour hints. `destructive` tools go through the approval gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Annotations {
+    /// The tool does not modify its environment.
+    pub read_only: bool,
+    /// The tool may delete or overwrite data; calls need approval.
+    pub destructive: bool,
+    /// Calling it twice with the same arguments has the same effect as once.
+    pub idempotent: bool,
+}
+
+impl Annotations {
+    pub const READ_ONLY: Self = Self {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+    };
+    pub const WRITE: Self = Self {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+    };
+    pub const DESTRUCTIVE: Self = Self {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+    };
+}
+
+/// The description of a tool: everything but its behaviour. Serializable, shown to agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDef {
+    pub path: ToolPath,
+    /// Title Case display name, e.g. "Create Issue".
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+    /// JSON Schema of the result, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default)]
+    pub annotations: Annotations,
+    /// Where the tool comes from, e.g. `plugin:tables` or `source:github`. Named in errors.
+    #[serde(default)]
+    pub origin: String,
+}
+
+impl ToolDef {
+    /// A definition with an empty-object input schema and default annotations.
+    pub fn new(path: ToolPath, name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            path,
+            name: name.into(),
+            description: description.into(),
+            input_schema: serde_json::json!({"type": "object", "properties": {}}),
+            output_schema: None,
+            annotations: Annotations::default(),
+            origin: String::new(),
+        }
+    }
+
+    pub fn with_input(mut self, schema: Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+
+    pub fn with_output(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    pub fn with_annotations(mut self, annotations: Annotations) -> Self {
+        self.annotations = annotations;
+        self
+    }
+
+    /// The first line of the description, for compact listings.
+    pub fn summary(&self) -> &str {
+        self.description.lines().next().unwrap_or("").trim()
+    }
+}
+
+/// Title-cases a snake/camel/dotted identifier: `issues_create` → "Issues Create".
+pub fn title_case(s: &str) -> String {
+    crate::path::to_segment(s)
+        .split('_')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The broad class of a tool failure; faces map it to their own codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorKind {
+    /// The arguments were wrong in a way the schema could not say.
+    InvalidInput,
+    /// Something the tool looked for does not exist.
+    NotFound,
+    /// The thing already exists or conflicts with current state.
+    Conflict,
+    /// An upstream service failed or answered with an error.
+    Upstream,
+    /// The tool did not finish in time.
+    Timeout,
+    /// Credentials missing or refused.
+    Unauthorized,
+    /// A bug or unexpected state inside the tool.
+    Internal,
+}
+
+/// A handler's failure: a kind, a message for humans and agents, and optional structured data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolError {
+    pub kind: ToolErrorKind,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ToolError {
+    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            data: None,
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::InvalidInput, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::NotFound, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Conflict, message)
+    }
+    pub fn upstream(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Upstream, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Internal, message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorKind::Unauthorized, message)
+    }
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// Gives handlers credentials by auth-provider id. Secrets never pass through scripts.
+#[async_trait::async_trait]
+pub trait TokenSource: Send + Sync {
+    /// A token or key for `provider` (e.g. "github"), fetched or refreshed as needed.
+    async fn token(&self, provider: &str) -> Result<String, ToolError>;
+}
+
+/// What a handler may know about the call it serves.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The principal on whose behalf the call runs.
+    pub principal: Arc<str>,
+    /// The execution (script or paused call) this call belongs to, if any.
+    pub execution_id: Option<Arc<str>>,
+    /// The path being called (handlers shared by many tools use it).
+    pub path: ToolPath,
+    /// The time the handler may take; the engine enforces it too.
+    pub timeout: Duration,
+    tokens: Option<Arc<dyn TokenSource>>,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("principal", &self.principal)
+            .field("execution_id", &self.execution_id)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    pub fn new(principal: Arc<str>, path: ToolPath) -> Self {
+        Self {
+            principal,
+            execution_id: None,
+            path,
+            timeout: Duration::from_secs(30),
+            tokens: None,
+        }
+    }
+    pub fn with_execution(mut self, id: Option<Arc<str>>) -> Self {
+        self.execution_id = id;
+        self
+    }
+    pub fn with_tokens(mut self, tokens: Option<Arc<dyn TokenSource>>) -> Self {
+        self.tokens = tokens;
+        self
+    }
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+    /// Asks for a credential of the plugin's auth provider `provider`.
+    pub async fn token(&self, provider: &str) -> Result<String, ToolError> {
+        match &self.tokens {
+            Some(t) => t.token(provider).await,
+            None => Err(ToolError::unauthorized(format!(
+                "no credentials are configured for auth provider '{provider}'"
+            ))),
+        }
+    }
+}
+
+/// The behaviour of a tool.
+#[async_trait::async_trait]
+pub trait ToolHandler: Send + Sync {
+    async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError>;
+}
+
+/// Adapts an async closure into a [`ToolHandler`].
+pub struct FnHandler<F>(pub F);
+
+#[async_trait::async_trait]
+impl<F, Fut> ToolHandler for FnHandler<F>
+where
+    F: Fn(ToolContext, Value) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<Value, ToolError>> + Send,
+{
+    async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        (self.0)(ctx, args).await
+    }
+}
+
+/// A tool: its definition and its handler.
+#[derive(Clone)]
+pub struct Tool {
+    pub def: ToolDef,
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool").field("def", &self.def).finish()
+    }
+}
+
+impl Tool {
+    pub fn new(def: ToolDef, handler: Arc<dyn ToolHandler>) -> Self {
+        Self { def, handler }
+    }
+
+    /// A tool from a definition and an async closure.
+    pub fn from_fn<F, Fut>(def: ToolDef, f: F) -> Self
+    where
+        F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        Self::new(def, Arc::new(FnHandler(f)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn title_case_from_identifiers() {
+        assert_eq!(title_case("issues_create"), "Issues Create");
+        assert_eq!(title_case("listPets"), "List Pets");
+        assert_eq!(title_case("get_node"), "Get Node");
+    }
+
+    #[tokio::test]
+    async fn context_without_tokens_is_a_clear_error() {
+        let ctx = ToolContext::new("alice".into(), ToolPath::parse("a.b").unwrap());
+        let e = ctx.token("github").await.unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::Unauthorized);
+        assert!(e.message.contains("github"));
+    }
+
+    #[tokio::test]
+    async fn closures_are_handlers() {
+        let t = Tool::from_fn(
+            ToolDef::new(ToolPath::parse("a.b").unwrap(), "B", "b"),
+            |_c, a| async move { Ok(a) },
+        );
+        let ctx = ToolContext::new("x".into(), t.def.path.clone());
+        let out = t
+            .handler
+            .call(ctx, serde_json::json!({"k": 1}))
+            .await
+            .unwrap();
+        assert_eq!(out["k"], 1);
+    }
+}

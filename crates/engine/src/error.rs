@@ -1,0 +1,123 @@
+//! The engine's typed errors. Every face maps these to its own shape (MCP tool error, HTTP
+//! status, CLI exit code); the messages are written for agents and humans alike.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use toolshed_core::{ToolError, Violation};
+
+/// Why a call, a script or a resume did not go through.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Unknown path, or a path outside the caller's role: both answer the same.
+    #[error("no tool '{path}' is available; use search_tools to find tools")]
+    NotFound { path: String },
+    #[error("arguments for '{path}' are not valid JSON: {reason}")]
+    MalformedArguments { path: String, reason: String },
+    #[error("invalid arguments for '{path}': {}", describe(.violations))]
+    InvalidArguments {
+        path: String,
+        violations: Vec<Violation>,
+    },
+    #[error("tool '{path}' failed: {error}")]
+    Tool { path: String, error: Box<ToolError> },
+    #[error("tool '{path}' did not finish within {}s", .after.as_secs_f64())]
+    Timeout { path: String, after: Duration },
+    #[error("tool '{path}' returned a result that does not match its output schema: {}", describe(.violations))]
+    InvalidOutput {
+        path: String,
+        violations: Vec<Violation>,
+    },
+    #[error("tool '{path}' has an invalid {which} schema: {reason}")]
+    BrokenSchema {
+        path: String,
+        which: &'static str,
+        reason: String,
+    },
+    #[error("the call to '{path}' was denied by an approver")]
+    Denied { path: String },
+    #[error("no execution '{id}' exists for this principal")]
+    UnknownExecution { id: String },
+    #[error("execution '{id}' expired: it waited for approval longer than {ttl_secs}s and can no longer be resumed")]
+    Expired { id: String, ttl_secs: u64 },
+    #[error("execution '{id}' is already {status}; only paused executions can be resumed")]
+    AlreadySettled { id: String, status: String },
+    #[error("execution '{id}' is being resumed by another request right now")]
+    Busy { id: String },
+    #[error("invalid decision '{0}': use \"approve\" or \"deny\"")]
+    InvalidDecision(String),
+    #[error("storage failed: {0}")]
+    Store(Box<toolshed_store::StoreError>),
+}
+
+impl From<toolshed_store::StoreError> for EngineError {
+    fn from(e: toolshed_store::StoreError) -> Self {
+        Self::Store(Box::new(e))
+    }
+}
+
+fn describe(v: &[Violation]) -> String {
+    toolshed_core::schema::describe_violations(v)
+}
+
+impl EngineError {
+    /// A short machine-readable code (`not_found`, `invalid_arguments`, ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "not_found",
+            Self::MalformedArguments { .. } => "malformed_arguments",
+            Self::InvalidArguments { .. } => "invalid_arguments",
+            Self::Tool { error, .. } => match error.kind {
+                toolshed_core::ToolErrorKind::InvalidInput => "invalid_input",
+                toolshed_core::ToolErrorKind::NotFound => "tool_not_found",
+                toolshed_core::ToolErrorKind::Conflict => "conflict",
+                toolshed_core::ToolErrorKind::Upstream => "upstream",
+                toolshed_core::ToolErrorKind::Timeout => "timeout",
+                toolshed_core::ToolErrorKind::Unauthorized => "unauthorized",
+                toolshed_core::ToolErrorKind::Internal => "internal",
+            },
+            Self::Timeout { .. } => "timeout",
+            Self::InvalidOutput { .. } => "invalid_output",
+            Self::BrokenSchema { .. } => "broken_schema",
+            Self::Denied { .. } => "denied",
+            Self::UnknownExecution { .. } => "unknown_execution",
+            Self::Expired { .. } => "expired",
+            Self::AlreadySettled { .. } => "already_settled",
+            Self::Busy { .. } => "busy",
+            Self::InvalidDecision(_) => "invalid_decision",
+            Self::Store(_) => "store",
+        }
+    }
+
+    /// Structured detail for faces: violations, tool error data.
+    pub fn data(&self) -> Option<Value> {
+        match self {
+            Self::InvalidArguments { violations, .. } | Self::InvalidOutput { violations, .. } => {
+                Some(json!({ "violations": violations }))
+            }
+            Self::Tool { error, .. } => error.data.clone(),
+            _ => None,
+        }
+    }
+
+    /// `{code, message, data?}` for JSON faces.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"code": self.code(), "message": self.to_string()});
+        if let Some(d) = self.data() {
+            v["data"] = d;
+        }
+        v
+    }
+
+    /// Whether the caller (not the server) is at fault.
+    pub fn is_client_error(&self) -> bool {
+        !matches!(
+            self,
+            Self::Store(_)
+                | Self::BrokenSchema { .. }
+                | Self::Tool { .. }
+                | Self::Timeout { .. }
+                | Self::InvalidOutput { .. }
+        )
+    }
+}

@@ -1,0 +1,631 @@
+//! Executions: scripts and direct calls that may pause for approval, stored durably, resumed from
+//! any session or after a restart.
+//!
+//! A script runs in the sandbox with a host that numbers every call in issue order (`seq`). When a
+//! destructive call reaches the approval gate, the host answers "suspend": the sandbox waits for
+//! the other in-flight calls, then stops. The execution is stored with its journal (every
+//! completed call's reply, by `seq`), the pending call and the decisions taken so far.
+//!
+//! On `resume`, the decision is recorded and the script runs again from the start with the same
+//! `Math.random` seed and `Date`: calls whose `seq` is in the journal are answered from it (they
+//! do not run again), the approved call runs for real (a denied one rejects with an error the
+//! script can catch), and the script continues until it completes, fails or pauses again.
+//! Because the sandbox delivers results in `seq` order, the replay follows the original run.
+//!
+//! Executions that never pause are never written to the store: the fast path stays in memory and
+//! the audit log records their calls.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use toolshed_sandbox::{
+    Determinism, Host, HostCall, HostError, HostReply, LogEntry, Status, Target,
+};
+use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
+
+use crate::invoke::{Approval, CallResult};
+use crate::{Caller, Engine, EngineError, Face};
+
+/// A human's answer to a pending call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+impl std::str::FromStr for Decision {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "approve" | "approved" | "yes" | "allow" => Ok(Self::Approve),
+            "deny" | "denied" | "no" | "reject" => Ok(Self::Deny),
+            other => Err(EngineError::InvalidDecision(other.to_string())),
+        }
+    }
+}
+
+/// The call an execution waits on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub seq: u32,
+    pub path: String,
+    pub name: String,
+    pub args: Value,
+}
+
+/// How a script or call ended (or paused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    #[serde(rename_all = "camelCase")]
+    Completed {
+        execution_id: String,
+        result: Value,
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        logs: Vec<LogEntry>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Failed {
+        execution_id: String,
+        error: Value,
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        logs: Vec<LogEntry>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Paused {
+        execution_id: String,
+        pending: PendingCall,
+        message: String,
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        logs: Vec<LogEntry>,
+    },
+}
+
+impl Outcome {
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+    pub fn execution_id(&self) -> &str {
+        match self {
+            Self::Completed { execution_id, .. }
+            | Self::Failed { execution_id, .. }
+            | Self::Paused { execution_id, .. } => execution_id,
+        }
+    }
+}
+
+/// A paused execution, as listed for approvers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingSummary {
+    pub execution_id: String,
+    pub principal: String,
+    pub kind: String,
+    pub pending: Option<PendingCall>,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+}
+
+fn paused_message(id: &str, p: &PendingCall) -> String {
+    format!(
+        "'{}' is destructive and needs approval. Ask a human, then call resume with executionId '{id}' and decision \"approve\" or \"deny\".",
+        p.path
+    )
+}
+
+fn target_key(t: &Target) -> String {
+    match t {
+        Target::Tool(p) => format!("tool:{p}"),
+        Target::Search => "search".into(),
+        Target::Describe => "describe".into(),
+    }
+}
+
+fn host_error(e: &EngineError) -> HostError {
+    HostError {
+        code: e.code().to_string(),
+        message: e.to_string(),
+        data: e.data(),
+    }
+}
+
+fn reply_to_json(seq: u32, target: &str, r: &Result<Value, HostError>) -> Value {
+    match r {
+        Ok(v) => json!({"seq": seq, "target": target, "ok": v}),
+        Err(e) => {
+            json!({"seq": seq, "target": target, "err": {"code": e.code, "message": e.message, "data": e.data}})
+        }
+    }
+}
+
+fn reply_from_json(v: &Value) -> HostReply {
+    if let Some(ok) = v.get("ok") {
+        return HostReply::Ok(ok.clone());
+    }
+    let e = &v["err"];
+    HostReply::Err(HostError {
+        code: e["code"].as_str().unwrap_or("error").to_string(),
+        message: e["message"].as_str().unwrap_or("error").to_string(),
+        data: e.get("data").filter(|d| !d.is_null()).cloned(),
+    })
+}
+
+#[derive(Default)]
+struct RunState {
+    replay: HashMap<u32, Value>,
+    journal: BTreeMap<u32, Value>,
+    decisions: HashMap<u32, (Decision, String)>,
+    pending: BTreeMap<u32, PendingCall>,
+}
+
+struct ScriptHost {
+    engine: Engine,
+    caller: Caller,
+    execution_id: Arc<str>,
+    state: Arc<Mutex<RunState>>,
+}
+
+impl Host for ScriptHost {
+    fn call(&self, call: HostCall) -> BoxFuture<'static, HostReply> {
+        let engine = self.engine.clone();
+        let caller = self.caller.clone();
+        let exec = self.execution_id.clone();
+        let state = self.state.clone();
+        Box::pin(async move {
+            let key = target_key(&call.target);
+            let seq = call.seq;
+            let decision = {
+                let st = state.lock();
+                if let Some(entry) = st.replay.get(&seq) {
+                    let recorded = entry["target"].as_str().unwrap_or_default();
+                    if recorded != key {
+                        return HostReply::Err(HostError {
+                            code: "replay_mismatch".into(),
+                            message: format!(
+                                "the script took a different path when resumed: call #{seq} was '{recorded}' and is now '{key}'; scripts must be deterministic"
+                            ),
+                            data: None,
+                        });
+                    }
+                    let entry = entry.clone();
+                    drop(st);
+                    state.lock().journal.insert(seq, entry.clone());
+                    return reply_from_json(&entry);
+                }
+                st.decisions.get(&seq).cloned()
+            };
+            let result: Result<Value, HostError> = match &call.target {
+                Target::Search => {
+                    let q = call.args.get("query").and_then(Value::as_str).unwrap_or("");
+                    let limit =
+                        call.args.get("limit").and_then(Value::as_u64).unwrap_or(10) as usize;
+                    let ns = call.args.get("namespace").and_then(Value::as_str);
+                    Ok(serde_json::to_value(engine.search(&caller, q, limit, ns))
+                        .unwrap_or(Value::Null))
+                }
+                Target::Describe => {
+                    let path = call.args.get("path").and_then(Value::as_str).unwrap_or("");
+                    engine
+                        .describe(
+                            &caller,
+                            path,
+                            call.args
+                                .get("schemas")
+                                .and_then(Value::as_bool)
+                                .unwrap_or(false),
+                        )
+                        .map(|d| serde_json::to_value(d).unwrap_or(Value::Null))
+                        .map_err(|e| host_error(&e))
+                }
+                Target::Tool(path) => match &decision {
+                    Some((Decision::Deny, p)) if p == path => {
+                        Err(host_error(&EngineError::Denied { path: path.clone() }))
+                    }
+                    _ => {
+                        let approval = match &decision {
+                            Some((Decision::Approve, p)) if p == path => Approval::Granted,
+                            _ => Approval::Required,
+                        };
+                        match engine
+                            .invoke(
+                                &caller,
+                                path,
+                                call.args.clone(),
+                                approval,
+                                Some(exec.clone()),
+                            )
+                            .await
+                        {
+                            CallResult::Done(v) => Ok(v),
+                            CallResult::Failed(e) => Err(host_error(&e)),
+                            CallResult::NeedsApproval { path, name, args } => {
+                                state.lock().pending.insert(
+                                    seq,
+                                    PendingCall {
+                                        seq,
+                                        path,
+                                        name,
+                                        args,
+                                    },
+                                );
+                                return HostReply::Suspend;
+                            }
+                        }
+                    }
+                },
+            };
+            state
+                .lock()
+                .journal
+                .insert(seq, reply_to_json(seq, &key, &result));
+            match result {
+                Ok(v) => HostReply::Ok(v),
+                Err(e) => HostReply::Err(e),
+            }
+        })
+    }
+}
+
+impl Engine {
+    /// Runs a script for the caller. Destructive calls pause it.
+    pub async fn run_script(&self, caller: &Caller, source: &str) -> Result<Outcome, EngineError> {
+        let now = now_ms();
+        let record = ExecutionRecord {
+            id: format!("ex_{}", uuid::Uuid::new_v4().simple()),
+            principal: caller.principal.to_string(),
+            kind: "script".into(),
+            source: source.to_string(),
+            seed: rand::random::<i64>(),
+            now_ms: now,
+            status: ExecutionStatus::Running,
+            pending: None,
+            journal: json!([]),
+            decisions: json!({}),
+            result: None,
+            error: None,
+            logs: json!([]),
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            version: 0,
+        };
+        self.run_record(caller, record, false).await
+    }
+
+    /// Runs (or re-runs) a script execution and stores the result when it must be durable.
+    async fn run_record(
+        &self,
+        caller: &Caller,
+        mut rec: ExecutionRecord,
+        stored: bool,
+    ) -> Result<Outcome, EngineError> {
+        let mut state = RunState::default();
+        if let Some(entries) = rec.journal.as_array() {
+            for e in entries {
+                if let Some(seq) = e["seq"].as_u64() {
+                    state.replay.insert(seq as u32, e.clone());
+                }
+            }
+        }
+        if let Some(map) = rec.decisions.as_object() {
+            for (k, v) in map {
+                if let (Ok(seq), Some(d), Some(p)) =
+                    (k.parse::<u32>(), v["decision"].as_str(), v["path"].as_str())
+                {
+                    if let Ok(d) = d.parse::<Decision>() {
+                        state.decisions.insert(seq, (d, p.to_string()));
+                    }
+                }
+            }
+        }
+        let state = Arc::new(Mutex::new(state));
+        let mut script_caller = caller.clone();
+        script_caller.face = Face::Script;
+        let host = Arc::new(ScriptHost {
+            engine: self.clone(),
+            caller: script_caller,
+            execution_id: Arc::from(rec.id.as_str()),
+            state: state.clone(),
+        });
+        let det = Determinism {
+            seed: rec.seed as u64,
+            now_ms: rec.now_ms as f64,
+        };
+        let outcome =
+            toolshed_sandbox::run(&rec.source, host, &self.inner.config.limits, det).await;
+        let (journal, pending_calls) = {
+            let st = state.lock();
+            (
+                Value::Array(st.journal.values().cloned().collect()),
+                st.pending.clone(),
+            )
+        };
+        rec.journal = journal;
+        rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
+        let logs = outcome.logs;
+        let id = rec.id.clone();
+        let result = match outcome.status {
+            Status::Completed(v) => {
+                rec.status = ExecutionStatus::Completed;
+                rec.pending = None;
+                rec.result = Some(v.clone());
+                Outcome::Completed {
+                    execution_id: id,
+                    result: v,
+                    logs,
+                }
+            }
+            Status::Failed(err) => {
+                rec.status = ExecutionStatus::Failed;
+                rec.pending = None;
+                let error = serde_json::to_value(&err).unwrap_or(Value::Null);
+                rec.error = Some(error.clone());
+                Outcome::Failed {
+                    execution_id: id,
+                    error,
+                    logs,
+                }
+            }
+            Status::Suspended { seq } => {
+                let pending = pending_calls.get(&seq).cloned().unwrap_or(PendingCall {
+                    seq,
+                    path: String::new(),
+                    name: String::new(),
+                    args: Value::Null,
+                });
+                rec.status = ExecutionStatus::Paused;
+                rec.pending = Some(serde_json::to_value(&pending).unwrap_or(Value::Null));
+                rec.expires_at = Some(now_ms() + self.inner.config.approval_ttl.as_millis() as i64);
+                Outcome::Paused {
+                    message: paused_message(&id, &pending),
+                    execution_id: id,
+                    pending,
+                    logs,
+                }
+            }
+        };
+        if stored || matches!(result, Outcome::Paused { .. }) {
+            self.save(rec, stored).await?;
+        }
+        Ok(result)
+    }
+
+    async fn save(&self, mut rec: ExecutionRecord, stored: bool) -> Result<(), EngineError> {
+        rec.updated_at = now_ms();
+        if stored {
+            let expected = rec.version;
+            rec.version += 1;
+            if !self.inner.store.update_execution(&rec, expected).await? {
+                return Err(EngineError::Busy { id: rec.id });
+            }
+        } else {
+            rec.version = 1;
+            self.inner.store.insert_execution(&rec).await?;
+        }
+        Ok(())
+    }
+
+    /// Calls one tool directly (MCP direct mode, HTTP, CLI). A destructive call pauses and
+    /// returns `Paused` with an execution to resume.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+    ) -> Result<Outcome, EngineError> {
+        let id = format!("ex_{}", uuid::Uuid::new_v4().simple());
+        match self
+            .invoke(
+                caller,
+                path,
+                args,
+                Approval::Required,
+                Some(Arc::from(id.as_str())),
+            )
+            .await
+        {
+            CallResult::Done(result) => Ok(Outcome::Completed {
+                execution_id: id,
+                result,
+                logs: vec![],
+            }),
+            CallResult::Failed(e) => Err(e),
+            CallResult::NeedsApproval { path, name, args } => {
+                let now = now_ms();
+                let pending = PendingCall {
+                    seq: 0,
+                    path: path.clone(),
+                    name,
+                    args: args.clone(),
+                };
+                let rec = ExecutionRecord {
+                    id: id.clone(),
+                    principal: caller.principal.to_string(),
+                    kind: "call".into(),
+                    source: json!({"path": path, "args": args}).to_string(),
+                    seed: 0,
+                    now_ms: now,
+                    status: ExecutionStatus::Paused,
+                    pending: Some(serde_json::to_value(&pending).unwrap_or(Value::Null)),
+                    journal: json!([]),
+                    decisions: json!({}),
+                    result: None,
+                    error: None,
+                    logs: json!([]),
+                    created_at: now,
+                    updated_at: now,
+                    expires_at: Some(now + self.inner.config.approval_ttl.as_millis() as i64),
+                    version: 0,
+                };
+                self.save(rec, false).await?;
+                Ok(Outcome::Paused {
+                    message: paused_message(&id, &pending),
+                    execution_id: id,
+                    pending,
+                    logs: vec![],
+                })
+            }
+        }
+    }
+
+    /// Settles the pending call of a paused execution and continues it.
+    pub async fn resume(
+        &self,
+        caller: &Caller,
+        id: &str,
+        decision: Decision,
+    ) -> Result<Outcome, EngineError> {
+        let unknown = || EngineError::UnknownExecution { id: id.to_string() };
+        let mut rec = self
+            .inner
+            .store
+            .get_execution(id)
+            .await?
+            .ok_or_else(unknown)?;
+        if rec.principal != caller.principal.as_ref() {
+            return Err(unknown());
+        }
+        let now = now_ms();
+        let ttl_secs = self.inner.config.approval_ttl.as_secs();
+        match rec.status {
+            ExecutionStatus::Expired => {
+                return Err(EngineError::Expired {
+                    id: id.into(),
+                    ttl_secs,
+                })
+            }
+            ExecutionStatus::Completed | ExecutionStatus::Failed => {
+                return Err(EngineError::AlreadySettled {
+                    id: id.into(),
+                    status: rec.status.as_str().into(),
+                })
+            }
+            ExecutionStatus::Running => {
+                let stale = now - rec.updated_at
+                    > self.inner.config.limits.wall_clock.as_millis() as i64 + 60_000;
+                if !stale {
+                    return Err(EngineError::Busy { id: id.into() });
+                }
+            }
+            ExecutionStatus::Paused => {
+                if rec.expires_at.is_some_and(|t| t < now) {
+                    self.inner.store.expire_executions(now).await?;
+                    return Err(EngineError::Expired {
+                        id: id.into(),
+                        ttl_secs,
+                    });
+                }
+            }
+        }
+        let pending: PendingCall = rec
+            .pending
+            .clone()
+            .and_then(|p| serde_json::from_value(p).ok())
+            .ok_or_else(|| EngineError::AlreadySettled {
+                id: id.into(),
+                status: "without a pending call".into(),
+            })?;
+        // Claim it: whoever bumps the version first runs it.
+        rec.status = ExecutionStatus::Running;
+        rec.updated_at = now;
+        let expected = rec.version;
+        rec.version += 1;
+        if !self.inner.store.update_execution(&rec, expected).await? {
+            return Err(EngineError::Busy { id: id.into() });
+        }
+        let mut decisions = rec.decisions.as_object().cloned().unwrap_or_default();
+        decisions.insert(
+            pending.seq.to_string(),
+            json!({"decision": decision, "path": pending.path}),
+        );
+        rec.decisions = Value::Object(decisions);
+
+        if rec.kind == "call" {
+            return self.resume_call(caller, rec, pending, decision).await;
+        }
+        self.run_record(caller, rec, true).await
+    }
+
+    async fn resume_call(
+        &self,
+        caller: &Caller,
+        mut rec: ExecutionRecord,
+        pending: PendingCall,
+        decision: Decision,
+    ) -> Result<Outcome, EngineError> {
+        let id = rec.id.clone();
+        let outcome = match decision {
+            Decision::Deny => Err(EngineError::Denied {
+                path: pending.path.clone(),
+            }),
+            Decision::Approve => {
+                match self
+                    .invoke(
+                        caller,
+                        &pending.path,
+                        pending.args.clone(),
+                        Approval::Granted,
+                        Some(Arc::from(id.as_str())),
+                    )
+                    .await
+                {
+                    CallResult::Done(v) => Ok(v),
+                    CallResult::Failed(e) => Err(e),
+                    CallResult::NeedsApproval { .. } => {
+                        unreachable!("granted calls never ask again")
+                    }
+                }
+            }
+        };
+        rec.pending = None;
+        let result = match outcome {
+            Ok(v) => {
+                rec.status = ExecutionStatus::Completed;
+                rec.result = Some(v.clone());
+                Outcome::Completed {
+                    execution_id: id,
+                    result: v,
+                    logs: vec![],
+                }
+            }
+            Err(e) => {
+                rec.status = ExecutionStatus::Failed;
+                let error = e.to_json();
+                rec.error = Some(error.clone());
+                Outcome::Failed {
+                    execution_id: id,
+                    error,
+                    logs: vec![],
+                }
+            }
+        };
+        self.save(rec, true).await?;
+        Ok(result)
+    }
+
+    /// Paused executions of the caller (expired ones are marked first).
+    pub async fn pending(&self, caller: &Caller) -> Result<Vec<PendingSummary>, EngineError> {
+        self.inner.store.expire_executions(now_ms()).await?;
+        let recs = self
+            .inner
+            .store
+            .list_executions(Some(&caller.principal), Some(ExecutionStatus::Paused), 200)
+            .await?;
+        Ok(recs
+            .into_iter()
+            .map(|r| PendingSummary {
+                execution_id: r.id,
+                principal: r.principal,
+                kind: r.kind,
+                pending: r.pending.and_then(|p| serde_json::from_value(p).ok()),
+                created_at: r.created_at,
+                expires_at: r.expires_at,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,193 @@
+//! One call through the engine: resolve → validate → approval gate → handler (timeout) → output
+//! check → audit. Nothing else in the workspace calls a tool handler.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use toolshed_core::catalog::CatalogEntry;
+use toolshed_core::ToolContext;
+use toolshed_store::AuditEntry;
+
+use crate::audit::audit_args;
+use crate::{Caller, Engine, EngineError};
+
+/// Whether a destructive call may run now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Destructive calls stop at the gate and ask for approval.
+    Required,
+    /// A human approved this very call.
+    Granted,
+}
+
+/// What happened to one call.
+#[derive(Debug)]
+pub enum CallResult {
+    Done(Value),
+    /// The call is destructive and needs approval; nothing ran.
+    NeedsApproval {
+        path: String,
+        name: String,
+        args: Value,
+    },
+    Failed(EngineError),
+}
+
+impl Engine {
+    /// Finds a tool in the caller's view. A forbidden path answers exactly like a missing one.
+    pub fn resolve(&self, caller: &Caller, path: &str) -> Result<Arc<CatalogEntry>, EngineError> {
+        let catalog = self.inner.catalog.load();
+        match catalog.get(path) {
+            Some(e) if caller.allows(path) => Ok(e.clone()),
+            _ => Err(EngineError::NotFound {
+                path: path.to_string(),
+            }),
+        }
+    }
+
+    /// Parses argument text (CLI, HTTP bodies); empty text means `{}`.
+    pub fn parse_args(path: &str, text: &str) -> Result<Value, EngineError> {
+        if text.trim().is_empty() {
+            return Ok(Value::Object(Default::default()));
+        }
+        serde_json::from_str(text).map_err(|e| EngineError::MalformedArguments {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The one call path. `execution_id` ties the call to a script or paused call.
+    pub async fn invoke(
+        &self,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+        approval: Approval,
+        execution_id: Option<Arc<str>>,
+    ) -> CallResult {
+        let started = Instant::now();
+        // Redacted once, before the arguments move into the handler.
+        let audited_args = audit_args(&args);
+        let result = self
+            .invoke_inner(caller, path, args, approval, execution_id.clone())
+            .await;
+        let (outcome, error) = match &result {
+            CallResult::Done(_) => ("ok", None),
+            CallResult::NeedsApproval { .. } => ("paused", None),
+            CallResult::Failed(e) => (e.code(), Some(e.to_string())),
+        };
+        self.inner.audit.record(AuditEntry {
+            id: uuid::Uuid::now_v7().to_string(),
+            ts: toolshed_store::now_ms(),
+            principal: caller.principal.to_string(),
+            face: caller.face.as_str().to_string(),
+            path: path.to_string(),
+            execution_id: execution_id.map(|s| s.to_string()),
+            args: audited_args,
+            outcome: outcome.to_string(),
+            error,
+            duration_us: started.elapsed().as_micros() as i64,
+        });
+        result
+    }
+
+    async fn invoke_inner(
+        &self,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+        approval: Approval,
+        execution_id: Option<Arc<str>>,
+    ) -> CallResult {
+        let entry = match self.resolve(caller, path) {
+            Ok(e) => e,
+            Err(e) => return CallResult::Failed(e),
+        };
+        let def = &entry.tool.def;
+        if !args.is_object() {
+            return CallResult::Failed(EngineError::InvalidArguments {
+                path: path.to_string(),
+                violations: vec![toolshed_core::Violation {
+                    pointer: String::new(),
+                    rule: "type".into(),
+                    message: format!("arguments must be a JSON object, got {}", json_type(&args)),
+                }],
+            });
+        }
+        match entry.input_validator() {
+            Ok(v) => {
+                if let Err(violations) = v.validate(&args) {
+                    return CallResult::Failed(EngineError::InvalidArguments {
+                        path: path.to_string(),
+                        violations,
+                    });
+                }
+            }
+            Err(e) => {
+                return CallResult::Failed(EngineError::BrokenSchema {
+                    path: path.to_string(),
+                    which: "input",
+                    reason: e.to_string(),
+                })
+            }
+        }
+        if def.annotations.destructive && approval == Approval::Required {
+            return CallResult::NeedsApproval {
+                path: path.to_string(),
+                name: def.name.clone(),
+                args,
+            };
+        }
+        let timeout = self.inner.config.call_timeout;
+        let ctx = ToolContext::new(caller.principal.clone(), def.path.clone())
+            .with_execution(execution_id)
+            .with_tokens(self.inner.tokens.clone())
+            .with_timeout(timeout);
+        let out = match tokio::time::timeout(timeout, entry.tool.handler.call(ctx, args)).await {
+            Err(_) => {
+                return CallResult::Failed(EngineError::Timeout {
+                    path: path.to_string(),
+                    after: timeout,
+                })
+            }
+            Ok(Err(error)) => {
+                return CallResult::Failed(EngineError::Tool {
+                    path: path.to_string(),
+                    error: Box::new(error),
+                })
+            }
+            Ok(Ok(v)) => v,
+        };
+        match entry.output_validator() {
+            None => {}
+            Some(Ok(v)) => {
+                if let Err(violations) = v.validate(&out) {
+                    return CallResult::Failed(EngineError::InvalidOutput {
+                        path: path.to_string(),
+                        violations,
+                    });
+                }
+            }
+            Some(Err(e)) => {
+                return CallResult::Failed(EngineError::BrokenSchema {
+                    path: path.to_string(),
+                    which: "output",
+                    reason: e.to_string(),
+                })
+            }
+        }
+        CallResult::Done(out)
+    }
+}
+
+pub(crate) fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

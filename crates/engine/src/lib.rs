@@ -1,0 +1,143 @@
+//! Toolshed's engine: the ONE path every call takes, whatever face it comes from.
+//!
+//! ```text
+//! face (MCP / HTTP / CLI / script)
+//!   → resolve the path in the caller's view (outside the role = does not exist)
+//!   → validate arguments against the input schema (errors name the JSON pointer and the rule)
+//!   → approval gate (destructive calls pause their execution)
+//!   → handler, with a timeout
+//!   → validate the output where the tool declares a schema
+//!   → audit (principal, face, path, redacted arguments, outcome, duration)
+//! ```
+//!
+//! Modules:
+//! - [`invoke`]: that path, for one call.
+//! - [`executions`]: scripts and direct calls as executions; pausing, durable journals,
+//!   deterministic replay on resume, expiry.
+//! - [`discovery`]: listing, ranked search and compact descriptions in the caller's view.
+//! - [`audit`]: redaction and the batched background audit writer.
+//! - [`caller`]: principals with their compiled access, and the face they use.
+//! - [`error`] — [`EngineError`], with codes and JSON for faces.
+
+pub mod audit;
+pub mod caller;
+pub mod discovery;
+pub mod error;
+pub mod executions;
+pub mod invoke;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use toolshed_core::{Policy, SharedCatalog, TokenSource};
+use toolshed_sandbox::Limits;
+use toolshed_store::Store;
+
+pub use caller::{Caller, Face, KeyRing};
+pub use discovery::{Description, SearchAnswer, SearchHit};
+pub use error::EngineError;
+pub use executions::{Decision, Outcome, PendingCall, PendingSummary};
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Longest a handler may run.
+    pub call_timeout: Duration,
+    /// How long a paused execution waits for a decision.
+    pub approval_ttl: Duration,
+    /// Sandbox limits for scripts.
+    pub limits: Limits,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(30),
+            approval_ttl: Duration::from_secs(24 * 3600),
+            limits: Limits::default(),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub catalog: Arc<SharedCatalog>,
+    pub policy: ArcSwap<Policy>,
+    pub store: Store,
+    pub config: EngineConfig,
+    pub audit: audit::AuditSink,
+    pub tokens: Option<Arc<dyn TokenSource>>,
+    pub search: discovery::SearchCache,
+}
+
+/// The engine. Cheap to clone; every face holds one.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Engine {
+    /// Starts an engine (and its audit writer) on the current tokio runtime.
+    pub fn new(
+        catalog: Arc<SharedCatalog>,
+        policy: Policy,
+        store: Store,
+        config: EngineConfig,
+    ) -> Self {
+        let audit = audit::AuditSink::start(store.clone());
+        Self {
+            inner: Arc::new(Inner {
+                catalog,
+                policy: ArcSwap::from_pointee(policy),
+                store,
+                config,
+                audit,
+                tokens: None,
+                search: discovery::SearchCache::default(),
+            }),
+        }
+    }
+
+    /// Sets the credential source handlers reach through `ctx.token(..)`.
+    pub fn with_tokens(self, tokens: Arc<dyn TokenSource>) -> Self {
+        let inner = Arc::try_unwrap(self.inner)
+            .unwrap_or_else(|_| panic!("with_tokens must be called before the engine is shared"));
+        Self {
+            inner: Arc::new(Inner {
+                tokens: Some(tokens),
+                ..inner
+            }),
+        }
+    }
+
+    /// The caller for a principal, with access compiled from the current policy.
+    pub fn caller(&self, principal: &str, face: Face) -> Caller {
+        Caller {
+            principal: Arc::from(principal),
+            access: self.inner.policy.load().access(principal),
+            face,
+        }
+    }
+
+    /// Replaces the policy (callers built afterwards see the new one).
+    pub fn set_policy(&self, policy: Policy) {
+        self.inner.policy.store(Arc::new(policy));
+    }
+
+    pub fn catalog(&self) -> &Arc<SharedCatalog> {
+        &self.inner.catalog
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Waits until queued audit entries are written.
+    pub async fn flush_audit(&self) {
+        self.inner.audit.flush().await;
+    }
+}

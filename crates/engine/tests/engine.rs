@@ -1,0 +1,659 @@
+//! The engine path end to end with in-memory tools: policy, validation, approval, durable
+//! executions with replay, audit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use toolshed_core::{
+    Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolError,
+    ToolPath,
+};
+use toolshed_engine::{Decision, Engine, EngineConfig, EngineError, Face, Outcome};
+use toolshed_store::Store;
+
+struct Counters {
+    echo: AtomicUsize,
+    insert: AtomicUsize,
+    destroy: AtomicUsize,
+}
+
+fn def(path: &str, ann: Annotations, input: Value) -> ToolDef {
+    ToolDef::new(
+        ToolPath::parse(path).unwrap(),
+        path,
+        format!("The {path} tool."),
+    )
+    .with_input(input)
+    .with_annotations(ann)
+}
+
+fn catalog(counters: Arc<Counters>) -> SharedCatalog {
+    let mut b = CatalogBuilder::new();
+    let c = counters.clone();
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.echo",
+            Annotations::READ_ONLY,
+            json!({"type": "object", "properties": {"msg": {"type": "string", "minLength": 1}}, "required": ["msg"]}),
+        ),
+        move |_ctx, args| {
+            let c = c.clone();
+            async move {
+                c.echo.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"echo": args["msg"]}))
+            }
+        },
+    ));
+    let c = counters.clone();
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.insert",
+            Annotations::WRITE,
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        ),
+        move |_ctx, args| {
+            let c = c.clone();
+            async move {
+                let total = c.insert.fetch_add(1, Ordering::SeqCst) + 1;
+                Ok(json!({"inserted": args["n"], "total": total}))
+            }
+        },
+    ));
+    let c = counters.clone();
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.destroy",
+            Annotations::DESTRUCTIVE,
+            json!({"type": "object", "properties": {"what": {"type": "string"}}}),
+        ),
+        move |_ctx, args| {
+            let c = c.clone();
+            async move {
+                c.destroy.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"destroyed": args["what"]}))
+            }
+        },
+    ));
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.fail",
+            Annotations::READ_ONLY,
+            json!({"type": "object"}),
+        ),
+        |_ctx, _args| async {
+            Err(ToolError::upstream("the upstream said no").with_data(json!({"status": 503})))
+        },
+    ));
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.slow",
+            Annotations::READ_ONLY,
+            json!({"type": "object"}),
+        ),
+        |_ctx, _args| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(json!({}))
+        },
+    ));
+    b.add_tool(Tool::from_fn(
+        def("demo.bad_output", Annotations::READ_ONLY, json!({"type": "object"}))
+            .with_output(json!({"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}})),
+        |_ctx, _args| async { Ok(json!({"id": "not a number"})) },
+    ));
+    b.add_tool(Tool::from_fn(
+        def(
+            "secret.read",
+            Annotations::READ_ONLY,
+            json!({"type": "object"}),
+        ),
+        |_ctx, _args| async { Ok(json!("hidden")) },
+    ));
+    SharedCatalog::new(b.build().unwrap())
+}
+
+fn policy() -> Policy {
+    Policy::new(
+        vec![
+            Role {
+                id: "admin".into(),
+                name: "Admin".into(),
+                patterns: vec!["*".into()],
+            },
+            Role {
+                id: "demo".into(),
+                name: "Demo".into(),
+                patterns: vec!["demo.**".into()],
+            },
+        ],
+        vec![
+            Principal {
+                id: "alice".into(),
+                roles: vec!["demo".into()],
+            },
+            Principal {
+                id: "bob".into(),
+                roles: vec!["demo".into()],
+            },
+            Principal {
+                id: "root".into(),
+                roles: vec!["admin".into()],
+            },
+        ],
+    )
+    .unwrap()
+}
+
+async fn engine_with(store: Store, config: EngineConfig) -> (Engine, Arc<Counters>) {
+    let counters = Arc::new(Counters {
+        echo: 0.into(),
+        insert: 0.into(),
+        destroy: 0.into(),
+    });
+    let e = Engine::new(Arc::new(catalog(counters.clone())), policy(), store, config);
+    (e, counters)
+}
+
+async fn engine() -> (Engine, Arc<Counters>) {
+    let config = EngineConfig {
+        call_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    engine_with(Store::open("sqlite::memory:").await.unwrap(), config).await
+}
+
+fn completed(o: &Outcome) -> &Value {
+    match o {
+        Outcome::Completed { result, .. } => result,
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn forbidden_answers_like_missing_on_every_entry_point() {
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    let missing = e.call(&alice, "nope.tool", json!({})).await.unwrap_err();
+    let forbidden = e.call(&alice, "secret.read", json!({})).await.unwrap_err();
+    assert_eq!(missing.code(), "not_found");
+    assert_eq!(forbidden.code(), "not_found");
+    assert_eq!(
+        forbidden.to_string().replace("secret.read", "X"),
+        missing.to_string().replace("nope.tool", "X")
+    );
+    assert!(e.describe(&alice, "secret.read", false).is_err());
+    assert!(e
+        .list_tools(&alice)
+        .iter()
+        .all(|d| d.path.namespace() == "demo"));
+    assert!(e
+        .search(&alice, "secret read", 10, None)
+        .hits
+        .iter()
+        .all(|h| h.path != "secret.read"));
+    assert!(!e.view_summary(&alice).contains("secret"));
+    let root = e.caller("root", Face::Cli);
+    assert!(e.view_summary(&root).contains("secret (1)"));
+    // Unknown principal: default deny.
+    let nobody = e.caller("mallory", Face::Http);
+    assert!(e.list_tools(&nobody).is_empty());
+    assert_eq!(
+        e.call(&nobody, "demo.echo", json!({"msg": "x"}))
+            .await
+            .unwrap_err()
+            .code(),
+        "not_found"
+    );
+    // Scripts obey the same view.
+    let out = e
+        .run_script(
+            &alice,
+            "try { await tools.secret.read({}); return 'leak' } catch (err) { return err.code }",
+        )
+        .await
+        .unwrap();
+    assert_eq!(completed(&out), &json!("not_found"));
+}
+
+#[tokio::test]
+async fn invalid_arguments_name_pointer_and_rule() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    let err = e
+        .call(&alice, "demo.echo", json!({"msg": ""}))
+        .await
+        .unwrap_err();
+    match &err {
+        EngineError::InvalidArguments { violations, .. } => {
+            assert_eq!(violations[0].pointer, "/msg");
+            assert_eq!(violations[0].rule, "minLength");
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = e.call(&alice, "demo.echo", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("required"), "{err}");
+    let err = e.call(&alice, "demo.echo", json!([1])).await.unwrap_err();
+    assert!(err.to_string().contains("must be a JSON object"), "{err}");
+    let err = Engine::parse_args("demo.echo", "{\"msg\": ").unwrap_err();
+    assert_eq!(err.code(), "malformed_arguments");
+    assert!(err.to_string().contains("line 1 column"), "{err}");
+    assert_eq!(
+        c.echo.load(Ordering::SeqCst),
+        0,
+        "invalid calls never reach the handler"
+    );
+}
+
+#[tokio::test]
+async fn handler_errors_timeouts_and_output_validation() {
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    let err = e.call(&alice, "demo.fail", json!({})).await.unwrap_err();
+    assert_eq!(err.code(), "upstream");
+    assert_eq!(err.data().unwrap()["status"], 503);
+    let err = e.call(&alice, "demo.slow", json!({})).await.unwrap_err();
+    assert_eq!(err.code(), "timeout");
+    let err = e
+        .call(&alice, "demo.bad_output", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_output");
+    assert!(err.to_string().contains("/id"), "{err}");
+}
+
+#[tokio::test]
+async fn destructive_direct_call_pauses_then_approve_or_deny() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Http);
+    let out = e
+        .call(&alice, "demo.destroy", json!({"what": "db"}))
+        .await
+        .unwrap();
+    let Outcome::Paused {
+        execution_id,
+        pending,
+        ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(pending.path, "demo.destroy");
+    assert_eq!(pending.args, json!({"what": "db"}));
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 0);
+    // Listed for its owner only.
+    assert_eq!(e.pending(&alice).await.unwrap().len(), 1);
+    assert!(e
+        .pending(&e.caller("bob", Face::Http))
+        .await
+        .unwrap()
+        .is_empty());
+    // Another principal cannot resume it.
+    let bob = e.caller("bob", Face::Http);
+    assert_eq!(
+        e.resume(&bob, &execution_id, Decision::Approve)
+            .await
+            .unwrap_err()
+            .code(),
+        "unknown_execution"
+    );
+    // Approve from another face of the same principal.
+    let alice_mcp = e.caller("alice", Face::Mcp);
+    let done = e
+        .resume(&alice_mcp, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(completed(&done), &json!({"destroyed": "db"}));
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+    // Already settled.
+    let err = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "already_settled");
+    // Deny path.
+    let Outcome::Paused { execution_id, .. } = e
+        .call(&alice, "demo.destroy", json!({"what": "x"}))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    let denied = e
+        .resume(&alice, &execution_id, Decision::Deny)
+        .await
+        .unwrap();
+    let Outcome::Failed { error, .. } = denied else {
+        panic!("{denied:?}")
+    };
+    assert_eq!(error["code"], "denied");
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        e.resume(&alice, "ex_unknown", Decision::Deny)
+            .await
+            .unwrap_err()
+            .code(),
+        "unknown_execution"
+    );
+    assert!("maybe".parse::<Decision>().is_err());
+}
+
+#[tokio::test]
+async fn script_pauses_and_replays_without_rerunning_completed_calls() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Mcp);
+    let script = r#"
+        const r = Math.random();
+        const t = Date.now();
+        const a = await tools.demo.insert({ n: 1 });
+        console.log("inserted", a.total);
+        const d = await tools.demo.destroy({ what: "table" });
+        const b = await tools.demo.insert({ n: 2 });
+        return { a, d, b, r, t };
+    "#;
+    let out = e.run_script(&alice, script).await.unwrap();
+    let Outcome::Paused {
+        execution_id,
+        pending,
+        ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(pending.path, "demo.destroy");
+    assert_eq!(pending.seq, 1);
+    assert_eq!(c.insert.load(Ordering::SeqCst), 1);
+    let done = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    let v = completed(&done).clone();
+    assert_eq!(
+        c.insert.load(Ordering::SeqCst),
+        2,
+        "the first insert is not run again"
+    );
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+    assert_eq!(v["a"]["total"], 1);
+    assert_eq!(v["b"]["total"], 2);
+    assert_eq!(v["d"]["destroyed"], "table");
+    assert!(v["r"].as_f64().unwrap() >= 0.0);
+
+    // Denial: the promise rejects with an error the script can catch.
+    let script = r#"
+        try { await tools.demo.destroy({ what: "x" }); return "ran" }
+        catch (err) { return { code: err.code, message: err.message } }
+    "#;
+    let Outcome::Paused { execution_id, .. } = e.run_script(&alice, script).await.unwrap() else {
+        panic!()
+    };
+    let done = e
+        .resume(&alice, &execution_id, Decision::Deny)
+        .await
+        .unwrap();
+    let v = completed(&done);
+    assert_eq!(v["code"], "denied");
+    assert!(v["message"].as_str().unwrap().contains("denied"));
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn two_destructive_calls_pause_twice() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Mcp);
+    let script = r#"
+        await tools.demo.destroy({ what: "one" });
+        await tools.demo.destroy({ what: "two" });
+        return "done";
+    "#;
+    let Outcome::Paused {
+        execution_id,
+        pending,
+        ..
+    } = e.run_script(&alice, script).await.unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(pending.args["what"], "one");
+    let again = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    let Outcome::Paused {
+        execution_id: id2,
+        pending,
+        ..
+    } = again
+    else {
+        panic!("{again:?}")
+    };
+    assert_eq!(id2, execution_id);
+    assert_eq!(pending.args["what"], "two");
+    let done = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(completed(&done), &json!("done"));
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn paused_execution_survives_an_engine_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let (e, c) = engine_with(store.clone(), EngineConfig::default()).await;
+    let alice = e.caller("alice", Face::Mcp);
+    let Outcome::Paused { execution_id, .. } = e
+        .run_script(
+            &alice,
+            "await tools.demo.insert({n: 1}); await tools.demo.destroy({}); return 'ok'",
+        )
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    drop(e);
+    store.close().await;
+    // A new engine over the same file, as after a restart.
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let (e2, c2) = engine_with(store, EngineConfig::default()).await;
+    let alice = e2.caller("alice", Face::Http);
+    let done = e2
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(completed(&done), &json!("ok"));
+    assert_eq!(
+        c.insert.load(Ordering::SeqCst) + c2.insert.load(Ordering::SeqCst),
+        1
+    );
+    assert_eq!(c2.destroy.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn paused_executions_expire() {
+    let config = EngineConfig {
+        approval_ttl: Duration::from_millis(1),
+        ..Default::default()
+    };
+    let (e, c) = engine_with(Store::open("sqlite::memory:").await.unwrap(), config).await;
+    let alice = e.caller("alice", Face::Mcp);
+    let Outcome::Paused { execution_id, .. } =
+        e.call(&alice, "demo.destroy", json!({})).await.unwrap()
+    else {
+        panic!()
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let err = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "expired");
+    assert!(err.to_string().contains("expired"));
+    assert_eq!(
+        e.resume(&alice, &execution_id, Decision::Approve)
+            .await
+            .unwrap_err()
+            .code(),
+        "expired"
+    );
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn audit_records_every_call_with_redacted_arguments() {
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    e.call(
+        &alice,
+        "demo.echo",
+        json!({"msg": "hi", "apiKey": "sk-live-123"}),
+    )
+    .await
+    .unwrap();
+    let _ = e.call(&alice, "secret.read", json!({})).await;
+    let _ = e
+        .run_script(&alice, "return await tools.demo.echo({msg: 'from script'})")
+        .await
+        .unwrap();
+    e.flush_audit().await;
+    let log = e.store().recent_audit(10).await.unwrap();
+    assert_eq!(log.len(), 3, "{log:?}");
+    let echo = log
+        .iter()
+        .find(|a| a.face == "cli" && a.path == "demo.echo")
+        .unwrap();
+    assert_eq!(echo.outcome, "ok");
+    assert_eq!(echo.principal, "alice");
+    assert!(!echo.args.contains("sk-live-123"));
+    assert!(log
+        .iter()
+        .any(|a| a.path == "secret.read" && a.outcome == "not_found"));
+    let scripted = log.iter().find(|a| a.face == "script").unwrap();
+    assert!(scripted.execution_id.as_deref().unwrap().starts_with("ex_"));
+}
+
+#[tokio::test]
+async fn scripts_search_and_describe_in_the_callers_view() {
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Mcp);
+    let out = e
+        .run_script(
+            &alice,
+            r#"const s = await tools.search({query: "echo", limit: 3});
+               const d = await tools.describe.tool({path: s.hits[0].path});
+               return {first: s.hits[0].path, text: d.text}"#,
+        )
+        .await
+        .unwrap();
+    let v = completed(&out);
+    assert_eq!(v["first"], "demo.echo");
+    assert!(v["text"].as_str().unwrap().contains("msg"));
+}
+
+/// Two engines ("replicas") over one PostgreSQL database: a script paused on one is listed and
+/// resumed on the other; two replicas resuming the same execution at once settle it exactly once.
+/// Runs when PostgreSQL is reachable (`TOOLSHED_TEST_POSTGRES_URL`, default
+/// `postgres://postgres@127.0.0.1:5432/test`), in a fresh schema dropped afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_share_paused_executions_on_postgres() {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let base = std::env::var("TOOLSHED_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let mut admin =
+        match tokio::time::timeout(Duration::from_secs(5), sqlx::AnyConnection::connect(&base))
+            .await
+        {
+            Ok(Ok(c)) => c,
+            other => {
+                eprintln!(
+                    "skipping the PostgreSQL replica test: cannot connect to {base}: {:?}",
+                    other.err()
+                );
+                return;
+            }
+        };
+    let schema = format!("engine_test_{}", uuid_like());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let result = tokio::spawn(async move {
+        let (a, ca) = engine_with(Store::open(&url).await.unwrap(), EngineConfig::default()).await;
+        let (b, cb) = engine_with(Store::open(&url).await.unwrap(), EngineConfig::default()).await;
+        let alice_a = a.caller("alice", Face::Mcp);
+        let alice_b = b.caller("alice", Face::Http);
+        // Pause on A, resume on B.
+        let Outcome::Paused { execution_id, .. } = a
+            .run_script(
+                &alice_a,
+                "await tools.demo.insert({n: 1}); await tools.demo.destroy({}); return 'done'",
+            )
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(b.pending(&alice_b).await.unwrap().len(), 1);
+        let done = b
+            .resume(&alice_b, &execution_id, Decision::Approve)
+            .await
+            .unwrap();
+        assert_eq!(completed(&done), &json!("done"));
+        assert_eq!(
+            ca.insert.load(Ordering::SeqCst) + cb.insert.load(Ordering::SeqCst),
+            1
+        );
+
+        // A race: both replicas resume the same execution at once.
+        for _ in 0..5 {
+            let Outcome::Paused { execution_id, .. } = a
+                .call(&alice_a, "demo.destroy", json!({"what": "race"}))
+                .await
+                .unwrap()
+            else {
+                panic!()
+            };
+            let before = ca.destroy.load(Ordering::SeqCst) + cb.destroy.load(Ordering::SeqCst);
+            let (ra, rb) = tokio::join!(
+                a.resume(&alice_a, &execution_id, Decision::Approve),
+                b.resume(&alice_b, &execution_id, Decision::Approve)
+            );
+            let oks = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+            assert_eq!(oks, 1, "exactly one replica settles it: {ra:?} / {rb:?}");
+            let loser = match (ra, rb) {
+                (Ok(_), Err(e)) | (Err(e), Ok(_)) => e,
+                other => panic!("{other:?}"),
+            };
+            assert!(
+                matches!(loser.code(), "busy" | "already_settled"),
+                "{loser}"
+            );
+            let after = ca.destroy.load(Ordering::SeqCst) + cb.destroy.load(Ordering::SeqCst);
+            assert_eq!(after, before + 1, "the approved call ran once");
+        }
+    })
+    .await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:x}{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}

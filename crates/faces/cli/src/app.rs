@@ -1,0 +1,123 @@
+//! Assembly: opens the store, gathers plugins and sources into the catalog, compiles the policy
+//! and starts the engine. Every face of the binary is built on the [`App`] this returns.
+//!
+//! The catalog holds the tables plugin, the n8n plugin (with the rest of n8n's public API) when
+//! `[n8n]` is configured, and every source of `[[sources]]` and of the store, loaded through a
+//! [`Registry`]. A serving process keeps it current: upstream MCP servers that change their
+//! tools and sources added or removed by another process are picked up without a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use toolshed_core::{Plugin, SharedCatalog};
+use toolshed_engine::Engine;
+use toolshed_sources::{declare_with_store, Registry, Sealer, SourceReport, SourceStore};
+use toolshed_store::Store;
+
+use crate::config::Config;
+
+/// How often a serving process looks for sources added or removed by another process.
+pub const STORE_POLL: Duration = Duration::from_secs(2);
+
+/// A running Toolshed: config, store, sources and engine.
+pub struct App {
+    pub config: Config,
+    pub store: Store,
+    pub engine: Engine,
+    pub registry: Registry,
+    pub sources: SourceStore,
+}
+
+/// Opens the configured database.
+pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    match &config.database_url {
+        Some(url) => Store::open(url).await,
+        None => Store::open_dir(&config.data_dir()).await,
+    }
+    .context("opening the database")
+}
+
+/// The stored sources, sealed with the data directory's key (or `TOOLSHED_SECRET_KEY`).
+pub fn source_store(config: &Config, store: &Store) -> anyhow::Result<SourceStore> {
+    let sealer = Sealer::from_data_dir(&config.data_dir()).context("opening the secret key")?;
+    Ok(SourceStore::new(store.clone(), sealer))
+}
+
+/// The plugins: tables, and n8n when configured (a failing n8n setup is reported, not fatal).
+pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
+    let mut plugins = vec![toolshed_tables::plugin(store.clone())];
+    match config.n8n_settings() {
+        Ok(None) => {}
+        Ok(Some(settings)) => match toolshed_sources::n8n_plugin(&settings).await {
+            Ok(n8n) => {
+                eprintln!(
+                    "plugin n8n: {} tools ({} imported from the public API), {} warnings",
+                    n8n.plugin.tools.len(),
+                    n8n.imported,
+                    n8n.warnings.len()
+                );
+                for w in &n8n.warnings {
+                    tracing::debug!(warning = %w, "n8n import");
+                }
+                plugins.push(n8n.plugin);
+            }
+            Err(e) => eprintln!("plugin n8n: FAILED: {e}"),
+        },
+        Err(e) => eprintln!("plugin n8n: FAILED: {e}"),
+    }
+    plugins
+}
+
+/// Prints one line per source to stderr.
+pub fn print_reports(reports: &[SourceReport]) {
+    for r in reports {
+        eprintln!("{}", r.summary_line());
+    }
+}
+
+impl App {
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let store = open_store(&config).await?;
+        let sources = source_store(&config, &store)?;
+        let plugins = plugins(&config, &store).await;
+        let registry = Registry::new();
+        let (declared, rejected) = declare_with_store(&config.sources, &sources)
+            .await
+            .context("reading stored sources")?;
+        registry.sync(declared, rejected).await;
+        let catalog = Arc::new(SharedCatalog::default());
+        registry
+            .attach(plugins, catalog.clone())
+            .context("building the tool catalog")?;
+        print_reports(&registry.reports());
+        let policy = config.policy()?;
+        let engine = Engine::new(catalog, policy, store.clone(), config.engine_config());
+        Ok(Self {
+            config,
+            store,
+            engine,
+            registry,
+            sources,
+        })
+    }
+
+    /// Keeps the catalog in step with the store's sources while serving.
+    pub fn watch_stored_sources(&self) -> tokio::task::JoinHandle<()> {
+        toolshed_sources::spawn_store_poll(
+            self.registry.clone(),
+            self.sources.clone(),
+            self.config.sources.clone(),
+            STORE_POLL,
+            |reports| {
+                eprintln!("stored sources changed; catalog re-assembled:");
+                print_reports(reports);
+            },
+        )
+    }
+
+    /// Stops upstream MCP sessions.
+    pub async fn shutdown(&self) {
+        self.registry.shutdown().await;
+    }
+}

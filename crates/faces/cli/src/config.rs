@@ -1,0 +1,431 @@
+//! `toolshed.toml` plus `TOOLSHED_*` environment overrides (nested keys with `__`, e.g.
+//! `TOOLSHED_HTTP__ADDR=0.0.0.0:8080`). With no file at all every setting has a working default:
+//! SQLite in the data directory, one local principal with access to everything.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use toolshed_core::{Policy, Principal, Role};
+use toolshed_engine::{EngineConfig, KeyRing};
+use toolshed_sandbox::Limits;
+use toolshed_sources::SourceSpec;
+
+/// Configuration errors, naming the file and key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration error: {0}")]
+    Figment(String),
+    #[error("config file {0} does not exist")]
+    Missing(PathBuf),
+    #[error("invalid policy: {0}")]
+    Policy(#[from] toolshed_core::PolicyError),
+    #[error("principal '{principal}': API key from environment variable {var} is not set")]
+    MissingKeyEnv { principal: String, var: String },
+    #[error("[n8n] api_key: environment variable {var} is not set")]
+    MissingN8nKeyEnv { var: String },
+}
+
+/// The top-level keys of [`Config`], for environment filtering.
+const TOP_LEVEL_KEYS: [&str; 11] = [
+    "data_dir",
+    "database_url",
+    "principal",
+    "http",
+    "mcp",
+    "limits",
+    "approvals",
+    "roles",
+    "principals",
+    "sources",
+    "n8n",
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the SQLite database and key files live.
+    pub data_dir: Option<PathBuf>,
+    /// `sqlite://...` or `postgres://...`; overrides `data_dir` for the database.
+    pub database_url: Option<String>,
+    /// The principal used by stdio MCP and the CLI.
+    pub principal: String,
+    pub http: HttpConfig,
+    pub mcp: McpConfig,
+    pub limits: LimitsConfig,
+    pub approvals: ApprovalsConfig,
+    pub roles: Vec<Role>,
+    pub principals: Vec<PrincipalConfig>,
+    /// Tool sources declared in the file (`[[sources]]`); more are added at runtime with
+    /// `toolshed sources add`.
+    pub sources: Vec<SourceSpec>,
+    /// An n8n instance: its plugin plus the rest of its public API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n8n: Option<N8nConfigFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct N8nConfigFile {
+    /// The instance, e.g. `https://n8n.example.com` (`/api/v1` is added).
+    pub base_url: String,
+    /// The public API key; `env:NAME` reads it from the environment.
+    pub api_key: String,
+    #[serde(default)]
+    pub allow_private: bool,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    pub addr: String,
+    /// Hosts accepted in the `Host` header of MCP requests (loopback only when empty).
+    pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// Also list every allowed tool as a plain MCP tool.
+    pub direct: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub memory_mb: usize,
+    pub wall_clock_ms: u64,
+    pub max_tool_calls: u32,
+    pub call_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    pub ttl_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalConfig {
+    pub id: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// API keys for HTTP; `env:NAME` reads the key from the environment.
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            database_url: None,
+            principal: "local".into(),
+            http: HttpConfig::default(),
+            mcp: McpConfig::default(),
+            limits: LimitsConfig::default(),
+            approvals: ApprovalsConfig::default(),
+            roles: vec![],
+            principals: vec![],
+            sources: vec![],
+            n8n: None,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:7777".into(),
+            allowed_hosts: vec![],
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let l = Limits::default();
+        Self {
+            memory_mb: l.memory_bytes / (1024 * 1024),
+            wall_clock_ms: l.wall_clock.as_millis() as u64,
+            max_tool_calls: l.max_tool_calls,
+            call_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            ttl_secs: 24 * 3600,
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults ← `file` (or `./toolshed.toml` when present) ← `TOOLSHED_*` environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        match file {
+            Some(f) if !f.exists() => return Err(ConfigError::Missing(f.to_path_buf())),
+            Some(f) => fig = fig.merge(Toml::file(f)),
+            None if Path::new("toolshed.toml").exists() => {
+                fig = fig.merge(Toml::file("toolshed.toml"))
+            }
+            None => {}
+        }
+        // Only keys that name a setting: other TOOLSHED_* variables (TOOLSHED_LOG, TOOLSHED_BIN in
+        // scripts, ...) are not configuration.
+        fig = fig.merge(
+            Env::prefixed("TOOLSHED_")
+                .filter(|k| {
+                    let k = k.as_str().to_ascii_lowercase();
+                    TOP_LEVEL_KEYS.contains(&k.split("__").next().unwrap_or_default())
+                })
+                .split("__"),
+        );
+        let mut config: Config = fig
+            .extract()
+            .map_err(|e| ConfigError::Figment(e.to_string()))?;
+        // Relative file paths in [[sources]] are relative to the config file's directory.
+        let base = file
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let base = std::env::current_dir().unwrap_or_default().join(base);
+        for s in &mut config.sources {
+            s.absolutize(&base);
+        }
+        Ok(config)
+    }
+
+    /// The n8n settings with the API key resolved.
+    pub fn n8n_settings(&self) -> Result<Option<toolshed_sources::N8nSettings>, ConfigError> {
+        let Some(n) = &self.n8n else {
+            return Ok(None);
+        };
+        let api_key = match n.api_key.strip_prefix("env:") {
+            Some(var) => std::env::var(var).map_err(|_| ConfigError::MissingN8nKeyEnv {
+                var: var.to_string(),
+            })?,
+            None => n.api_key.clone(),
+        };
+        Ok(Some(toolshed_sources::N8nSettings {
+            base_url: n.base_url.clone(),
+            api_key,
+            allow_private: n.allow_private,
+            timeout: Duration::from_millis(n.timeout_ms.unwrap_or(30_000)),
+        }))
+    }
+
+    /// The data directory: configured, `$XDG_DATA_HOME/toolshed`, `~/.local/share/toolshed`, or
+    /// `./.toolshed`.
+    pub fn data_dir(&self) -> PathBuf {
+        if let Some(d) = &self.data_dir {
+            return d.clone();
+        }
+        if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+            return PathBuf::from(x).join("toolshed");
+        }
+        if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            return PathBuf::from(h).join(".local/share/toolshed");
+        }
+        PathBuf::from(".toolshed")
+    }
+
+    /// Roles and principals; with none configured, the local principal may use everything.
+    pub fn policy(&self) -> Result<Policy, ConfigError> {
+        let (roles, principals) = self.roles_and_principals();
+        Ok(Policy::new(roles, principals)?)
+    }
+
+    fn roles_and_principals(&self) -> (Vec<Role>, Vec<Principal>) {
+        let mut roles = self.roles.clone();
+        let mut principals: Vec<Principal> = self
+            .principals
+            .iter()
+            .map(|p| Principal {
+                id: p.id.clone(),
+                roles: p.roles.clone(),
+            })
+            .collect();
+        if roles.is_empty() && principals.is_empty() {
+            roles.push(Role {
+                id: "admin".into(),
+                name: "Administrator".into(),
+                patterns: vec!["*".into()],
+            });
+            principals.push(Principal {
+                id: self.principal.clone(),
+                roles: vec!["admin".into()],
+            });
+        }
+        (roles, principals)
+    }
+
+    /// API keys → principals. With no keys configured, HTTP callers are the local principal
+    /// (the default listens on loopback only).
+    pub fn key_ring(&self) -> Result<KeyRing, ConfigError> {
+        let mut keys = Vec::new();
+        for p in &self.principals {
+            for k in &p.api_keys {
+                let key = match k.strip_prefix("env:") {
+                    Some(var) => std::env::var(var).map_err(|_| ConfigError::MissingKeyEnv {
+                        principal: p.id.clone(),
+                        var: var.to_string(),
+                    })?,
+                    None => k.clone(),
+                };
+                keys.push((key, p.id.clone()));
+            }
+        }
+        let anonymous = keys.is_empty().then(|| self.principal.clone());
+        Ok(KeyRing::new(keys, anonymous))
+    }
+
+    pub fn engine_config(&self) -> EngineConfig {
+        let limits = Limits {
+            memory_bytes: self.limits.memory_mb * 1024 * 1024,
+            wall_clock: Duration::from_millis(self.limits.wall_clock_ms),
+            max_tool_calls: self.limits.max_tool_calls,
+            ..Limits::default()
+        };
+        EngineConfig {
+            call_timeout: Duration::from_millis(self.limits.call_timeout_ms),
+            approval_ttl: Duration::from_secs(self.approvals.ttl_secs),
+            limits,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_work_without_a_file() {
+        let c = Config::default();
+        let p = c.policy().unwrap();
+        assert!(p.access("local").allows("tables.create"));
+        assert_eq!(
+            c.key_ring().unwrap().principal(None).as_deref(),
+            Some("local")
+        );
+    }
+
+    #[test]
+    fn file_roles_and_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+principal = "ops"
+[limits]
+wall_clock_ms = 1234
+[[roles]]
+id = "rows"
+patterns = ["tables.rows.*"]
+[[principals]]
+id = "ops"
+roles = ["rows"]
+api_keys = ["k-ops"]
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        assert_eq!(
+            c.engine_config().limits.wall_clock,
+            Duration::from_millis(1234)
+        );
+        let p = c.policy().unwrap();
+        assert!(p.access("ops").allows("tables.rows.insert"));
+        assert!(!p.access("ops").allows("tables.create"));
+        let ring = c.key_ring().unwrap();
+        assert_eq!(ring.principal(Some("k-ops")).as_deref(), Some("ops"));
+        assert_eq!(
+            ring.principal(None),
+            None,
+            "with keys configured, anonymous calls are refused"
+        );
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail closure returns figment's own error
+    fn environment_overrides_known_keys_only() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("TOOLSHED_HTTP__ADDR", "127.0.0.1:9999");
+            jail.set_env("TOOLSHED_PRINCIPAL", "ops");
+            jail.set_env("TOOLSHED_BIN", "/usr/bin/x");
+            let c = Config::load(None).unwrap();
+            assert_eq!(c.http.addr, "127.0.0.1:9999");
+            assert_eq!(c.principal, "ops");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn sources_and_n8n_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+[n8n]
+base_url = "https://n8n.example.com"
+api_key = "env:TOOLSHED_CONFIG_TEST_N8N_KEY_UNSET"
+
+[[sources]]
+kind = "openapi"
+name = "pets"
+spec = "specs/pets.json"
+auth = { type = "bearer", token = "env:PETS_TOKEN" }
+[[sources.overrides]]
+pattern = "pets.store.*"
+hidden = true
+
+[[sources]]
+kind = "mcp"
+name = "mem"
+command = "npx"
+args = ["-y", "server-memory"]
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        assert_eq!(c.sources.len(), 2);
+        match &c.sources[0] {
+            SourceSpec::Openapi(o) => {
+                assert_eq!(
+                    o.spec,
+                    dir.path().join("specs/pets.json").display().to_string()
+                );
+                assert!(o.overrides[0].hidden);
+            }
+            other => panic!("expected openapi, got {other:?}"),
+        }
+        assert_eq!(c.sources[1].kind(), "mcp");
+        let e = c.n8n_settings().unwrap_err().to_string();
+        assert!(e.contains("TOOLSHED_CONFIG_TEST_N8N_KEY_UNSET"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.toml");
+        std::fs::write(&f, "colour = 'blue'\n").unwrap();
+        let e = Config::load(Some(&f)).unwrap_err().to_string();
+        assert!(e.contains("colour"), "{e}");
+        std::fs::write(&f, "[limits\n").unwrap();
+        assert!(Config::load(Some(&f)).is_err());
+        assert!(matches!(
+            Config::load(Some(&dir.path().join("nope.toml"))),
+            Err(ConfigError::Missing(_))
+        ));
+    }
+}

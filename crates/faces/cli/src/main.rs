@@ -1,0 +1,393 @@
+//! The `toolshed` command: `serve` (MCP over stdio or streamable HTTP plus the HTTP API) and CLI
+//! verbs that reach tools through the same engine as every other face.
+
+mod app;
+mod config;
+mod sources_cmd;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+use toolshed_engine::{Decision, Engine, EngineError, Face, Outcome};
+
+use crate::app::App;
+use crate::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "toolshed",
+    version,
+    about = "A governed, token-efficient tool gateway for AI agents"
+)]
+struct Cli {
+    /// Configuration file (default: ./toolshed.toml when present).
+    #[arg(long, global = true, env = "TOOLSHED_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data directory for the embedded database (overrides the config).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP and the HTTP API (default: HTTP on the configured address).
+    Serve {
+        /// Serve one MCP session over stdin/stdout.
+        #[arg(long, conflicts_with = "http")]
+        stdio: bool,
+        /// Serve HTTP (MCP at /mcp and the API at /v1) on this address.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Also expose every allowed tool as a plain MCP tool.
+        #[arg(long)]
+        direct: bool,
+    },
+    /// Ranked search over the tools you may use.
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Show one tool's inputs, outputs and an example call.
+    Describe {
+        path: String,
+        /// Also print the raw JSON Schemas.
+        #[arg(long)]
+        schemas: bool,
+    },
+    /// Call a tool with JSON arguments (`-` reads them from stdin).
+    Call { path: String, args: Option<String> },
+    /// Run a JavaScript file (`-` reads stdin) in the sandbox.
+    Run { file: String },
+    /// The newest audit entries: who called what, how it ended, how long it took.
+    Audit {
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// Paused executions waiting for a decision.
+    Approvals {
+        #[command(subcommand)]
+        action: ApprovalAction,
+    },
+    /// Tool sources (OpenAPI, GraphQL, upstream MCP): add, list, remove, refresh.
+    Sources {
+        #[command(subcommand)]
+        action: sources_cmd::SourcesAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApprovalAction {
+    /// List paused executions.
+    List,
+    /// Approve the pending call and continue the execution.
+    Approve { id: String },
+    /// Deny the pending call and continue the execution.
+    Deny { id: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdio = matches!(cli.command, Command::Serve { stdio: true, .. });
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLSHED_LOG")
+                .unwrap_or_else(|_| "toolshed=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(!stdio)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut config = Config::load(cli.config.as_deref())?;
+    if let Some(d) = cli.data_dir {
+        config.data_dir = Some(d);
+    }
+    let command = match cli.command {
+        Command::Sources { action } => {
+            return sources_cmd::run(&config, action, cli.json).await;
+        }
+        other => other,
+    };
+    let app = App::build(config).await?;
+    let json_out = cli.json;
+    let principal = app.config.principal.clone();
+    let caller = app.engine.caller(&principal, Face::Cli);
+    let code = match command {
+        Command::Serve {
+            stdio,
+            http,
+            direct,
+        } => {
+            serve(&app, stdio, http, direct || app.config.mcp.direct).await?;
+            ExitCode::SUCCESS
+        }
+        Command::Search {
+            query,
+            limit,
+            namespace,
+        } => {
+            let answer = app
+                .engine
+                .search(&caller, &query, limit, namespace.as_deref());
+            if json_out {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                println!("{} matching tools", answer.total);
+                for h in answer.hits {
+                    let flag = if h.destructive { " [destructive]" } else { "" };
+                    println!("  {}{flag}\n      {} — {}", h.path, h.name, h.summary);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Describe { path, schemas } => match app.engine.describe(&caller, &path, schemas) {
+            Ok(d) if json_out => {
+                println!("{}", serde_json::to_string_pretty(&d)?);
+                ExitCode::SUCCESS
+            }
+            Ok(d) => {
+                println!("{}", d.text);
+                if schemas {
+                    println!(
+                        "input schema: {}",
+                        serde_json::to_string_pretty(&d.input_schema)?
+                    );
+                    if let Some(o) = &d.output_schema {
+                        println!("output schema: {}", serde_json::to_string_pretty(o)?);
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => report_error(&e, json_out),
+        },
+        Command::Call { path, args } => {
+            let text = match args.as_deref() {
+                Some("-") => read_stdin()?,
+                Some(t) => t.to_string(),
+                None => String::new(),
+            };
+            let result = match Engine::parse_args(&path, &text) {
+                Ok(args) => app.engine.call(&caller, &path, args).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(o) => report_outcome(&o, json_out),
+                Err(e) => report_error(&e, json_out),
+            }
+        }
+        Command::Run { file } => {
+            let source = if file == "-" {
+                read_stdin()?
+            } else {
+                std::fs::read_to_string(&file).with_context(|| format!("reading script {file}"))?
+            };
+            match app.engine.run_script(&caller, &source).await {
+                Ok(o) => report_outcome(&o, json_out),
+                Err(e) => report_error(&e, json_out),
+            }
+        }
+        Command::Audit { limit } => {
+            let entries = app.store.recent_audit(limit.clamp(1, 10_000)).await?;
+            if json_out {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"entries": entries}))?
+                );
+            } else {
+                for e in entries {
+                    let exec = e.execution_id.as_deref().unwrap_or("-");
+                    println!(
+                        "{}  {:<8} {:<5} {:<10} {}  {} µs  exec {exec}  args {}",
+                        e.ts, e.principal, e.face, e.outcome, e.path, e.duration_us, e.args
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Approvals { action } => match action {
+            ApprovalAction::List => {
+                let list = app.engine.pending(&caller).await?;
+                if json_out {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&json!({"executions": list}))?
+                    );
+                } else if list.is_empty() {
+                    println!("no paused executions");
+                } else {
+                    for p in list {
+                        let (path, args) = p
+                            .pending
+                            .as_ref()
+                            .map(|c| (c.path.clone(), c.args.to_string()))
+                            .unwrap_or_default();
+                        println!("{}  {}  {path} {args}", p.execution_id, p.kind);
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            ApprovalAction::Approve { id } => {
+                decide(&app, &caller, &id, Decision::Approve, json_out).await
+            }
+            ApprovalAction::Deny { id } => {
+                decide(&app, &caller, &id, Decision::Deny, json_out).await
+            }
+        },
+        // Normally answered before the app is built (see above); kept for exhaustiveness.
+        Command::Sources { action } => sources_cmd::run(&app.config, action, json_out).await?,
+    };
+    app.engine.flush_audit().await;
+    app.shutdown().await;
+    app.store.close().await;
+    Ok(code)
+}
+
+async fn decide(
+    app: &App,
+    caller: &toolshed_engine::Caller,
+    id: &str,
+    d: Decision,
+    json_out: bool,
+) -> ExitCode {
+    match app.engine.resume(caller, id, d).await {
+        Ok(o) => report_outcome(&o, json_out),
+        Err(e) => report_error(&e, json_out),
+    }
+}
+
+fn read_stdin() -> anyhow::Result<String> {
+    let mut s = String::new();
+    std::io::stdin()
+        .read_to_string(&mut s)
+        .context("reading standard input")?;
+    Ok(s)
+}
+
+fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
+        );
+    } else {
+        match o {
+            Outcome::Completed { result, logs, .. } => {
+                for l in logs {
+                    eprintln!("[{}] {}", l.level, l.message);
+                }
+                println!("{}", pretty(result));
+            }
+            Outcome::Failed { error, logs, .. } => {
+                for l in logs {
+                    eprintln!("[{}] {}", l.level, l.message);
+                }
+                eprintln!("failed: {}", pretty(error));
+            }
+            Outcome::Paused {
+                execution_id,
+                pending,
+                ..
+            } => {
+                println!(
+                    "paused: '{}' needs approval\n  args: {}\n  approve: toolshed approvals approve {execution_id}\n  deny:    toolshed approvals deny {execution_id}",
+                    pending.path, pending.args
+                );
+            }
+        }
+    }
+    match o {
+        Outcome::Failed { .. } => ExitCode::from(1),
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+fn report_error(e: &EngineError, json_out: bool) -> ExitCode {
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"error": e.to_json()})).unwrap_or_default()
+        );
+    } else {
+        eprintln!("error: {e}");
+    }
+    ExitCode::from(1)
+}
+
+fn pretty(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+async fn serve(app: &App, stdio: bool, http: Option<String>, direct: bool) -> anyhow::Result<()> {
+    let options = toolshed_mcp::McpOptions { direct };
+    app.engine.warm_search();
+    let _poll = app.watch_stored_sources();
+    if stdio {
+        toolshed_mcp::serve_stdio(app.engine.clone(), app.config.principal.clone(), options)
+            .await?;
+        return Ok(());
+    }
+    let addr = http.unwrap_or_else(|| app.config.http.addr.clone());
+    let keys = app.config.key_ring()?;
+    let mut hosts = app.config.http.allowed_hosts.clone();
+    if hosts.is_empty() {
+        hosts = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    }
+    let router =
+        toolshed_http::router(app.engine.clone(), keys.clone()).merge(toolshed_mcp::http_router(
+            app.engine.clone(),
+            toolshed_mcp::Identity::Keys(keys),
+            options,
+            hosts,
+        ));
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let local = listener.local_addr()?;
+    tracing::info!(%local, "toolshed listening: MCP at /mcp, API at /v1");
+    eprintln!("toolshed listening on http://{local} (MCP: /mcp, API: /v1)");
+    // Small SSE frames (the end of a streamed MCP reply) must not wait for delayed ACKs, or
+    // clients give up on the connection and reconnect for every call.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

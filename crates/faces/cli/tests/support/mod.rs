@@ -1,0 +1,162 @@
+//! Shared helpers for the binary's end-to-end tests: start `toolshed` as a child process, talk to
+//! it over MCP (rmcp client) and HTTP.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_toolshed");
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// A config file giving `limited` only `tables.rows.*` and `admin` everything.
+pub fn write_policy_config(dir: &Path, principal: &str) -> std::path::PathBuf {
+    let f = dir.join("toolshed.toml");
+    std::fs::write(
+        &f,
+        format!(
+            r#"
+principal = "{principal}"
+[[roles]]
+id = "rows"
+name = "Row editor"
+patterns = ["tables.rows.*"]
+[[roles]]
+id = "admin"
+patterns = ["*"]
+[[principals]]
+id = "limited"
+roles = ["rows"]
+api_keys = ["k-limited"]
+[[principals]]
+id = "admin"
+roles = ["admin"]
+api_keys = ["k-admin"]
+"#
+        ),
+    )
+    .unwrap();
+    f
+}
+
+pub async fn stdio_client(data_dir: &Path, extra: &[&str]) -> Client {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .args(["serve", "--stdio"]);
+    cmd.stderr(Stdio::null());
+    let transport = TokioChildProcess::new(cmd).expect("spawn toolshed");
+    ().serve(transport).await.expect("initialize over stdio")
+}
+
+pub async fn http_client(port: u16, key: Option<&str>) -> Client {
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://127.0.0.1:{port}/mcp"));
+    if let Some(k) = key {
+        config = config.auth_header(k.to_string());
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport).await.expect("initialize over HTTP")
+}
+
+/// Calls a tool and returns (is_error, parsed JSON or the raw text as a string).
+pub async fn call(client: &Client, name: &str, args: Value) -> (bool, Value) {
+    let params = CallToolRequestParams::new(name.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    let r: CallToolResult = client.call_tool(params).await.expect("tools/call");
+    let text = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("");
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (r.is_error.unwrap_or(false), v)
+}
+
+pub async fn run_script(client: &Client, script: &str) -> (bool, Value) {
+    call(client, "run_script", json!({ "script": script })).await
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `toolshed serve --http` child process.
+pub struct Server {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl Server {
+    pub fn start(data_dir: &Path, config: Option<&Path>, extra: &[&str]) -> Self {
+        let port = free_port();
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("--data-dir").arg(data_dir);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        cmd.args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .args(extra);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().expect("spawn toolshed serve");
+        let s = Self { child, port };
+        s.wait_ready();
+        s
+    }
+
+    fn wait_ready(&self) {
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("toolshed did not start listening on {}", self.port);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// SIGKILL: no graceful shutdown.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the CLI and returns (exit code, stdout as JSON or text).
+pub fn cli(data_dir: &Path, config: Option<&Path>, args: &[&str]) -> (i32, Value) {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("--data-dir").arg(data_dir).arg("--json");
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    let out = cmd.args(args).output().expect("run toolshed");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let v = serde_json::from_str(&text)
+        .unwrap_or(Value::String(text + &String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), v)
+}

@@ -1,0 +1,199 @@
+//! Toolshed's HTTP API. Every route authenticates the caller (API key, or the anonymous
+//! principal when configured), then calls the engine: nothing here touches a tool handler.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /healthz` | liveness |
+//! | `GET /v1/tools?query=&limit=&namespace=` | ranked search (or the namespace summary with no query) |
+//! | `GET /v1/tools/{path}?schemas=true` | compact description |
+//! | `POST /v1/tools/{path}/call` | call with a JSON object body |
+//! | `POST /v1/scripts` | run `{"script": "..."}` |
+//! | `GET /v1/executions` | paused executions of the caller |
+//! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny"}` |
+//!
+//! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use toolshed_engine::{Caller, Decision, Engine, EngineError, Face, KeyRing, Outcome};
+
+#[derive(Clone)]
+struct AppState {
+    engine: Engine,
+    keys: KeyRing,
+}
+
+/// The HTTP API router.
+pub fn router(engine: Engine, keys: KeyRing) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/v1/tools", get(search))
+        .route("/v1/tools/{path}", get(describe))
+        .route("/v1/tools/{path}/call", post(call))
+        .route("/v1/scripts", post(run_script))
+        .route("/v1/executions", get(pending))
+        .route("/v1/executions/{id}/resume", post(resume))
+        .with_state(AppState { engine, keys })
+}
+
+struct ApiError(StatusCode, Value);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        let status = match &e {
+            EngineError::NotFound { .. } | EngineError::UnknownExecution { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            EngineError::MalformedArguments { .. }
+            | EngineError::InvalidArguments { .. }
+            | EngineError::InvalidDecision(_) => StatusCode::BAD_REQUEST,
+            EngineError::Denied { .. } => StatusCode::FORBIDDEN,
+            EngineError::Expired { .. } => StatusCode::GONE,
+            EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
+            EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            EngineError::Tool { .. } | EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
+            EngineError::BrokenSchema { .. } | EngineError::Store(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        ApiError(status, e.to_json())
+    }
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError(
+        StatusCode::BAD_REQUEST,
+        json!({"code": "bad_request", "message": message.into()}),
+    )
+}
+
+fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+    let key = KeyRing::key_from_headers(h("authorization"), h("x-api-key"));
+    match state.keys.principal(key) {
+        Some(p) => Ok(state.engine.caller(&p, Face::Http)),
+        None => Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            json!({"code": "unauthorized", "message": "missing or unknown API key: send 'Authorization: Bearer <key>'"}),
+        )),
+    }
+}
+
+fn outcome_response(o: Outcome) -> Response {
+    let status = match &o {
+        Outcome::Completed { .. } => StatusCode::OK,
+        Outcome::Paused { .. } => StatusCode::ACCEPTED,
+        Outcome::Failed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    (status, Json(o.to_json())).into_response()
+}
+
+#[derive(Deserialize)]
+struct SearchParams {
+    query: Option<String>,
+    limit: Option<usize>,
+    namespace: Option<String>,
+}
+
+async fn search(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<SearchParams>,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    match q.query.as_deref().filter(|t| !t.trim().is_empty()) {
+        Some(text) => {
+            let answer =
+                s.engine
+                    .search(&caller, text, q.limit.unwrap_or(10), q.namespace.as_deref());
+            Ok(Json(answer).into_response())
+        }
+        None => Ok(Json(json!({
+            "summary": s.engine.view_summary(&caller),
+            "namespaces": s.engine.namespaces(&caller),
+        }))
+        .into_response()),
+    }
+}
+
+#[derive(Deserialize)]
+struct DescribeParams {
+    #[serde(default)]
+    schemas: bool,
+}
+
+async fn describe(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(path): Path<String>,
+    Query(q): Query<DescribeParams>,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    Ok(Json(s.engine.describe(&caller, &path, q.schemas)?).into_response())
+}
+
+async fn call(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(path): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let text =
+        std::str::from_utf8(&body).map_err(|_| bad_request("the request body is not UTF-8"))?;
+    let args = Engine::parse_args(&path, text)?;
+    Ok(outcome_response(s.engine.call(&caller, &path, args).await?))
+}
+
+async fn run_script(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
+    let script = v
+        .get("script")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad_request("expected {\"script\": \"...\"}"))?;
+    Ok(outcome_response(
+        s.engine.run_script(&caller, script).await?,
+    ))
+}
+
+async fn pending(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    Ok(Json(json!({"executions": s.engine.pending(&caller).await?})).into_response())
+}
+
+async fn resume(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
+    let decision: Decision = v
+        .get("decision")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad_request("expected {\"decision\": \"approve\" | \"deny\"}"))?
+        .parse()?;
+    Ok(outcome_response(
+        s.engine.resume(&caller, &id, decision).await?,
+    ))
+}

@@ -1,0 +1,123 @@
+//! Token cost of a 10-hit `search_tools` answer as agents receive it over MCP (o200k).
+//!
+//! `cargo bench -p toolshed-mcp --bench answer_tokens -- /path/to/bench/retrieval/livemcpbench`
+//! imports the set's tools (`tools.jsonl`) as a catalog, runs every query of `queries.jsonl`
+//! through the engine's search with limit 10, renders the MCP answer text and counts its tokens.
+//! Prints mean, p95 and max, and the same for the JSON form (`format: "json"`) for comparison.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolshed_core::path::to_segment;
+use toolshed_core::{
+    CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
+};
+use toolshed_engine::{Engine, EngineConfig, Face};
+use toolshed_store::Store;
+
+fn stats(mut v: Vec<usize>) -> String {
+    v.sort();
+    let mean = v.iter().sum::<usize>() as f64 / v.len().max(1) as f64;
+    let p95 = v[((v.len() - 1) as f64 * 0.95) as usize];
+    format!("mean {mean:.0}, p95 {p95}, max {}", v.last().unwrap())
+}
+
+fn main() {
+    let dir = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .unwrap_or_else(|| "../../../../shared/bench/retrieval/livemcpbench".into());
+    let dir = std::path::PathBuf::from(dir);
+    let Ok(tools_text) = std::fs::read_to_string(dir.join("tools.jsonl")) else {
+        println!(
+            "no tools.jsonl under {}: pass the livemcpbench folder as an argument",
+            dir.display()
+        );
+        return;
+    };
+    let queries: Vec<String> = std::fs::read_to_string(dir.join("queries.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .collect();
+    let mut b = CatalogBuilder::new();
+    let mut seen = std::collections::HashSet::new();
+    for line in tools_text.lines() {
+        let Ok(t) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let id = t["id"].as_str().unwrap_or_default();
+        let (server, name) = id.split_once("::").unwrap_or(("tools", id));
+        let path = format!("{}.{}", to_segment(server), to_segment(name));
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let Ok(path) = ToolPath::parse(&path) else {
+            continue;
+        };
+        let def = ToolDef::new(
+            path,
+            toolshed_core::tool::title_case(name),
+            t["description"].as_str().unwrap_or_default(),
+        )
+        .with_input(
+            t.get("input_schema")
+                .cloned()
+                .unwrap_or(serde_json::json!({"type": "object"})),
+        );
+        b.add_tool(Tool::from_fn(def, |_c, _a| async { Ok(Value::Null) }));
+    }
+    let bpe = tiktoken_rs::o200k_base().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let policy = Policy::new(
+            vec![Role {
+                id: "all".into(),
+                name: String::new(),
+                patterns: vec!["*".into()],
+            }],
+            vec![Principal {
+                id: "me".into(),
+                roles: vec!["all".into()],
+            }],
+        )
+        .unwrap();
+        let catalog = b.build().unwrap();
+        let n = catalog.len();
+        let engine = Engine::new(
+            Arc::new(SharedCatalog::new(catalog)),
+            policy,
+            Store::open("sqlite::memory:").await.unwrap(),
+            EngineConfig::default(),
+        );
+        let caller = engine.caller("me", Face::Mcp);
+        let (mut text_tokens, mut json_tokens) = (Vec::new(), Vec::new());
+        for q in &queries {
+            let answer = engine.search(&caller, q, 10, None);
+            if answer.hits.len() < 10 {
+                continue;
+            }
+            text_tokens.push(
+                bpe.encode_ordinary(&toolshed_mcp::search_text(&answer))
+                    .len(),
+            );
+            json_tokens.push(
+                bpe.encode_ordinary(&serde_json::to_string(&answer).unwrap())
+                    .len(),
+            );
+        }
+        println!(
+            "catalog: {n} tools; {} queries with 10 hits",
+            text_tokens.len()
+        );
+        println!(
+            "10-hit search_tools answer, text (default): {}",
+            stats(text_tokens)
+        );
+        println!(
+            "10-hit search_tools answer, json:           {}",
+            stats(json_tokens)
+        );
+    });
+}

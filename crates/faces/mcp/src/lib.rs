@@ -1,0 +1,273 @@
+//! Toolshed's MCP face.
+//!
+//! Agents see four meta-tools whose descriptions are generated from their own view of the
+//! catalog (how many tools, which namespaces):
+//!
+//! - `search_tools` — ranked search, compact hits;
+//! - `read_tool` — the compact schema text of one tool, with an example call;
+//! - `run_script` — JavaScript in the sandbox, calling tools through `tools.<path>(args)`;
+//! - `resume` — approve or deny the pending destructive call of a paused execution.
+//!
+//! In direct mode the allowed tools are also listed as plain MCP tools (dots become `__` in their
+//! MCP names for clients that reject dots). Every call goes through the engine; this module only
+//! translates between MCP messages and engine calls.
+//!
+//! Approvals: when a call pauses and the client supports form elicitation (protocol versions
+//! before 2026-07-28), the human is asked right away through the client; accept approves,
+//! decline denies, cancel leaves the execution paused for `resume`.
+//!
+//! Transports: [`serve_stdio`] and [`http_router`] (streamable HTTP, mounted at `/mcp`).
+
+mod elicit;
+mod meta;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+use toolshed_engine::{Caller, Engine, EngineError, Face, KeyRing, Outcome};
+
+pub use meta::{search_text, META_TOOLS};
+
+/// Errors starting an MCP transport.
+#[derive(Debug, thiserror::Error)]
+pub enum McpFaceError {
+    #[error("MCP session failed: {0}")]
+    Session(String),
+}
+
+/// How principals are found for a connection.
+#[derive(Clone)]
+pub enum Identity {
+    /// One configured principal (stdio, CLI).
+    Fixed(String),
+    /// API keys from HTTP headers.
+    Keys(KeyRing),
+}
+
+/// Options of the MCP face.
+#[derive(Clone, Debug, Default)]
+pub struct McpOptions {
+    /// Also expose every allowed tool as a plain MCP tool.
+    pub direct: bool,
+}
+
+/// The MCP server handler. One per session; cheap to clone.
+#[derive(Clone)]
+pub struct ToolshedMcp {
+    engine: Engine,
+    identity: Arc<Identity>,
+    options: McpOptions,
+}
+
+impl ToolshedMcp {
+    pub fn new(engine: Engine, identity: Identity, options: McpOptions) -> Self {
+        Self {
+            engine,
+            identity: Arc::new(identity),
+            options,
+        }
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+        match self.identity.as_ref() {
+            Identity::Fixed(p) => Ok(self.engine.caller(p, Face::Mcp)),
+            Identity::Keys(ring) => {
+                let parts = ctx.extensions.get::<http::request::Parts>();
+                let header = |name: &str| {
+                    parts
+                        .and_then(|p| p.headers.get(name))
+                        .and_then(|v| v.to_str().ok())
+                };
+                let key = KeyRing::key_from_headers(header("authorization"), header("x-api-key"));
+                match ring.principal(key) {
+                    Some(p) => Ok(self.engine.caller(&p, Face::Mcp)),
+                    None => Err(McpError::invalid_request(
+                        "missing or unknown API key: send 'Authorization: Bearer <key>'",
+                        None,
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// `tables.rows.query` → `tables__rows__query` for clients that reject dots in tool names.
+pub fn mcp_name(path: &str) -> String {
+    path.replace('.', "__")
+}
+
+/// The reverse of [`mcp_name`]; plain dot paths are accepted too.
+pub fn path_from_mcp_name(name: &str) -> String {
+    name.replace("__", ".")
+}
+
+fn text_result(text: String, is_error: bool) -> CallToolResult {
+    if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    }
+}
+
+fn json_text(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// An engine error as an MCP tool error the agent can read.
+pub fn error_result(e: &EngineError) -> CallToolResult {
+    text_result(json_text(&serde_json::json!({"error": e.to_json()})), true)
+}
+
+/// A script or call outcome as an MCP result (failed scripts are tool errors).
+pub fn outcome_result(o: &Outcome) -> CallToolResult {
+    let is_error = matches!(o, Outcome::Failed { .. });
+    text_result(json_text(&o.to_json()), is_error)
+}
+
+fn object_schema(v: Value) -> Arc<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+impl ServerHandler for ToolshedMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+            .with_server_info(
+                Implementation::new("toolshed", env!("CARGO_PKG_VERSION")).with_title("Toolshed tool gateway"),
+            )
+            .with_instructions(
+                "Toolshed gives you one governed catalog of tools. Find tools with search_tools, read one with \
+                 read_tool, then call them from run_script: `return await tools.<path>({...})`. Destructive calls \
+                 pause for human approval; continue with resume.",
+            )
+    }
+
+    /// Watches the catalog for this session and tells the client when its tool list changed
+    /// (sources added, removed or refreshed, upstream servers changing their tools).
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let engine = self.engine.clone();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut seen = engine.catalog().load().version();
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                if peer.is_transport_closed() {
+                    break;
+                }
+                let now = engine.catalog().load().version();
+                if now != seen {
+                    seen = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let mut tools = meta::meta_tools(&self.engine, &caller);
+        if self.options.direct {
+            for d in self.engine.list_tools(&caller) {
+                let ann = ToolAnnotations::new()
+                    .read_only(d.annotations.read_only)
+                    .destructive(d.annotations.destructive)
+                    .idempotent(d.annotations.idempotent);
+                tools.push(
+                    McpTool::new(
+                        mcp_name(d.path.as_str()),
+                        d.description.clone(),
+                        object_schema(d.input_schema.clone()),
+                    )
+                    .with_title(d.name.clone())
+                    .with_annotations(ann),
+                );
+            }
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caller = self.caller(&ctx)?;
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let name = request.name.as_ref();
+        if let Some(r) = meta::call_meta(&self.engine, &caller, name, &args, Some(&ctx.peer)).await
+        {
+            return Ok(r.into());
+        }
+        if !self.options.direct {
+            return Ok(error_result(&EngineError::NotFound {
+                path: name.to_string(),
+            })
+            .into());
+        }
+        let path = path_from_mcp_name(name);
+        let result = match self.engine.call(&caller, &path, args).await {
+            Ok(o) => {
+                outcome_result(&elicit::settle(&self.engine, &caller, o, Some(&ctx.peer)).await)
+            }
+            Err(e) => error_result(&e),
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serves one MCP session over stdin/stdout until the client disconnects.
+pub async fn serve_stdio(
+    engine: Engine,
+    principal: String,
+    options: McpOptions,
+) -> Result<(), McpFaceError> {
+    let server = ToolshedMcp::new(engine, Identity::Fixed(principal), options);
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpFaceError::Session(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpFaceError::Session(e.to_string()))?;
+    Ok(())
+}
+
+/// A router serving streamable HTTP MCP at `/mcp`.
+pub fn http_router(
+    engine: Engine,
+    identity: Identity,
+    options: McpOptions,
+    allowed_hosts: Vec<String>,
+) -> axum::Router {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let server = ToolshedMcp::new(engine, identity, options);
+    let mut config = StreamableHttpServerConfig::default();
+    if !allowed_hosts.is_empty() {
+        config.allowed_hosts = allowed_hosts;
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().nest_service("/mcp", service)
+}

@@ -1,0 +1,256 @@
+//! Authentication schemes applied to outbound requests.
+//!
+//! [`AuthConfig`] is deserialized from configuration (tagged by `type`). OAuth2 client
+//! credentials tokens are cached per client until shortly before they expire; concurrent
+//! callers wait on one shared fetch.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::header::COOKIE;
+use reqwest::{Method, RequestBuilder};
+use serde::{Deserialize, Serialize};
+
+use crate::client::Outbound;
+use crate::error::OutboundError;
+use crate::secret::Secret;
+
+/// Where an API key goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiKeyLocation {
+    Header,
+    Query,
+    Cookie,
+}
+
+/// How requests authenticate.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum AuthConfig {
+    #[default]
+    #[serde(rename = "none")]
+    None,
+    #[serde(rename = "api_key")]
+    ApiKey {
+        location: ApiKeyLocation,
+        name: String,
+        value: Secret,
+    },
+    #[serde(rename = "bearer")]
+    Bearer { token: Secret },
+    #[serde(rename = "basic")]
+    Basic { username: String, password: Secret },
+    #[serde(rename = "oauth2_client_credentials")]
+    OAuth2ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: Secret,
+        #[serde(default)]
+        scopes: Vec<String>,
+        #[serde(default)]
+        audience: Option<String>,
+    },
+}
+
+impl AuthConfig {
+    /// The secret values of this configuration, for redacting text that might echo them.
+    pub fn secrets(&self) -> Vec<&str> {
+        match self {
+            AuthConfig::None => vec![],
+            AuthConfig::ApiKey { value, .. } => vec![value.expose()],
+            AuthConfig::Bearer { token } => vec![token.expose()],
+            AuthConfig::Basic { password, .. } => vec![password.expose()],
+            AuthConfig::OAuth2ClientCredentials { client_secret, .. } => {
+                vec![client_secret.expose()]
+            }
+        }
+    }
+
+    /// Adds the credentials to `req`.
+    pub async fn apply(
+        &self,
+        req: RequestBuilder,
+        outbound: &Outbound,
+    ) -> Result<RequestBuilder, OutboundError> {
+        self.apply_with_cookies(req, outbound, Vec::new()).await
+    }
+
+    /// Adds the credentials and `cookies` to `req`, as one `Cookie` header.
+    pub async fn apply_with_cookies(
+        &self,
+        req: RequestBuilder,
+        outbound: &Outbound,
+        mut cookies: Vec<(String, String)>,
+    ) -> Result<RequestBuilder, OutboundError> {
+        let req = match self {
+            AuthConfig::None => req,
+            AuthConfig::ApiKey {
+                location,
+                name,
+                value,
+            } => match location {
+                ApiKeyLocation::Header => req.header(name.as_str(), value.expose()),
+                ApiKeyLocation::Query => req.query(&[(name.as_str(), value.expose())]),
+                ApiKeyLocation::Cookie => {
+                    cookies.push((name.clone(), value.expose().to_string()));
+                    req
+                }
+            },
+            AuthConfig::Bearer { token } => req.bearer_auth(token.expose()),
+            AuthConfig::Basic { username, password } => {
+                req.basic_auth(username, Some(password.expose()))
+            }
+            AuthConfig::OAuth2ClientCredentials { .. } => {
+                let token = outbound.tokens().token(self, outbound).await?;
+                req.bearer_auth(token.expose())
+            }
+        };
+        if cookies.is_empty() {
+            return Ok(req);
+        }
+        let header = cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Ok(req.header(COOKIE, header))
+    }
+}
+
+#[derive(Clone)]
+struct CachedToken {
+    token: Secret,
+    refresh_at: Instant,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<CachedToken>>>;
+
+/// OAuth2 tokens per client, shared by clones of an [`Outbound`].
+#[derive(Default)]
+pub(crate) struct TokenCache {
+    slots: Mutex<HashMap<String, Slot>>,
+    fetches: std::sync::atomic::AtomicUsize,
+}
+
+impl TokenCache {
+    /// How many token requests were sent (for diagnostics).
+    #[allow(dead_code)]
+    pub(crate) fn fetch_count(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn token(&self, auth: &AuthConfig, outbound: &Outbound) -> Result<Secret, OutboundError> {
+        let AuthConfig::OAuth2ClientCredentials {
+            token_url,
+            client_id,
+            client_secret,
+            scopes,
+            audience,
+        } = auth
+        else {
+            return Err(OutboundError::Token {
+                url: String::new(),
+                reason: "not an OAuth2 configuration".into(),
+            });
+        };
+        let key = format!(
+            "{token_url}\n{client_id}\n{}\n{}\n{}",
+            client_secret.expose(),
+            scopes.join(" "),
+            audience.as_deref().unwrap_or("")
+        );
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.entry(key).or_default().clone()
+        };
+        let mut guard = slot.lock().await;
+        if let Some(c) = guard.as_ref() {
+            if Instant::now() < c.refresh_at {
+                return Ok(c.token.clone());
+            }
+        }
+        self.fetches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut form: Vec<(&str, &str)> = vec![("grant_type", "client_credentials")];
+        let scope = scopes.join(" ");
+        if !scope.is_empty() {
+            form.push(("scope", &scope));
+        }
+        if let Some(a) = audience {
+            form.push(("audience", a));
+        }
+        let token_err = |reason: String| OutboundError::Token {
+            url: token_url.clone(),
+            reason,
+        };
+        let req = outbound
+            .request(Method::POST, token_url)?
+            .basic_auth(client_id, Some(client_secret.expose()))
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(&form);
+        let resp = outbound
+            .send(req)
+            .await
+            .map_err(|e| token_err(e.to_string()))?;
+        if !resp.is_success() {
+            return Err(token_err(format!(
+                "status {}: {}",
+                resp.status.as_u16(),
+                crate::secret::redact(&resp.body_excerpt(), &[client_secret.expose()])
+            )));
+        }
+        #[derive(Deserialize)]
+        struct TokenResponse {
+            access_token: String,
+            #[serde(default)]
+            expires_in: Option<f64>,
+        }
+        let parsed: TokenResponse = resp
+            .json()
+            .map_err(|_| token_err("the answer has no access_token".into()))?;
+        let lifetime = Duration::from_secs_f64(parsed.expires_in.unwrap_or(300.0).max(0.0));
+        let skew = (lifetime / 4).min(Duration::from_secs(30));
+        let cached = CachedToken {
+            token: Secret::new(parsed.access_token),
+            refresh_at: Instant::now() + lifetime - skew,
+        };
+        *guard = Some(cached.clone());
+        Ok(cached.token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_is_tagged_by_type() {
+        let a: AuthConfig = serde_json::from_str(
+            r#"{"type":"api_key","location":"query","name":"api_key","value":"k1"}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            a,
+            AuthConfig::ApiKey {
+                location: ApiKeyLocation::Query,
+                ..
+            }
+        ));
+        let o: AuthConfig = serde_json::from_str(
+            r#"{"type":"oauth2_client_credentials","token_url":"https://x/t","client_id":"c","client_secret":"s","scopes":["a"]}"#,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&o).unwrap();
+        assert!(text.contains("oauth2_client_credentials"));
+        assert!(!text.contains("\"s\""), "{text}");
+        assert!(!format!("{o:?}").contains("\"s\""));
+        let b: AuthConfig = serde_json::from_str(r#"{"type":"bearer","token":"tok"}"#).unwrap();
+        assert_eq!(b.secrets(), vec!["tok"]);
+        assert!(matches!(
+            serde_json::from_str::<AuthConfig>(r#"{"type":"none"}"#).unwrap(),
+            AuthConfig::None
+        ));
+    }
+}

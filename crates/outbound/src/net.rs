@@ -1,0 +1,223 @@
+//! Address classification and the DNS resolver that refuses non-public addresses.
+//!
+//! Literal IPs in URLs are checked by [`check_url`]; names go through [`GuardedResolver`], which
+//! reqwest uses for every connection (redirect targets included), so a name that resolves, or
+//! later rebinds, to a private address is refused at connect time.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use crate::error::OutboundError;
+
+/// Why an address is not public, or `None` when it is.
+pub fn classify(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let o = ip.octets();
+    if o[0] == 127 {
+        Some("loopback")
+    } else if o[0] == 10
+        || (o[0] == 172 && (16..=31).contains(&o[1]))
+        || (o[0] == 192 && o[1] == 168)
+    {
+        Some("private")
+    } else if o[0] == 169 && o[1] == 254 {
+        Some("link-local")
+    } else if o[0] == 0 {
+        Some("unspecified")
+    } else if o[0] == 100 && (64..=127).contains(&o[1]) {
+        Some("CGNAT (shared)")
+    } else if ip.is_broadcast() {
+        Some("broadcast")
+    } else if ip.is_multicast() {
+        Some("multicast")
+    } else if o[0] >= 240 {
+        Some("reserved")
+    } else if o[0] == 198 && (o[1] & 0xfe) == 18 {
+        Some("benchmarking")
+    } else if ip.is_documentation() {
+        Some("documentation")
+    } else {
+        None
+    }
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return classify_v4(v4);
+    }
+    let s = ip.segments();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_unspecified() {
+        Some("unspecified")
+    } else if (s[0] & 0xfe00) == 0xfc00 {
+        Some("private (unique local)")
+    } else if (s[0] & 0xffc0) == 0xfe80 || (s[0] & 0xffc0) == 0xfec0 {
+        Some("link-local")
+    } else if (s[0] & 0xff00) == 0xff00 {
+        Some("multicast")
+    } else if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
+        // NAT64: judge the embedded IPv4 address.
+        let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+        classify_v4(v4)
+    } else {
+        None
+    }
+}
+
+/// Refuses a URL whose host is a literal non-public IP (names are checked at resolution).
+pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), OutboundError> {
+    match url.scheme() {
+        "http" | "https" => {}
+        other => {
+            return Err(OutboundError::InvalidUrl {
+                url: url.to_string(),
+                reason: format!("scheme '{other}' is not allowed; use http or https"),
+            })
+        }
+    }
+    if allow_private {
+        return Ok(());
+    }
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+        Some(url::Host::Domain(_)) => return Ok(()),
+        None => {
+            return Err(OutboundError::InvalidUrl {
+                url: url.to_string(),
+                reason: "it has no host".into(),
+            })
+        }
+    };
+    match classify(ip) {
+        Some(class) => Err(OutboundError::PrivateAddress {
+            host: url.host_str().unwrap_or_default().to_string(),
+            addr: ip.to_string(),
+            class,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The error the resolver returns when a name resolves only to refused addresses.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub host: String,
+    pub addr: IpAddr,
+    pub class: &'static str,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} resolves to {}, a {} address",
+            self.host, self.addr, self.class
+        )
+    }
+}
+
+impl StdError for Refused {}
+
+/// A system resolver that drops non-public addresses unless private addresses are allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardedResolver {
+    pub allow_private: bool,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if allow_private {
+                return Ok(Box::new(addrs.into_iter()) as Addrs);
+            }
+            let mut first_refused = None;
+            let mut public = Vec::with_capacity(addrs.len());
+            for a in addrs {
+                match classify(a.ip()) {
+                    None => public.push(a),
+                    Some(class) => {
+                        first_refused.get_or_insert((a.ip(), class));
+                    }
+                }
+            }
+            if public.is_empty() {
+                if let Some((addr, class)) = first_refused {
+                    return Err(Box::new(Refused { host, addr, class }) as _);
+                }
+            }
+            Ok(Box::new(public.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// Finds a [`Refused`] in an error's source chain.
+pub fn find_refused(err: &(dyn StdError + 'static)) -> Option<Refused> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(r) = e.downcast_ref::<Refused>() {
+            return Some(r.clone());
+        }
+        cur = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(s: &str) -> Option<&'static str> {
+        classify(s.parse().unwrap())
+    }
+
+    #[test]
+    fn classifies_ranges() {
+        assert_eq!(c("127.0.0.1"), Some("loopback"));
+        assert_eq!(c("10.1.2.3"), Some("private"));
+        assert_eq!(c("172.16.0.1"), Some("private"));
+        assert_eq!(c("172.31.255.1"), Some("private"));
+        assert_eq!(c("172.32.0.1"), None);
+        assert_eq!(c("192.168.1.1"), Some("private"));
+        assert_eq!(c("169.254.169.254"), Some("link-local"));
+        assert_eq!(c("0.0.0.0"), Some("unspecified"));
+        assert_eq!(c("100.64.0.1"), Some("CGNAT (shared)"));
+        assert_eq!(c("100.128.0.1"), None);
+        assert_eq!(c("8.8.8.8"), None);
+        assert_eq!(c("::1"), Some("loopback"));
+        assert_eq!(c("::"), Some("unspecified"));
+        assert_eq!(c("fd00::1"), Some("private (unique local)"));
+        assert_eq!(c("fe80::1"), Some("link-local"));
+        assert_eq!(c("::ffff:127.0.0.1"), Some("loopback"));
+        assert_eq!(c("64:ff9b::a00:1"), Some("private"));
+        assert_eq!(c("2606:4700::1111"), None);
+    }
+
+    #[test]
+    fn literal_urls_are_checked() {
+        let u = url::Url::parse("http://169.254.169.254/latest/meta-data").unwrap();
+        let e = check_url(&u, false).unwrap_err();
+        assert!(e.to_string().contains("link-local"), "{e}");
+        assert!(check_url(&u, true).is_ok());
+        let u = url::Url::parse("http://[::1]:8080/").unwrap();
+        assert!(check_url(&u, false).is_err());
+        let u = url::Url::parse("file:///etc/passwd").unwrap();
+        assert!(check_url(&u, true).is_err());
+        let u = url::Url::parse("https://example.com/").unwrap();
+        assert!(check_url(&u, false).is_ok());
+    }
+}

@@ -1,0 +1,133 @@
+//! [`Secret`]: a credential string that never shows itself.
+//!
+//! Created from configuration strings: `"env:NAME"` or `"${NAME}"` read the environment
+//! variable `NAME`; anything else is the value itself. Debug, Display and Serialize print
+//! `[REDACTED]`; only [`Secret::expose`] gives the value.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::OutboundError;
+
+/// What Debug, Display and Serialize show instead of the value.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// A credential. Cheap to clone.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a literal value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(Arc::from(value.into()))
+    }
+
+    /// Reads a configuration string: `env:NAME` / `${NAME}` from the environment, else literal.
+    pub fn from_config(s: &str) -> Result<Self, OutboundError> {
+        let var = if let Some(name) = s.strip_prefix("env:") {
+            Some(name)
+        } else {
+            s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
+        };
+        match var {
+            Some(name) => std::env::var(name.trim()).map(Self::new).map_err(|e| {
+                OutboundError::MissingSecret {
+                    name: name.trim().to_string(),
+                    reason: format!("environment variable: {e}"),
+                }
+            }),
+            None => Ok(Self::new(s)),
+        }
+    }
+
+    /// The value. Use only where it is sent.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({REDACTED})")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(REDACTED)
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::from_config(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Replaces every occurrence of the given secrets in `text` with [`REDACTED`].
+pub fn redact(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_string();
+    for s in secrets {
+        if s.len() >= 3 && out.contains(s) {
+            out = out.replace(s, REDACTED);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_shown() {
+        let s = Secret::new("hunter2");
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(!format!("{s}").contains("hunter2"));
+        assert_eq!(serde_json::to_string(&s).unwrap(), "\"[REDACTED]\"");
+        assert_eq!(s.expose(), "hunter2");
+    }
+
+    #[test]
+    fn reads_the_environment() {
+        std::env::set_var("TOOLSHED_OUTBOUND_TEST_SECRET", "from-env");
+        assert_eq!(
+            Secret::from_config("env:TOOLSHED_OUTBOUND_TEST_SECRET")
+                .unwrap()
+                .expose(),
+            "from-env"
+        );
+        assert_eq!(
+            Secret::from_config("${TOOLSHED_OUTBOUND_TEST_SECRET}")
+                .unwrap()
+                .expose(),
+            "from-env"
+        );
+        let e = Secret::from_config("env:TOOLSHED_OUTBOUND_TEST_MISSING").unwrap_err();
+        assert!(e.to_string().contains("TOOLSHED_OUTBOUND_TEST_MISSING"));
+        assert_eq!(Secret::from_config("plain").unwrap().expose(), "plain");
+        let s: Secret = serde_json::from_str("\"env:TOOLSHED_OUTBOUND_TEST_SECRET\"").unwrap();
+        assert_eq!(s.expose(), "from-env");
+    }
+
+    #[test]
+    fn redacts_text() {
+        assert_eq!(
+            redact("key=abc123&x", &["abc123"]),
+            format!("key={REDACTED}&x")
+        );
+    }
+}

@@ -1,0 +1,65 @@
+//! Fixture loading shared by the integration tests: real replies of n8n 2.41.1.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+
+use serde_json::Value;
+
+/// The execution fixtures with full data, by file name.
+pub const EXECUTIONS: &[&str] = &[
+    "execution-success-id1.includeData.raw.json",
+    "execution-error-id2.includeData.raw.json",
+    "execution-error-id2.includeData.redactExecutionData-true.raw.json",
+    "execution-loop-success-id3.includeData.raw.json",
+    "execution-nodeapierror-id4.includeData.raw.json",
+    "execution-erroroutput-nodeoperationerror-id5.includeData.raw.json",
+    "execution-big-id6.includeData.raw.json.gz",
+    "execution-big-id6.includeData.dataTooLargeToDisplay.raw.json",
+    "execution-error-id2.metadata-only.json",
+    "execution-success-id1.metadata-only.json",
+];
+
+/// A fixture as text; `.gz` files are gunzipped.
+pub fn fixture_text(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    if name.ends_with(".gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut s)
+            .expect("gzip fixture");
+        s
+    } else {
+        String::from_utf8(bytes).expect("utf-8 fixture")
+    }
+}
+
+/// A fixture as JSON.
+pub fn fixture(name: &str) -> Value {
+    serde_json::from_str(&fixture_text(name)).expect("JSON fixture")
+}
+
+/// o200k token count of a value serialized as compact JSON.
+pub fn o200k(v: &Value) -> usize {
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    bpe.encode_with_special_tokens(&serde_json::to_string(v).unwrap())
+        .len()
+}
+
+/// Strings that must never reach an agent.
+pub const FORBIDDEN: &[&str] = &[
+    "resumeToken",
+    "contextData",
+    "\"stack\"",
+    "    at ",
+    "rejectUnauthorized",
+    "fdda05e890d77f68df2b5bd8bc889bbceb93cdc35d5d95ad835622b32df2d912",
+];
+
+pub fn assert_clean(v: &Value, what: &str) {
+    let s = v.to_string();
+    for bad in FORBIDDEN {
+        assert!(!s.contains(bad), "{what}: found {bad:?}");
+    }
+}

@@ -1,0 +1,95 @@
+//! Toolshed's JavaScript "code mode" sandbox, on QuickJS.
+//!
+//! An agent sends a script; [`run`] executes it as the body of an async function in a fresh
+//! QuickJS runtime and context, with a global `tools` proxy whose calls go to a [`Host`] (in
+//! Toolshed, the engine's single call path). The script's `return` value comes back as JSON.
+//!
+//! ```text
+//! const issues = await tools.github.issues.list({ repo: "a/b" });
+//! const hits = await tools.search({ query: "create issue", limit: 3 });
+//! return issues.length;
+//! ```
+//!
+//! Guarantees:
+//! - **Isolation**: no file system, network, timers, `require`, `import()`, `process` or `fetch`;
+//!   nothing is shared between runs. The `tools` proxy cannot be enumerated.
+//! - **Limits** ([`Limits`]): memory, stack, wall clock (CPU loops and waits on host calls), the
+//!   number of host calls, console output and result size.
+//! - **Replay** ([`Determinism`]): `Math.random` is seeded, `Date` is pinned, and host replies
+//!   reach the script in the order the calls were issued, so a rerun whose host answers from a
+//!   journal behaves identically. A host can [`HostReply::Suspend`] a call (e.g. pending
+//!   approval); the run then ends [`Status::Suspended`] and can be replayed later.
+//!
+//! Threading: each run executes on a thread of a small elastic pool ([`pool`] explains why not
+//! on tokio's workers), polls its host futures there, and hands the [`Outcome`] back through a
+//! oneshot channel, so the future returned by [`run`] is `Send` and never blocks a worker.
+//!
+//! Modules: [`types`] (the public data types), [`engine`] (one run: runtime, prelude, event
+//! loop), [`alloc`] (the memory budget), [`pool`] (the threads).
+
+pub mod alloc;
+pub mod engine;
+pub mod pool;
+pub mod types;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use types::{
+    Determinism, Host, HostCall, HostError, HostReply, Limits, LogEntry, Outcome, ScriptError,
+    ScriptErrorKind, Status, Target,
+};
+
+/// Cancels the run when the caller drops the future returned by [`run`].
+struct CancelOnDrop(Arc<engine::Cancel>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Runs `source` (the body of an async function) against `host` and reports how it ended.
+///
+/// The returned future is `Send`; the JavaScript itself runs on a sandbox pool thread. Dropping
+/// the future cancels the run. Host futures are polled inside the caller's tokio runtime
+/// context when there is one.
+pub async fn run(source: &str, host: Arc<dyn Host>, limits: &Limits, det: Determinism) -> Outcome {
+    let start = Instant::now();
+    let cancel = Arc::new(engine::Cancel::default());
+    let guard = CancelOnDrop(cancel.clone());
+    let job = engine::Job {
+        source: source.to_owned(),
+        host,
+        limits: limits.clone(),
+        det,
+        cancel,
+        start,
+    };
+    let handle = tokio::runtime::Handle::try_current().ok();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    pool::execute(limits.stack_bytes, move || {
+        let _entered = handle.as_ref().map(|h| h.enter());
+        let result = engine::execute(job);
+        let _ = tx.send(result);
+    });
+    let result = rx.await;
+    drop(guard);
+    match result {
+        Ok(r) => Outcome {
+            status: r.status,
+            logs: r.logs,
+            calls: r.calls,
+            elapsed: start.elapsed(),
+        },
+        Err(_) => Outcome {
+            status: Status::Failed(ScriptError::new(
+                ScriptErrorKind::Internal,
+                "the sandbox thread stopped without an outcome",
+            )),
+            logs: Vec::new(),
+            calls: 0,
+            elapsed: start.elapsed(),
+        },
+    }
+}

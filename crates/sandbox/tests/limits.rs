@@ -1,0 +1,138 @@
+//! Resource limits: wall clock (CPU loops and waits on host calls), memory, stack and the
+//! number of tool calls.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{run_with, TestHost};
+use serde_json::json;
+use toolshed_sandbox::{Limits, ScriptErrorKind, Status};
+
+fn limits() -> Limits {
+    Limits {
+        wall_clock: Duration::from_millis(500),
+        memory_bytes: 16 * 1024 * 1024,
+        ..Limits::default()
+    }
+}
+
+fn kind(status: &Status) -> ScriptErrorKind {
+    match status {
+        Status::Failed(e) => e.kind,
+        other => panic!("expected Failed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn cpu_loops_time_out_within_the_limit() {
+    let start = Instant::now();
+    let o = run_with("while (true) {}", Arc::new(TestHost::default()), &limits()).await;
+    let took = start.elapsed();
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    if let Status::Failed(e) = &o.status {
+        assert!(e.message.contains("500 ms"), "{}", e.message);
+    }
+}
+
+#[tokio::test]
+async fn timeouts_cannot_be_caught() {
+    let o = run_with(
+        "try { while (true) {} } catch (e) { return 'caught'; }",
+        Arc::new(TestHost::default()),
+        &limits(),
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn waiting_on_a_host_call_times_out() {
+    let start = Instant::now();
+    let o = run_with(
+        "return await tools.never.answers({});",
+        Arc::new(TestHost::default()),
+        &limits(),
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn memory_bombs_hit_the_memory_limit() {
+    for src in [
+        "const a = []; while (true) a.push('x'.repeat(1024) + a.length);",
+        "const a = []; while (true) a.push(new Array(100000).fill(1.5));",
+        "const a = []; for (;;) a.push({i: a.length, pad: [1, 2, 3, 4]});",
+    ] {
+        let o = run_with(
+            src,
+            Arc::new(TestHost::default()),
+            &Limits {
+                wall_clock: Duration::from_secs(10),
+                ..limits()
+            },
+        )
+        .await;
+        assert_eq!(
+            kind(&o.status),
+            ScriptErrorKind::MemoryLimit,
+            "{src}: {:?}",
+            o.status
+        );
+        if let Status::Failed(e) = &o.status {
+            assert!(e.message.contains("out of memory"), "{}", e.message);
+        }
+    }
+}
+
+#[tokio::test]
+async fn deep_recursion_is_a_stack_overflow() {
+    let o = run_with(
+        "function f(n) { return f(n + 1) + 1; }\nreturn f(0);",
+        Arc::new(TestHost::default()),
+        &limits(),
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::StackOverflow);
+    // Within the limit, recursion is fine.
+    let o = run_with(
+        "function f(n) { return n === 0 ? 0 : f(n - 1) + 1; }\nreturn f(100);",
+        Arc::new(TestHost::default()),
+        &limits(),
+    )
+    .await;
+    assert_eq!(o.status, Status::Completed(json!(100)));
+}
+
+#[tokio::test]
+async fn the_call_beyond_the_limit_rejects_and_fails_the_script() {
+    let lim = Limits {
+        max_tool_calls: 3,
+        ..limits()
+    };
+    let host = Arc::new(TestHost::default());
+    let o = run_with(
+        "for (let i = 0; i < 5; i++) await tools.a.b({i});\nreturn 'unreachable';",
+        host.clone(),
+        &lim,
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::CallLimit);
+    assert_eq!(o.calls, 3);
+    assert_eq!(host.calls.lock().unwrap().len(), 3);
+
+    let o = run_with(
+        "for (let i = 0; i < 3; i++) await tools.a.b({i});\n\
+         try { await tools.a.b({}); } catch (e) { return [e instanceof Error, e.code]; }",
+        Arc::new(TestHost::default()),
+        &lim,
+    )
+    .await;
+    assert_eq!(o.status, Status::Completed(json!([true, "call_limit"])));
+    assert_eq!(o.calls, 3);
+}

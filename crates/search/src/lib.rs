@@ -1,0 +1,31 @@
+//! Finding tools: a ranked, filterable search over a tool catalog.
+//!
+//! Build a [`SearchIndex`] once from [`SearchDoc`]s (one per tool; a doc's id is
+//! its position in the slice) and query it with [`Query`]. Ranking is BM25F over
+//! the path segments, name, description and parameter names and descriptions,
+//! with an identifier-aware tokenizer ([`tokenize`]) and a light English stemmer
+//! ([`stem`]). [`param_docs_from_schema`] extracts parameters from a JSON Schema.
+//!
+//! ```
+//! use toolshed_search::{Query, SearchDoc, SearchIndex};
+//! let docs = vec![SearchDoc {
+//!     path: "github.issues.create".into(),
+//!     name: "Create Issue".into(),
+//!     description: "Open a new issue in a repository.".into(),
+//!     params: vec![],
+//! }];
+//! let index = SearchIndex::build(&docs);
+//! let result = index.search(&Query::new("open a github issue", 10));
+//! assert_eq!(result.hits[0].doc, 0);
+//! ```
+
+pub mod expand;
+pub mod index;
+pub mod params;
+pub mod stem;
+pub mod tokenize;
+
+pub use index::{
+    Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
+};
+pub use params::param_docs_from_schema;

@@ -1,0 +1,274 @@
+//! `toolshed-test-upstream`: a small MCP server used by this crate's tests and benchmark.
+//!
+//! ```text
+//! toolshed-test-upstream                 serve over stdio
+//! toolshed-test-upstream --http ADDR     serve streamable HTTP at http://ADDR/mcp and print
+//!                                        "LISTENING http://<bound address>/mcp" on stdout
+//! toolshed-test-upstream --hang          accept stdin but never answer (hangs at start)
+//! toolshed-test-upstream --crash         print an error on stderr and exit 3 at start
+//! toolshed-test-upstream --modern-only   only speak MCP 2026-07-28 (no `initialize`)
+//! toolshed-test-upstream --early-notify  send notifications before answering `initialize`
+//! toolshed-test-upstream --crash-if-exists PATH
+//!                                        crash at start while PATH exists (restart tests)
+//! ```
+//!
+//! Tools: `echo` (read-only), `add` (structured content and an output schema),
+//! `delete_everything` (destructive), `fail` (answers `isError: true`), `getStatus.v2`
+//! (idempotent, JSON text, odd name), `whoami` (its pid), `sleep` (waits `ms`) and
+//! `toggle_extra`, which adds or removes the tool `extra` and sends `tools/list_changed`.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::serve::ListenerExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Map, Value};
+
+#[derive(Clone, Default)]
+struct TestUpstream {
+    extra: Arc<AtomicBool>,
+    modern_only: bool,
+}
+
+fn schema(v: Value) -> Arc<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+fn hints(
+    read_only: Option<bool>,
+    destructive: Option<bool>,
+    idem: Option<bool>,
+) -> ToolAnnotations {
+    ToolAnnotations::from_raw(None, read_only, destructive, idem, None)
+}
+
+impl TestUpstream {
+    fn tools(&self) -> Vec<Tool> {
+        let text_arg = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+        let mut echo = Tool::new("echo", "Echoes the text back.", schema(text_arg));
+        echo.annotations = Some(hints(Some(true), None, None));
+
+        let mut add = Tool::new(
+            "add",
+            "Adds two numbers.",
+            schema(
+                json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+            ),
+        );
+        add.title = Some("Add Numbers".into());
+        add.output_schema = Some(schema(
+            json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}),
+        ));
+        add.annotations = Some(hints(Some(false), Some(false), Some(true)));
+
+        let mut delete = Tool::new(
+            "delete_everything",
+            "Deletes everything (pretends to).",
+            schema(json!({"type": "object", "properties": {}})),
+        );
+        delete.annotations = Some(hints(None, Some(true), None));
+
+        let fail = Tool::new(
+            "fail",
+            "Always fails with isError.",
+            schema(json!({"type": "object", "properties": {}})),
+        );
+
+        let mut status = Tool::new(
+            "getStatus.v2",
+            "Returns the status as JSON text.",
+            schema(json!({"type": "object"})),
+        );
+        status.annotations = Some(hints(Some(true), None, None));
+
+        let mut whoami = Tool::new(
+            "whoami",
+            "Returns the server's pid.",
+            schema(json!({"type": "object"})),
+        );
+        whoami.annotations = Some(hints(Some(true), None, None));
+
+        let mut sleep = Tool::new(
+            "sleep",
+            "Sleeps for `ms` milliseconds.",
+            schema(json!({"type": "object", "properties": {"ms": {"type": "integer"}}})),
+        );
+        sleep.annotations = Some(hints(Some(true), None, None));
+
+        let mut toggle = Tool::new(
+            "toggle_extra",
+            "Adds or removes the `extra` tool and announces the change.",
+            schema(json!({"type": "object"})),
+        );
+        toggle.annotations = Some(hints(Some(false), Some(false), None));
+
+        let mut tools = vec![echo, add, delete, fail, status, whoami, sleep, toggle];
+        if self.extra.load(Ordering::SeqCst) {
+            tools.push(Tool::new(
+                "extra",
+                "Appears on demand.",
+                schema(json!({"type": "object"})),
+            ));
+        }
+        tools
+    }
+}
+
+fn text(s: impl Into<String>) -> CallToolResponse {
+    CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(s)]))
+}
+
+impl ServerHandler for TestUpstream {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolshed-test-upstream", "0.1.0"))
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        if self.modern_only {
+            Cow::Owned(vec![ProtocolVersion::V_2026_07_28])
+        } else {
+            Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        match request.name.as_ref() {
+            "echo" => Ok(text(
+                args.get("text").and_then(Value::as_str).unwrap_or_default(),
+            )),
+            "add" => {
+                let a = args.get("a").and_then(Value::as_f64);
+                let b = args.get("b").and_then(Value::as_f64);
+                match (a, b) {
+                    (Some(a), Some(b)) => Ok(CallToolResponse::Complete(
+                        CallToolResult::structured(json!({"sum": a + b})),
+                    )),
+                    _ => Err(ErrorData::invalid_params(
+                        "'a' and 'b' must be numbers",
+                        None,
+                    )),
+                }
+            }
+            "delete_everything" => Ok(text("deleted nothing, really")),
+            "fail" => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text("the widget is broken"),
+            ]))),
+            "getStatus.v2" => Ok(text(r#"{"status": "ok", "items": [1, 2, 3]}"#)),
+            "whoami" => Ok(CallToolResponse::Complete(CallToolResult::structured(
+                json!({"pid": std::process::id()}),
+            ))),
+            "sleep" => {
+                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                Ok(text(format!("slept {ms} ms")))
+            }
+            "toggle_extra" => {
+                let now = !self.extra.fetch_xor(true, Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+                Ok(text(if now { "extra added" } else { "extra removed" }))
+            }
+            "extra" if self.extra.load(Ordering::SeqCst) => Ok(text("extra!")),
+            other => Err(ErrorData::invalid_params(
+                format!("unknown tool '{other}'"),
+                None,
+            )),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    if let Some(i) = args.iter().position(|a| a == "--crash-if-exists") {
+        if args
+            .get(i + 1)
+            .is_some_and(|p| std::path::Path::new(p).exists())
+        {
+            eprintln!("boom: crash marker present");
+            std::process::exit(4);
+        }
+    }
+    if has("--crash") {
+        eprintln!("boom: the test upstream was told to crash at start");
+        std::process::exit(3);
+    }
+    if has("--hang") {
+        // Read (and ignore) stdin forever: the handshake never completes.
+        let mut sink = tokio::io::sink();
+        tokio::io::copy(&mut tokio::io::stdin(), &mut sink).await?;
+        std::future::pending::<()>().await;
+    }
+    let server = TestUpstream {
+        extra: Arc::new(AtomicBool::new(false)),
+        modern_only: has("--modern-only"),
+    };
+    if let Some(i) = args.iter().position(|a| a == "--http") {
+        let addr = args.get(i + 1).map(String::as_str).unwrap_or("127.0.0.1:0");
+        let factory = server.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(factory.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        println!("LISTENING http://{}/mcp", listener.local_addr()?);
+        // Responses are streamed in small writes; without NODELAY each waits for a delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, router).await?;
+        return Ok(());
+    }
+    if has("--early-notify") {
+        // Like chatty servers: read `initialize`, then log and announce before answering it.
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        let mut first = String::new();
+        stdin.read_line(&mut first).await?;
+        let mut out = tokio::io::stdout();
+        out.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"booting\"}}\n").await?;
+        out.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n")
+            .await?;
+        out.flush().await?;
+        let reader = std::io::Cursor::new(first.into_bytes()).chain(stdin);
+        let running = server.serve((reader, out)).await?;
+        running.waiting().await?;
+        return Ok(());
+    }
+    let running = server.serve(rmcp::transport::stdio()).await?;
+    running.waiting().await?;
+    Ok(())
+}

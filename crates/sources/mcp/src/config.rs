@@ -1,0 +1,190 @@
+//! How to reach an upstream MCP server: [`Transport`] and [`UpstreamConfig`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::McpSourceError;
+
+/// The way Toolshed talks to an upstream server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP over stdin/stdout. It is supervised: restarted with
+    /// exponential backoff when it dies, killed on shutdown and on drop.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Extra environment variables (the parent's environment is inherited).
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint such as `https://example.com/mcp`.
+    Http {
+        url: String,
+        /// Extra headers sent with every request (e.g. `Authorization`).
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// Everything needed to connect one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// The namespace: the first segment of every imported tool path (`memory.create_entities`).
+    pub name: String,
+    pub transport: Transport,
+    /// Budget for spawning/connecting and completing the MCP handshake (default 15 s).
+    pub connect_timeout: Duration,
+    /// Budget for one tool call, including waiting for a reconnect (default 60 s).
+    pub call_timeout: Duration,
+    /// Allow streamable HTTP to loopback, private and link-local addresses (default false).
+    pub allow_private: bool,
+}
+
+/// Default [`UpstreamConfig::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Default [`UpstreamConfig::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl UpstreamConfig {
+    /// A configuration with default timeouts and `allow_private = false`.
+    pub fn new(name: impl Into<String>, transport: Transport) -> Self {
+        Self {
+            name: name.into(),
+            transport,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            allow_private: false,
+        }
+    }
+
+    /// A stdio child `command args...` with no extra environment.
+    pub fn stdio<I, S>(name: impl Into<String>, command: impl Into<String>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::new(
+            name,
+            Transport::Stdio {
+                command: command.into(),
+                args: args.into_iter().map(Into::into).collect(),
+                env: Vec::new(),
+                cwd: None,
+            },
+        )
+    }
+
+    /// A streamable HTTP endpoint with no extra headers.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self::new(
+            name,
+            Transport::Http {
+                url: url.into(),
+                headers: Vec::new(),
+            },
+        )
+    }
+
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    pub fn with_allow_private(mut self, allow: bool) -> Self {
+        self.allow_private = allow;
+        self
+    }
+
+    /// Checks what can be checked without connecting.
+    pub fn validate(&self) -> Result<(), McpSourceError> {
+        let invalid = |reason: String| McpSourceError::InvalidConfig {
+            name: self.name.clone(),
+            reason,
+        };
+        let valid_segment = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid_segment {
+            return Err(invalid(format!(
+                "the namespace '{}' must be one path segment: lowercase letters, digits and '_'",
+                self.name
+            )));
+        }
+        if self.connect_timeout.is_zero() || self.call_timeout.is_zero() {
+            return Err(invalid("timeouts must be greater than zero".into()));
+        }
+        match &self.transport {
+            Transport::Stdio { command, .. } if command.trim().is_empty() => {
+                Err(invalid("the stdio command is empty".into()))
+            }
+            Transport::Stdio { .. } => Ok(()),
+            Transport::Http { url, .. } => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| invalid(format!("'{url}' is not a valid URL: {e}")))?;
+                match parsed.scheme() {
+                    "http" | "https" => {}
+                    other => {
+                        return Err(invalid(format!(
+                            "'{url}' uses scheme '{other}'; only http and https are supported"
+                        )))
+                    }
+                }
+                if parsed.host().is_none() {
+                    return Err(invalid(format!("'{url}' has no host")));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_builders() {
+        let c = UpstreamConfig::stdio("memory", "npx", ["-y", "server"]);
+        assert_eq!(c.connect_timeout, Duration::from_secs(15));
+        assert!(!c.allow_private);
+        assert!(c.validate().is_ok());
+        match &c.transport {
+            Transport::Stdio { args, .. } => assert_eq!(args, &["-y", "server"]),
+            other => panic!("unexpected {other:?}"),
+        }
+        let c = UpstreamConfig::http("web", "https://example.com/mcp")
+            .with_allow_private(true)
+            .with_call_timeout(Duration::from_secs(3));
+        assert!(c.allow_private);
+        assert_eq!(c.call_timeout, Duration::from_secs(3));
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn invalid_configs_say_why() {
+        let e = UpstreamConfig::stdio("Bad-Name", "x", Vec::<String>::new())
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("Bad-Name"));
+        let e = UpstreamConfig::stdio("ok", " ", Vec::<String>::new())
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("empty"));
+        let e = UpstreamConfig::http("ok", "ftp://example.com")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("ftp"));
+        assert!(UpstreamConfig::http("ok", "not a url").validate().is_err());
+        let e = UpstreamConfig::http("ok", "https://e.com")
+            .with_connect_timeout(Duration::ZERO)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("timeouts"));
+    }
+}

@@ -1,0 +1,40 @@
+//! Upstream MCP servers as a Toolshed tool source.
+//!
+//! An [`Upstream`] is one supervised client session (rmcp, the official Rust SDK) to an MCP
+//! server reached over stdio (a child process) or streamable HTTP. Its tools are imported under
+//! the configured namespace (`memory.create_entities`) with Title Case names, descriptions,
+//! schemas and annotations; their handlers forward `tools/call` over the shared session. Like
+//! every tool, they are only ever called through the engine (validation, policy, approval,
+//! audit).
+//!
+//! - [`config`]: [`Transport`] and [`UpstreamConfig`].
+//! - [`upstream`]: [`Upstream`]: connect, list, change notifications, supervision, shutdown.
+//! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
+//! - [`net`]: the outbound address policy for streamable HTTP (`allow_private`).
+//! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), toolshed_mcp_source::McpSourceError> {
+//! use toolshed_mcp_source::{Upstream, UpstreamConfig};
+//! let memory = Upstream::connect(UpstreamConfig::stdio(
+//!     "memory",
+//!     "npx",
+//!     ["-y", "@modelcontextprotocol/server-memory"],
+//! ))
+//! .await?;
+//! let tools = memory.tools().await?; // memory.create_entities, memory.read_graph, ...
+//! let mut changes = memory.subscribe_changes();
+//! # let _ = (tools, changes.changed());
+//! memory.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod error;
+pub mod mapping;
+pub mod net;
+pub mod upstream;
+
+pub use config::{Transport, UpstreamConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT};
+pub use error::McpSourceError;
+pub use upstream::{Upstream, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION};

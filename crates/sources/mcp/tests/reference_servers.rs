@@ -1,0 +1,107 @@
+//! The npm reference servers, when installed under /tmp/mcp-tools (by
+//! `scripts/mcp-tools.sh install`). Without them each test prints a note and returns.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
+
+const BIN: &str = "/tmp/mcp-tools/node_modules/.bin";
+
+fn installed(name: &str) -> Option<String> {
+    let path = format!("{BIN}/{name}");
+    if Path::new(&path).exists() {
+        Some(path)
+    } else {
+        eprintln!("note: {path} is not installed; skipping this reference-server test");
+        None
+    }
+}
+
+fn cfg(name: &str, command: String, args: &[&str], env: Vec<(String, String)>) -> UpstreamConfig {
+    UpstreamConfig::new(
+        name,
+        Transport::Stdio {
+            command,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env,
+            cwd: None,
+        },
+    )
+    .with_connect_timeout(Duration::from_secs(30))
+    .with_call_timeout(Duration::from_secs(30))
+}
+
+#[tokio::test]
+async fn server_memory_create_then_read() {
+    let Some(bin) = installed("mcp-server-memory") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.jsonl");
+    let env = vec![(
+        "MEMORY_FILE_PATH".to_string(),
+        file.to_string_lossy().into_owned(),
+    )];
+    let up = Upstream::connect(cfg("memory", bin, &[], env))
+        .await
+        .unwrap();
+    let version = up.protocol_version().unwrap();
+    eprintln!("server-memory negotiated MCP {version}");
+    assert!(
+        toolshed_mcp_source::upstream::protocol_supported(&version),
+        "{version}"
+    );
+    let tools = up.tools().await.unwrap();
+    let create = tool(&tools, "memory.create_entities");
+    assert!(create.def.annotations.destructive || !create.def.annotations.read_only);
+    let read = tool(&tools, "memory.read_graph");
+
+    let out = call(
+        create,
+        json!({"entities": [{"name": "Toolshed", "entityType": "project", "observations": ["written in Rust"]}]}),
+    )
+    .await
+    .unwrap();
+    assert!(out.to_string().contains("Toolshed"), "{out}");
+
+    let graph = call(read, json!({})).await.unwrap();
+    let entities = graph["entities"].as_array().expect("entities array");
+    assert!(
+        entities
+            .iter()
+            .any(|e| e["name"] == "Toolshed" && e["observations"][0] == "written in Rust"),
+        "{graph}"
+    );
+    let pid = up.pid().unwrap();
+    up.shutdown().await;
+    assert!(wait_gone(pid, Duration::from_secs(8)).await);
+}
+
+#[tokio::test]
+async fn server_everything_lists_despite_early_notifications_and_echoes() {
+    let Some(bin) = installed("mcp-server-everything") else {
+        return;
+    };
+    let up = Upstream::connect(cfg("everything", bin, &["stdio"], Vec::new()))
+        .await
+        .unwrap();
+    eprintln!(
+        "server-everything negotiated MCP {:?}",
+        up.protocol_version()
+    );
+    let tools = up.tools().await.unwrap();
+    assert!(tools.len() > 3, "only {} tools", tools.len());
+    let echo = tool(&tools, "everything.echo");
+    let out = call(echo, json!({"message": "hello from toolshed"}))
+        .await
+        .unwrap();
+    assert!(out.to_string().contains("hello from toolshed"), "{out}");
+    let pid = up.pid().unwrap();
+    up.shutdown().await;
+    assert!(wait_gone(pid, Duration::from_secs(8)).await);
+}

@@ -1,0 +1,361 @@
+//! [`OpenApiHandler`]: performs one imported operation over HTTP through `toolshed-outbound`.
+
+use std::sync::Arc;
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+use toolshed_core::{ToolContext, ToolError, ToolHandler};
+use toolshed_outbound::{secret::redact, AuthConfig, Outbound};
+
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Where a parameter goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+/// How an array or object parameter is serialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Repeated `name=value` pairs (3.x `form` + explode, 2.0 `multi`).
+    Exploded,
+    /// One value joined by this delimiter (`,` for csv/form, `|`, ` `, `\t`).
+    Joined(char),
+    /// `name[key]=value` for objects.
+    DeepObject,
+    /// The value serialised as JSON (3.x `content` parameters).
+    Json,
+}
+
+/// One argument property bound to a request parameter.
+#[derive(Debug, Clone)]
+pub struct ParamBinding {
+    /// The property name in the tool's input.
+    pub prop: String,
+    /// The name on the wire.
+    pub name: String,
+    pub location: Location,
+    pub style: Style,
+}
+
+/// How the request body is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyKind {
+    Json,
+    Form,
+    Multipart,
+    /// Sent as text with this content type.
+    Raw(String),
+}
+
+/// How the request body is assembled from the arguments.
+#[derive(Debug, Clone)]
+pub enum BodyBinding {
+    /// The whole body is the value of one property.
+    Whole { prop: String, kind: BodyKind },
+    /// The body is an object of these (property, wire name) pairs.
+    Fields {
+        fields: Vec<(String, String)>,
+        kind: BodyKind,
+    },
+}
+
+/// Everything the handler needs to perform one operation.
+#[derive(Debug, Clone)]
+pub struct OperationPlan {
+    pub method: Method,
+    /// The path template, e.g. `/pets/{petId}`.
+    pub path: String,
+    /// The base URL, when the document or the options gave one.
+    pub base_url: Option<String>,
+    pub params: Vec<ParamBinding>,
+    pub body: Option<BodyBinding>,
+}
+
+/// Settings shared by all tools of one import.
+pub struct Shared {
+    pub outbound: Outbound,
+    pub auth: AuthConfig,
+}
+
+/// Calls one operation.
+pub struct OpenApiHandler {
+    pub plan: OperationPlan,
+    pub shared: Arc<Shared>,
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn pairs_for(b: &ParamBinding, v: &Value) -> Vec<(String, String)> {
+    match (v, b.style) {
+        (_, Style::Json) => vec![(b.name.clone(), v.to_string())],
+        (Value::Array(items), Style::Exploded) => {
+            items.iter().map(|x| (b.name.clone(), scalar(x))).collect()
+        }
+        (Value::Array(items), Style::Joined(_)) | (Value::Array(items), Style::DeepObject) => {
+            let d = if let Style::Joined(d) = b.style {
+                d
+            } else {
+                ','
+            };
+            vec![(
+                b.name.clone(),
+                items
+                    .iter()
+                    .map(scalar)
+                    .collect::<Vec<_>>()
+                    .join(&d.to_string()),
+            )]
+        }
+        (Value::Object(m), Style::DeepObject) => m
+            .iter()
+            .map(|(k, x)| (format!("{}[{k}]", b.name), scalar(x)))
+            .collect(),
+        (Value::Object(m), Style::Exploded) => {
+            m.iter().map(|(k, x)| (k.clone(), scalar(x))).collect()
+        }
+        (Value::Object(m), Style::Joined(d)) => vec![(
+            b.name.clone(),
+            m.iter()
+                .flat_map(|(k, x)| [k.clone(), scalar(x)])
+                .collect::<Vec<_>>()
+                .join(&d.to_string()),
+        )],
+        _ => vec![(b.name.clone(), scalar(v))],
+    }
+}
+
+fn joined(v: &Value) -> String {
+    match v {
+        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(","),
+        Value::Object(m) => m
+            .iter()
+            .flat_map(|(k, x)| [k.clone(), scalar(x)])
+            .collect::<Vec<_>>()
+            .join(","),
+        other => scalar(other),
+    }
+}
+
+/// Replaces every occurrence of a secret inside the strings of `v`.
+fn redact_strings(v: &mut Value, secrets: &[&str]) {
+    match v {
+        Value::String(s) if secrets.iter().any(|x| !x.is_empty() && s.contains(x)) => {
+            *s = redact(s, secrets);
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
+        _ => {}
+    }
+}
+
+impl OpenApiHandler {
+    /// A result with the source's own secrets blanked out, in case the API reflects them.
+    fn redacted_value(&self, mut v: Value) -> Value {
+        let secrets = self.shared.auth.secrets();
+        if !secrets.is_empty() {
+            redact_strings(&mut v, &secrets);
+        }
+        v
+    }
+
+    fn redacted(&self, mut e: ToolError) -> ToolError {
+        let secrets = self.shared.auth.secrets();
+        if secrets.is_empty() {
+            return e;
+        }
+        e.message = redact(&e.message, &secrets);
+        if let Some(d) = e.data.take() {
+            let text = redact(&d.to_string(), &secrets);
+            e.data = Some(serde_json::from_str(&text).unwrap_or(Value::String(text)));
+        }
+        e
+    }
+
+    async fn perform(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        let plan = &self.plan;
+        let empty = Map::new();
+        let args = match &args {
+            Value::Object(m) => m,
+            Value::Null => &empty,
+            _ => return Err(ToolError::invalid("arguments must be a JSON object")),
+        };
+        let base = plan.base_url.as_deref().ok_or_else(|| {
+            ToolError::invalid(
+                "this API has no server URL: the document names none (or only a relative one); set base_url when importing",
+            )
+        })?;
+        let mut path = plan.path.clone();
+        let mut query = Vec::new();
+        let mut headers = Vec::new();
+        let mut cookies = Vec::new();
+        for b in &plan.params {
+            let v = args.get(&b.prop);
+            match b.location {
+                Location::Path => {
+                    let v = v.filter(|v| !v.is_null()).ok_or_else(|| {
+                        ToolError::invalid(format!("missing path parameter '{}'", b.prop))
+                    })?;
+                    let text = if b.style == Style::Json {
+                        v.to_string()
+                    } else {
+                        joined(v)
+                    };
+                    let enc = utf8_percent_encode(&text, PATH_SEGMENT).to_string();
+                    path = path.replace(&format!("{{{}}}", b.name), &enc);
+                }
+                Location::Query => {
+                    if let Some(v) = v.filter(|v| !v.is_null()) {
+                        query.extend(pairs_for(b, v));
+                    }
+                }
+                Location::Header => {
+                    if let Some(v) = v.filter(|v| !v.is_null()) {
+                        headers.push((b.name.clone(), joined(v)));
+                    }
+                }
+                Location::Cookie => {
+                    if let Some(v) = v.filter(|v| !v.is_null()) {
+                        cookies.push((b.name.clone(), joined(v)));
+                    }
+                }
+            }
+        }
+        let url = format!("{}{}", base.trim_end_matches('/'), path);
+        let ob = &self.shared.outbound;
+        let mut req = ob.request(plan.method.clone(), &url)?;
+        if !query.is_empty() {
+            req = req.query(&query);
+        }
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        req = self
+            .shared
+            .auth
+            .apply_with_cookies(req, ob, cookies)
+            .await?;
+        if let Some(body) = &plan.body {
+            let (value, kind) = match body {
+                BodyBinding::Whole { prop, kind } => (args.get(prop).cloned(), kind),
+                BodyBinding::Fields { fields, kind } => {
+                    let mut m = Map::new();
+                    for (prop, name) in fields {
+                        if let Some(v) = args.get(prop) {
+                            m.insert(name.clone(), v.clone());
+                        }
+                    }
+                    ((!m.is_empty()).then_some(Value::Object(m)), kind)
+                }
+            };
+            if let Some(value) = value {
+                req = match kind {
+                    BodyKind::Json => req.json(&value),
+                    BodyKind::Form => {
+                        let pairs: Vec<(String, String)> = match &value {
+                            Value::Object(m) => {
+                                m.iter().map(|(k, v)| (k.clone(), scalar(v))).collect()
+                            }
+                            other => vec![("body".into(), scalar(other))],
+                        };
+                        req.form(&pairs)
+                    }
+                    BodyKind::Multipart => {
+                        let mut form = reqwest::multipart::Form::new();
+                        if let Value::Object(m) = &value {
+                            for (k, v) in m {
+                                form = form.text(k.clone(), scalar(v));
+                            }
+                        }
+                        req.multipart(form)
+                    }
+                    BodyKind::Raw(ct) => req
+                        .header(reqwest::header::CONTENT_TYPE, ct.as_str())
+                        .body(scalar(&value)),
+                };
+            }
+        }
+        let resp = ob
+            .send(req.timeout(ctx.timeout))
+            .await?
+            .error_for_status()?;
+        let status = resp.status.as_u16();
+        Ok(match resp.value() {
+            Value::Null => json!({"status": status}),
+            v => v,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolHandler for OpenApiHandler {
+    async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        self.perform(ctx, args)
+            .await
+            .map(|v| self.redacted_value(v))
+            .map_err(|e| self.redacted(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(style: Style) -> ParamBinding {
+        ParamBinding {
+            prop: "p".into(),
+            name: "tags".into(),
+            location: Location::Query,
+            style,
+        }
+    }
+
+    #[test]
+    fn query_serialisation() {
+        let v = json!(["a", "b"]);
+        assert_eq!(
+            pairs_for(&b(Style::Exploded), &v),
+            vec![("tags".into(), "a".into()), ("tags".into(), "b".into())]
+        );
+        assert_eq!(
+            pairs_for(&b(Style::Joined('|')), &v),
+            vec![("tags".into(), "a|b".into())]
+        );
+        assert_eq!(
+            pairs_for(&b(Style::DeepObject), &json!({"x": 1})),
+            vec![("tags[x]".into(), "1".into())]
+        );
+        assert_eq!(
+            pairs_for(&b(Style::Json), &json!({"x": 1})),
+            vec![("tags".into(), "{\"x\":1}".into())]
+        );
+        assert_eq!(
+            pairs_for(&b(Style::Exploded), &json!(true)),
+            vec![("tags".into(), "true".into())]
+        );
+    }
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(
+            utf8_percent_encode("a b/c?", PATH_SEGMENT).to_string(),
+            "a%20b%2Fc%3F"
+        );
+    }
+}

@@ -1,0 +1,952 @@
+//! Operations to tools: paths, names, descriptions, input/output schemas, annotations, plans.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use toolshed_core::path::to_segment;
+use toolshed_core::tool::title_case;
+use toolshed_core::{Annotations, Pattern, Tool, ToolDef, ToolPath};
+use toolshed_outbound::{AuthConfig, Outbound};
+
+use crate::error::OpenApiError;
+use crate::handler::{
+    BodyBinding, BodyKind, Location, OpenApiHandler, OperationPlan, ParamBinding, Shared, Style,
+};
+use crate::refs::{DocId, Docs};
+use crate::schema::{Converter, Deps, Mode, Version};
+
+/// Changes the annotations of, or hides, the tools whose path matches a dot-glob pattern.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Override {
+    /// A dot-glob over the tool path, e.g. `petstore.pet.*` or `github.**`.
+    pub pattern: String,
+    #[serde(default)]
+    pub destructive: Option<bool>,
+    #[serde(default)]
+    pub read_only: Option<bool>,
+    #[serde(default)]
+    pub hidden: bool,
+}
+
+/// Progress callback: (operations done, operations total).
+pub type Progress = Box<dyn Fn(usize, usize) + Send + Sync>;
+
+/// How to import a document.
+#[derive(Default)]
+pub struct ImportOptions {
+    /// The first path segment of every tool.
+    pub namespace: String,
+    /// Overrides the document's servers.
+    pub base_url: Option<String>,
+    pub auth: AuthConfig,
+    /// The client for calls; a default (public addresses only) one is made when absent.
+    pub outbound: Option<Outbound>,
+    pub overrides: Vec<Override>,
+    /// The directory relative-file `$ref`s of the root document are resolved against.
+    pub base_dir: Option<PathBuf>,
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for ImportOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportOptions")
+            .field("namespace", &self.namespace)
+            .field("base_url", &self.base_url)
+            .field("auth", &self.auth)
+            .field("overrides", &self.overrides)
+            .field("base_dir", &self.base_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of an import.
+#[derive(Debug, Default)]
+pub struct Imported {
+    pub tools: Vec<Tool>,
+    pub warnings: Vec<String>,
+    /// Operations not imported: (`METHOD /path`, reason).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Definitions kept per tool schema; larger closures are pruned (input) or dropped (output).
+pub const MAX_DEFS: usize = 200;
+
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Detects the dialect from `swagger` / `openapi`.
+pub fn detect_version(doc: &Value) -> Result<Version, OpenApiError> {
+    if let Some(v) = doc.get("swagger") {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        return if text == "2.0" || text == "2" {
+            Ok(Version::Swagger2)
+        } else {
+            Err(OpenApiError::UnsupportedVersion(format!(
+                "swagger \"{text}\""
+            )))
+        };
+    }
+    match doc.get("openapi") {
+        Some(Value::String(s)) if s.starts_with("3.0") => Ok(Version::OpenApi30),
+        Some(Value::String(s)) if s.starts_with("3.1") => Ok(Version::OpenApi31),
+        Some(v) => Err(OpenApiError::UnsupportedVersion(format!(
+            "openapi \"{}\"",
+            v.as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string())
+        ))),
+        None => Err(OpenApiError::UnsupportedVersion(
+            "(none: the document has neither an 'openapi' nor a 'swagger' field)".into(),
+        )),
+    }
+}
+
+fn str_of<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+fn readable(name: &str) -> String {
+    let simple = !name.is_empty()
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if simple {
+        name.to_string()
+    } else {
+        to_segment(name)
+    }
+}
+
+fn substitute_vars(url: &str, server: &Value) -> String {
+    let mut out = url.to_string();
+    if let Some(vars) = server.get("variables").and_then(Value::as_object) {
+        for (k, v) in vars {
+            let d = match v.get("default") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            out = out.replace(&format!("{{{k}}}"), &d);
+        }
+    }
+    out
+}
+
+fn server_url(servers: Option<&Value>) -> Option<Option<String>> {
+    let first = servers?.as_array()?.first()?;
+    let url = first.get("url")?.as_str()?;
+    let url = substitute_vars(url, first);
+    Some(
+        if url.starts_with("http://") || url.starts_with("https://") {
+            Some(url)
+        } else {
+            None
+        },
+    )
+}
+
+fn content_pick(content: &Map<String, Value>) -> Option<(&str, &Value)> {
+    let keys: Vec<&String> = content.keys().collect();
+    let is_json = |k: &str| {
+        let k = k
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        k == "application/json" || k.ends_with("+json") || k.ends_with("/json") || k == "*/*"
+    };
+    let pick = keys
+        .iter()
+        .find(|k| is_json(k))
+        .or_else(|| {
+            keys.iter()
+                .find(|k| k.starts_with("application/x-www-form-urlencoded"))
+        })
+        .or_else(|| keys.iter().find(|k| k.starts_with("multipart/form-data")))
+        .or_else(|| keys.first())?;
+    Some((pick.as_str(), &content[pick.as_str()]))
+}
+
+fn kind_for(media: &str) -> BodyKind {
+    let m = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if m == "application/json" || m.ends_with("+json") || m.ends_with("/json") || m == "*/*" {
+        BodyKind::Json
+    } else if m == "application/x-www-form-urlencoded" {
+        BodyKind::Form
+    } else if m.starts_with("multipart/") {
+        BodyKind::Multipart
+    } else {
+        BodyKind::Raw(media.to_string())
+    }
+}
+
+struct Builder<'c, 'd, 'a> {
+    conv: &'c mut Converter<'d, 'a>,
+    version: Version,
+    warnings: Vec<String>,
+    outputs_dropped: usize,
+}
+
+/// One property of the input schema under construction.
+struct Prop {
+    name: String,
+    schema: Value,
+    required: bool,
+}
+
+struct Input {
+    props: Vec<Prop>,
+    names: HashSet<String>,
+    deps: Deps,
+}
+
+impl Input {
+    fn unique(&mut self, want: &str, alt: &str) -> (String, bool) {
+        if self.names.insert(want.to_string()) {
+            return (want.to_string(), false);
+        }
+        let mut name = alt.to_string();
+        let mut n = 2;
+        while !self.names.insert(name.clone()) {
+            name = format!("{alt}_{n}");
+            n += 1;
+        }
+        (name, true)
+    }
+}
+
+/// The object-shaped view of a body schema that can be flattened.
+struct FlatBody<'v> {
+    props: Vec<(String, DocId, &'v Value)>,
+    required: HashSet<String>,
+}
+
+impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
+    fn flatten<'s>(&self, doc: DocId, s: &'s Value, out: &mut FlatBody<'s>, depth: usize) -> bool
+    where
+        'd: 's,
+        'a: 's,
+    {
+        if depth > 8 {
+            return false;
+        }
+        let docs: &'s Docs<'a> = self.conv.docs();
+        let Ok((doc, s)) = docs.deref(doc, s) else {
+            return false;
+        };
+        let Some(o) = s.as_object() else { return false };
+        if o.contains_key("oneOf") || o.contains_key("anyOf") || o.contains_key("not") {
+            return false;
+        }
+        match o.get("type") {
+            None => {}
+            Some(Value::String(t)) if t == "object" => {}
+            _ => return false,
+        }
+        if o.get("additionalProperties")
+            .is_some_and(|a| a.is_object() && a.as_object().is_some_and(|m| !m.is_empty()))
+        {
+            return false;
+        }
+        if let Some(all) = o.get("allOf") {
+            let Some(all) = all.as_array() else {
+                return false;
+            };
+            for part in all {
+                if !self.flatten(doc, part, out, depth + 1) {
+                    return false;
+                }
+            }
+        }
+        if let Some(req) = o.get("required").and_then(Value::as_array) {
+            out.required
+                .extend(req.iter().filter_map(|r| r.as_str().map(String::from)));
+        }
+        match o.get("properties") {
+            Some(Value::Object(props)) => {
+                for (k, v) in props {
+                    if !out.props.iter().any(|(n, _, _)| n == k) {
+                        out.props.push((k.clone(), doc, v));
+                    }
+                }
+                true
+            }
+            Some(_) => false,
+            None => o.contains_key("allOf"),
+        }
+    }
+
+    fn add_body(
+        &mut self,
+        input: &mut Input,
+        doc: DocId,
+        schema: &Value,
+        kind: BodyKind,
+        required: bool,
+        where_: &str,
+    ) -> Result<BodyBinding, String> {
+        let mut flat = FlatBody {
+            props: Vec::new(),
+            required: HashSet::new(),
+        };
+        let can_flatten = !matches!(kind, BodyKind::Raw(_))
+            && self.flatten(doc, schema, &mut flat, 0)
+            && !flat.props.is_empty();
+        if can_flatten {
+            let docs = self.conv.docs();
+            let mut fields = Vec::new();
+            for (name, pdoc, ps) in flat.props {
+                let read_only = docs
+                    .deref(pdoc, ps)
+                    .map(|(_, v)| v.get("readOnly") == Some(&Value::Bool(true)))
+                    .unwrap_or(false);
+                if read_only {
+                    continue;
+                }
+                let converted = self
+                    .conv
+                    .convert(pdoc, ps, Mode::Request, &mut input.deps)?;
+                let (prop, renamed) = input.unique(&name, &format!("body_{name}"));
+                if renamed {
+                    self.warnings.push(format!(
+                        "{where_}: body property '{name}' collides with a parameter; it is '{prop}' in the tool input"
+                    ));
+                }
+                input.props.push(Prop {
+                    name: prop.clone(),
+                    schema: converted,
+                    required: required && flat.required.contains(&name),
+                });
+                fields.push((prop, name));
+            }
+            return Ok(BodyBinding::Fields { fields, kind });
+        }
+        let converted = self
+            .conv
+            .convert(doc, schema, Mode::Request, &mut input.deps)?;
+        let (prop, renamed) = input.unique("body", "request_body");
+        if renamed {
+            self.warnings.push(format!(
+                "{where_}: a parameter is named 'body'; the request body is '{prop}'"
+            ));
+        }
+        let mut schema = converted;
+        if let Value::Object(m) = &mut schema {
+            m.entry("description")
+                .or_insert_with(|| json!("The request body."));
+        }
+        input.props.push(Prop {
+            name: prop.clone(),
+            schema,
+            required,
+        });
+        Ok(BodyBinding::Whole { prop, kind })
+    }
+
+    /// A 2.0 non-body parameter's schema, built from its own fields.
+    fn v2_param_schema(p: &Value) -> Value {
+        let mut s = Map::new();
+        for k in [
+            "type",
+            "format",
+            "items",
+            "enum",
+            "default",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "multipleOf",
+            "x-nullable",
+        ] {
+            if let Some(v) = p.get(k) {
+                s.insert(k.to_string(), v.clone());
+            }
+        }
+        Value::Object(s)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn operation(
+        &mut self,
+        root: &Value,
+        path: &str,
+        item_doc: DocId,
+        item: &Value,
+        method: &str,
+        op: &Value,
+        base_url: Option<&str>,
+    ) -> Result<(Value, Option<Value>, OperationPlan), String> {
+        let where_ = format!("{} {path}", method.to_uppercase());
+        let docs = self.conv.docs();
+        // Parameters: path-level first, overridden by operation-level (same name and location).
+        let mut params: Vec<(DocId, &Value)> = Vec::new();
+        for list in [item.get("parameters"), op.get("parameters")] {
+            let Some(list) = list.and_then(Value::as_array) else {
+                continue;
+            };
+            for p in list {
+                let (pdoc, p) = docs
+                    .deref(item_doc, p)
+                    .map_err(|e| format!("parameter: {e}"))?;
+                let key = (
+                    str_of(p, "name").unwrap_or(""),
+                    str_of(p, "in").unwrap_or(""),
+                );
+                params.retain(|(_, q)| {
+                    (
+                        str_of(q, "name").unwrap_or(""),
+                        str_of(q, "in").unwrap_or(""),
+                    ) != key
+                });
+                params.push((pdoc, p));
+            }
+        }
+        let mut input = Input {
+            props: Vec::new(),
+            names: HashSet::new(),
+            deps: Vec::new(),
+        };
+        let mut bindings = Vec::new();
+        let mut body_binding = None;
+        let mut form_fields: Vec<(DocId, &Value)> = Vec::new();
+        let mut v2_body: Option<(DocId, &Value)> = None;
+        for (pdoc, p) in &params {
+            let Some(name) = p.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let location = match p.get("in").and_then(Value::as_str).unwrap_or("") {
+                "path" => Location::Path,
+                "query" => Location::Query,
+                "header" => Location::Header,
+                "cookie" => Location::Cookie,
+                "body" => {
+                    v2_body = Some((*pdoc, p));
+                    continue;
+                }
+                "formData" => {
+                    form_fields.push((*pdoc, p));
+                    continue;
+                }
+                _ => continue,
+            };
+            if location == Location::Header
+                && ["accept", "content-type", "authorization"]
+                    .contains(&name.to_ascii_lowercase().as_str())
+            {
+                continue;
+            }
+            let (raw_schema, style) = if self.version == Version::Swagger2 {
+                let style = match p
+                    .get("collectionFormat")
+                    .and_then(Value::as_str)
+                    .unwrap_or("csv")
+                {
+                    "multi" => Style::Exploded,
+                    "pipes" => Style::Joined('|'),
+                    "ssv" => Style::Joined(' '),
+                    "tsv" => Style::Joined('\t'),
+                    _ => Style::Joined(','),
+                };
+                (Self::v2_param_schema(p), style)
+            } else if let Some(s) = p.get("schema") {
+                let explode_default = matches!(location, Location::Query | Location::Cookie);
+                let explode = p.get("explode").and_then(Value::as_bool).unwrap_or(
+                    match p.get("style").and_then(Value::as_str) {
+                        Some("form") | None => explode_default,
+                        _ => false,
+                    },
+                );
+                let style = match p.get("style").and_then(Value::as_str) {
+                    Some("deepObject") => Style::DeepObject,
+                    Some("pipeDelimited") => Style::Joined('|'),
+                    Some("spaceDelimited") => Style::Joined(' '),
+                    _ if explode => Style::Exploded,
+                    _ => Style::Joined(','),
+                };
+                (s.clone(), style)
+            } else if let Some((_, media)) = p
+                .get("content")
+                .and_then(Value::as_object)
+                .and_then(content_pick)
+            {
+                (
+                    media.get("schema").cloned().unwrap_or(json!({})),
+                    Style::Json,
+                )
+            } else {
+                (json!({"type": "string"}), Style::Joined(','))
+            };
+            let mut schema =
+                self.conv
+                    .convert(*pdoc, &raw_schema, Mode::Request, &mut input.deps)?;
+            if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
+                if !m.contains_key("$ref") {
+                    m.entry("description").or_insert_with(|| json!(d));
+                }
+            }
+            if p.get("deprecated") == Some(&Value::Bool(true)) {
+                if let Value::Object(m) = &mut schema {
+                    m.insert("deprecated".into(), json!(true));
+                }
+            }
+            let want = readable(name);
+            let loc_name = match location {
+                Location::Path => "path",
+                Location::Query => "query",
+                Location::Header => "header",
+                Location::Cookie => "cookie",
+            };
+            let (prop, renamed) = input.unique(&want, &format!("{loc_name}_{want}"));
+            if renamed {
+                self.warnings.push(format!(
+                    "{where_}: {loc_name} parameter '{name}' collides with another input; it is '{prop}' in the tool input"
+                ));
+            }
+            let required =
+                location == Location::Path || p.get("required") == Some(&Value::Bool(true));
+            input.props.push(Prop {
+                name: prop.clone(),
+                schema,
+                required,
+            });
+            bindings.push(ParamBinding {
+                prop,
+                name: name.to_string(),
+                location,
+                style,
+            });
+        }
+        // Request body.
+        if self.version == Version::Swagger2 {
+            let consumes: Vec<String> = op
+                .get("consumes")
+                .or_else(|| root.get("consumes"))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some((bdoc, bp)) = v2_body {
+                let kind = if consumes.is_empty()
+                    || consumes.iter().any(|c| kind_for(c) == BodyKind::Json)
+                {
+                    BodyKind::Json
+                } else {
+                    kind_for(&consumes[0])
+                };
+                let schema = bp.get("schema").cloned().unwrap_or(json!({}));
+                let required = bp.get("required") == Some(&Value::Bool(true));
+                body_binding =
+                    Some(self.add_body(&mut input, bdoc, &schema, kind, required, &where_)?);
+            } else if !form_fields.is_empty() {
+                let has_file = form_fields
+                    .iter()
+                    .any(|(_, p)| p.get("type").and_then(Value::as_str) == Some("file"));
+                let kind = if has_file || consumes.iter().any(|c| c.starts_with("multipart/")) {
+                    BodyKind::Multipart
+                } else {
+                    BodyKind::Form
+                };
+                let mut fields = Vec::new();
+                for (fdoc, p) in &form_fields {
+                    let Some(name) = p.get("name").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let mut schema = self.conv.convert(
+                        *fdoc,
+                        &Self::v2_param_schema(p),
+                        Mode::Request,
+                        &mut input.deps,
+                    )?;
+                    if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
+                        m.entry("description").or_insert_with(|| json!(d));
+                    }
+                    let want = readable(name);
+                    let (prop, renamed) = input.unique(&want, &format!("form_{want}"));
+                    if renamed {
+                        self.warnings.push(format!(
+                            "{where_}: form field '{name}' collides with a parameter; it is '{prop}' in the tool input"
+                        ));
+                    }
+                    input.props.push(Prop {
+                        name: prop.clone(),
+                        schema,
+                        required: p.get("required") == Some(&Value::Bool(true)),
+                    });
+                    fields.push((prop, name.to_string()));
+                }
+                body_binding = Some(BodyBinding::Fields { fields, kind });
+            }
+        } else if let Some(rb) = op.get("requestBody") {
+            let (rdoc, rb) = docs
+                .deref(item_doc, rb)
+                .map_err(|e| format!("requestBody: {e}"))?;
+            if let Some((media, mt)) = rb
+                .get("content")
+                .and_then(Value::as_object)
+                .and_then(content_pick)
+            {
+                let schema = mt.get("schema").cloned().unwrap_or(json!({}));
+                let required = rb.get("required") == Some(&Value::Bool(true));
+                let media = media.to_string();
+                body_binding = Some(self.add_body(
+                    &mut input,
+                    rdoc,
+                    &schema,
+                    kind_for(&media),
+                    required,
+                    &where_,
+                )?);
+            }
+        }
+        // Assemble the input schema.
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        for p in input.props {
+            if p.required {
+                required.push(json!(p.name.clone()));
+            }
+            properties.insert(p.name, p.schema);
+        }
+        let mut schema = json!({"type": "object", "properties": properties});
+        if !required.is_empty() {
+            schema["required"] = Value::Array(required);
+        }
+        self.conv
+            .attach_defs(&mut schema, &input.deps, Mode::Request, MAX_DEFS);
+        let output = self.output_schema(item_doc, op, &where_);
+        let plan = OperationPlan {
+            method: Method::from_bytes(method.to_uppercase().as_bytes())
+                .map_err(|e| e.to_string())?,
+            path: path.to_string(),
+            base_url: base_url.map(String::from),
+            params: bindings,
+            body: body_binding,
+        };
+        Ok((schema, output, plan))
+    }
+
+    fn output_schema(&mut self, doc: DocId, op: &Value, where_: &str) -> Option<Value> {
+        let responses = op.get("responses")?.as_object()?;
+        let mut codes: Vec<&String> = responses.keys().filter(|k| k.starts_with('2')).collect();
+        codes.sort();
+        let docs = self.conv.docs();
+        for code in codes {
+            let Ok((rdoc, r)) = docs.deref(doc, &responses[code.as_str()]) else {
+                continue;
+            };
+            let raw = if self.version == Version::Swagger2 {
+                r.get("schema")
+            } else {
+                r.get("content").and_then(Value::as_object).and_then(|c| {
+                    let (media, mt) = content_pick(c)?;
+                    (kind_for(media) == BodyKind::Json)
+                        .then(|| mt.get("schema"))
+                        .flatten()
+                })
+            };
+            let raw = raw?;
+            let mut deps = Vec::new();
+            return match self.conv.convert(rdoc, raw, Mode::Response, &mut deps) {
+                Ok(mut s) => {
+                    if !s.is_object() {
+                        return None;
+                    }
+                    if !self
+                        .conv
+                        .attach_defs(&mut s, &deps, Mode::Response, MAX_DEFS)
+                    {
+                        // A partial output schema helps no one; leave it out.
+                        self.outputs_dropped += 1;
+                        return None;
+                    }
+                    Some(s)
+                }
+                Err(e) => {
+                    self.warnings
+                        .push(format!("{where_}: no output schema: {e}"));
+                    None
+                }
+            };
+        }
+        None
+    }
+}
+
+fn default_annotations(method: &str) -> Annotations {
+    match method {
+        "get" | "head" | "options" | "trace" => Annotations::READ_ONLY,
+        "put" | "delete" => Annotations {
+            idempotent: true,
+            ..Annotations::DESTRUCTIVE
+        },
+        _ => Annotations::DESTRUCTIVE,
+    }
+}
+
+/// Imports every operation of `doc` as a tool.
+pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiError> {
+    if !doc.is_object() {
+        return Err(OpenApiError::NotAnObject(match doc {
+            Value::Array(_) => "an array",
+            Value::String(_) => "a string",
+            _ => "a scalar",
+        }));
+    }
+    let version = detect_version(doc)?;
+    let ns = opts.namespace.trim();
+    if ToolPath::parse(&format!("{ns}.x")).is_err() {
+        return Err(OpenApiError::Namespace(opts.namespace.clone()));
+    }
+    let paths = match doc.get("paths").and_then(Value::as_object) {
+        Some(p) if !p.is_empty() => p,
+        _ => return Err(OpenApiError::NoPaths),
+    };
+    let overrides: Vec<(Pattern, &Override)> = opts
+        .overrides
+        .iter()
+        .filter_map(|o| Pattern::parse(&o.pattern).ok().map(|p| (p, o)))
+        .collect();
+    let mut result = Imported::default();
+    for o in &opts.overrides {
+        if let Err(e) = Pattern::parse(&o.pattern) {
+            result
+                .warnings
+                .push(format!("override pattern '{}' ignored: {e}", o.pattern));
+        }
+    }
+    let outbound = match &opts.outbound {
+        Some(o) => o.clone(),
+        None => Outbound::with_defaults().map_err(|e| OpenApiError::Fetch {
+            url: String::new(),
+            message: e.to_string(),
+        })?,
+    };
+    let shared = Arc::new(Shared {
+        outbound,
+        auth: opts.auth.clone(),
+    });
+    let docs = Docs::new(doc, opts.base_dir.as_deref());
+    let mut conv = Converter::new(&docs, version);
+    let mut b = Builder {
+        conv: &mut conv,
+        version,
+        warnings: Vec::new(),
+        outputs_dropped: 0,
+    };
+    let doc_base = if version == Version::Swagger2 {
+        doc.get("host").and_then(Value::as_str).map(|host| {
+            let scheme = doc
+                .get("schemes")
+                .and_then(Value::as_array)
+                .and_then(|s| {
+                    s.iter()
+                        .filter_map(Value::as_str)
+                        .find(|s| *s == "https")
+                        .or_else(|| s.first().and_then(Value::as_str))
+                })
+                .unwrap_or("https");
+            let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("");
+            format!("{scheme}://{host}{}", base_path.trim_end_matches('/'))
+        })
+    } else {
+        server_url(doc.get("servers")).flatten()
+    };
+    let total: usize = paths
+        .values()
+        .map(|item| METHODS.iter().filter(|m| item.get(**m).is_some()).count())
+        .sum();
+    let mut done = 0;
+    let mut used: HashSet<String> = HashSet::new();
+    let mut no_base_warned = false;
+    for (path, item) in paths {
+        let (item_doc, item) = match docs.deref(0, item) {
+            Ok(x) => x,
+            Err(e) => {
+                result
+                    .skipped
+                    .push((path.clone(), format!("path item: {e}")));
+                continue;
+            }
+        };
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            done += 1;
+            if let Some(p) = &opts.progress {
+                p(done, total);
+            }
+            let where_ = format!("{} {path}", method.to_uppercase());
+            if !op.is_object() {
+                result
+                    .skipped
+                    .push((where_, "the operation is not an object".into()));
+                continue;
+            }
+            let base_url = match &opts.base_url {
+                Some(u) => Some(u.clone()),
+                None => server_url(op.get("servers"))
+                    .or_else(|| server_url(item.get("servers")))
+                    .flatten()
+                    .or_else(|| doc_base.clone()),
+            };
+            if base_url.is_none() && !no_base_warned {
+                no_base_warned = true;
+                result.warnings.push(
+                    "the document names no absolute server URL; set base_url or calls will fail"
+                        .into(),
+                );
+            }
+            let (input, output, plan) =
+                match b.operation(doc, path, item_doc, item, method, op, base_url.as_deref()) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        result.skipped.push((where_, e));
+                        continue;
+                    }
+                };
+            // Tool path.
+            let op_id = str_of(op, "operationId");
+            let tag = op
+                .get("tags")
+                .and_then(Value::as_array)
+                .and_then(|t| t.iter().find_map(Value::as_str))
+                .map(String::from)
+                .or_else(|| {
+                    path.split('/')
+                        .find(|s| !s.is_empty() && !s.starts_with('{'))
+                        .map(String::from)
+                })
+                .unwrap_or_else(|| "default".into());
+            let tag_seg = to_segment(&tag);
+            let mut op_seg = match op_id {
+                Some(id) => to_segment(id),
+                None => to_segment(&format!("{method}_{path}")),
+            };
+            if let Some(rest) = op_seg.strip_prefix(&format!("{tag_seg}_")) {
+                if !rest.is_empty() {
+                    op_seg = rest.to_string();
+                }
+            }
+            let mut tool_path = format!("{ns}.{tag_seg}.{op_seg}");
+            if used.contains(&tool_path) {
+                let mut n = 2;
+                while used.contains(&format!("{tool_path}_{n}")) {
+                    n += 1;
+                }
+                let new = format!("{tool_path}_{n}");
+                result.warnings.push(format!(
+                    "{where_}: tool path '{tool_path}' is taken; using '{new}'"
+                ));
+                tool_path = new;
+            }
+            used.insert(tool_path.clone());
+            let tp = match ToolPath::parse(&tool_path) {
+                Ok(p) => p,
+                Err(e) => {
+                    result.skipped.push((where_, e.to_string()));
+                    continue;
+                }
+            };
+            // Name and description.
+            let summary = str_of(op, "summary");
+            let name = match (summary, op_id) {
+                (Some(s), _) if s.chars().count() <= 80 => title_case(s),
+                (_, Some(id)) => title_case(id),
+                _ => title_case(&op_seg),
+            };
+            let mut description = match (summary, str_of(op, "description")) {
+                (Some(s), Some(d)) if d != s => format!("{s}\n\n{d}"),
+                (Some(s), _) => s.to_string(),
+                (None, Some(d)) => d.to_string(),
+                (None, None) => where_.clone(),
+            };
+            if op.get("deprecated") == Some(&Value::Bool(true)) {
+                description =
+                    format!("[deprecated] {description}\n\nThis operation is deprecated upstream.");
+            }
+            // Annotations and overrides.
+            let mut ann = default_annotations(method);
+            let mut hidden = false;
+            for (pat, o) in &overrides {
+                if pat.matches(tp.as_str()) {
+                    if let Some(d) = o.destructive {
+                        ann.destructive = d;
+                    }
+                    if let Some(r) = o.read_only {
+                        ann.read_only = r;
+                        if r {
+                            ann.destructive = o.destructive.unwrap_or(false);
+                        }
+                    }
+                    hidden |= o.hidden;
+                }
+            }
+            if hidden {
+                result
+                    .skipped
+                    .push((where_, format!("hidden by an override ({tool_path})")));
+                continue;
+            }
+            let mut def = ToolDef::new(tp, name, description.trim())
+                .with_input(input)
+                .with_annotations(ann);
+            if let Some(o) = output {
+                def = def.with_output(o);
+            }
+            def.origin = format!("source:{ns}");
+            let handler = OpenApiHandler {
+                plan,
+                shared: shared.clone(),
+            };
+            result.tools.push(Tool::new(def, Arc::new(handler)));
+        }
+    }
+    if b.outputs_dropped > 0 {
+        b.warnings.push(format!(
+            "{} output schemas left out: they need more than {MAX_DEFS} definitions",
+            b.outputs_dropped
+        ));
+    }
+    result.warnings.extend(b.warnings);
+    Ok(result)
+}
+
+/// Counts operations per method without importing (for reports).
+pub fn count_operations(doc: &Value) -> usize {
+    doc.get("paths")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.values()
+                .map(|item| METHODS.iter().filter(|m| item.get(**m).is_some()).count())
+                .sum()
+        })
+        .unwrap_or(0)
+}

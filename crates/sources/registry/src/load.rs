@@ -1,0 +1,491 @@
+//! Loading one source: import its tools, apply its overrides, and (for MCP) keep the session.
+//!
+//! [`load`] turns a [`SourceSpec`] into tools through the source crates (`toolshed-openapi`,
+//! `toolshed-graphql`, `toolshed-mcp-source`); [`dry_run`] does the same and only reports what
+//! it would create.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Serialize;
+use toolshed_core::{Pattern, Tool};
+use toolshed_graphql::{GraphqlAuth, GraphqlOptions, SchemaInput};
+use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
+use toolshed_openapi::import::Progress as OpenApiProgress;
+use toolshed_openapi::ImportOptions;
+use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret};
+
+use crate::error::SourcesError;
+use crate::secrets::resolve;
+use crate::spec::{
+    AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, SourceSpec,
+};
+
+/// Progress of an import: (operations done, operations total).
+pub type Progress = Arc<dyn Fn(usize, usize) + Send + Sync>;
+
+/// Default time one outbound request of an OpenAPI or GraphQL source may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A loaded source: its tools (overrides applied), warnings, and the MCP session if any.
+pub struct Loaded {
+    pub tools: Vec<Tool>,
+    pub warnings: Vec<String>,
+    /// Kept alive while the source is served; its change counter triggers re-listing.
+    pub upstream: Option<Upstream>,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("tools", &self.tools.len())
+            .field("warnings", &self.warnings)
+            .field("upstream", &self.upstream.is_some())
+            .finish()
+    }
+}
+
+/// One tool as a dry run shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolSummary {
+    pub path: String,
+    pub name: String,
+    pub destructive: bool,
+    pub read_only: bool,
+}
+
+/// What a source would create.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub tools: Vec<ToolSummary>,
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    pub fn from_tools(tools: &[Tool], warnings: Vec<String>) -> Self {
+        Self {
+            tools: tools
+                .iter()
+                .map(|t| ToolSummary {
+                    path: t.def.path.to_string(),
+                    name: t.def.name.clone(),
+                    destructive: t.def.annotations.destructive,
+                    read_only: t.def.annotations.read_only,
+                })
+                .collect(),
+            warnings,
+        }
+    }
+}
+
+/// Imports a source without keeping it: every tool it would create and every warning.
+pub async fn dry_run(
+    spec: &SourceSpec,
+    progress: Option<Progress>,
+) -> Result<Report, SourcesError> {
+    let loaded = load(spec, progress).await?;
+    if let Some(up) = &loaded.upstream {
+        up.shutdown().await;
+    }
+    Ok(Report::from_tools(&loaded.tools, loaded.warnings))
+}
+
+/// Imports a source's tools and applies its overrides.
+pub async fn load(spec: &SourceSpec, progress: Option<Progress>) -> Result<Loaded, SourcesError> {
+    spec.validate()?;
+    let mut loaded = match spec {
+        SourceSpec::Openapi(s) => load_openapi(s, progress.clone()).await?,
+        SourceSpec::Graphql(s) => load_graphql(s).await?,
+        SourceSpec::Mcp(s) => load_mcp(s).await?,
+    };
+    if !matches!(spec, SourceSpec::Openapi(_)) {
+        if let Some(p) = &progress {
+            p(loaded.tools.len(), loaded.tools.len());
+        }
+    }
+    let (tools, warnings) = apply_overrides(spec.name(), loaded.tools, spec.overrides())?;
+    loaded.tools = tools;
+    loaded.warnings.extend(warnings);
+    Ok(loaded)
+}
+
+/// Applies overrides in order: a later matching override wins for the fields it sets.
+/// `read_only = true` alone also clears `destructive`, and `destructive = true` alone clears
+/// `read_only`. Tools outside the namespace are dropped with a warning; overrides matching no
+/// tool are warned about.
+pub fn apply_overrides(
+    name: &str,
+    tools: Vec<Tool>,
+    overrides: &[OverrideSpec],
+) -> Result<(Vec<Tool>, Vec<String>), SourcesError> {
+    let compiled: Vec<(Pattern, &OverrideSpec)> = overrides
+        .iter()
+        .map(|o| {
+            Pattern::parse(&o.pattern)
+                .map(|p| (p, o))
+                .map_err(|e| SourcesError::invalid(name, format!("override: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut used = vec![false; compiled.len()];
+    let mut warnings = Vec::new();
+    let mut out = Vec::with_capacity(tools.len());
+    let origin = format!("source:{name}");
+    for mut tool in tools {
+        if tool.def.path.namespace() != name {
+            warnings.push(format!(
+                "tool '{}' is outside the namespace '{name}' and was dropped",
+                tool.def.path
+            ));
+            continue;
+        }
+        if tool.def.origin.is_empty() {
+            tool.def.origin = origin.clone();
+        }
+        let mut hidden = false;
+        for (i, (pattern, o)) in compiled.iter().enumerate() {
+            if !pattern.matches(tool.def.path.as_str()) {
+                continue;
+            }
+            used[i] = true;
+            let a = &mut tool.def.annotations;
+            match (o.destructive, o.read_only) {
+                (Some(d), Some(r)) => {
+                    a.destructive = d;
+                    a.read_only = r;
+                }
+                (Some(d), None) => {
+                    a.destructive = d;
+                    if d {
+                        a.read_only = false;
+                    }
+                }
+                (None, Some(r)) => {
+                    a.read_only = r;
+                    if r {
+                        a.destructive = false;
+                    }
+                }
+                (None, None) => {}
+            }
+            hidden |= o.hidden;
+        }
+        if !hidden {
+            out.push(tool);
+        }
+    }
+    for (i, (_, o)) in compiled.iter().enumerate() {
+        if !used[i] {
+            warnings.push(format!(
+                "override pattern '{}' matched no tool of '{name}'",
+                o.pattern
+            ));
+        }
+    }
+    Ok((out, warnings))
+}
+
+fn timeout(ms: Option<u64>) -> Duration {
+    ms.map(Duration::from_millis).unwrap_or(DEFAULT_TIMEOUT)
+}
+
+/// The `toolshed-outbound` auth of a spec, secrets resolved.
+pub fn auth_config(name: &str, auth: &AuthSpec) -> Result<AuthConfig, SourcesError> {
+    let secret = |v: &str| resolve(name, v).map(Secret::new);
+    Ok(match auth {
+        AuthSpec::Bearer { token } => AuthConfig::Bearer {
+            token: secret(token)?,
+        },
+        AuthSpec::ApiKey {
+            name: key,
+            value,
+            location,
+        } => AuthConfig::ApiKey {
+            location: match location {
+                KeyLocation::Header => ApiKeyLocation::Header,
+                KeyLocation::Query => ApiKeyLocation::Query,
+                KeyLocation::Cookie => ApiKeyLocation::Cookie,
+            },
+            name: key.clone(),
+            value: secret(value)?,
+        },
+        AuthSpec::Basic { username, password } => AuthConfig::Basic {
+            username: username.clone(),
+            password: secret(password)?,
+        },
+        AuthSpec::Oauth2ClientCredentials {
+            token_url,
+            client_id,
+            client_secret,
+            scopes,
+            audience,
+        } => AuthConfig::OAuth2ClientCredentials {
+            token_url: token_url.clone(),
+            client_id: client_id.clone(),
+            client_secret: secret(client_secret)?,
+            scopes: scopes.clone(),
+            audience: audience.clone(),
+        },
+    })
+}
+
+async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loaded, SourcesError> {
+    let name = s.name.as_str();
+    let auth = match &s.auth {
+        Some(a) => auth_config(name, a)?,
+        None => AuthConfig::None,
+    };
+    let outbound = Outbound::new(OutboundConfig {
+        timeout: timeout(s.timeout_ms),
+        allow_private: s.allow_private,
+        ..OutboundConfig::default()
+    })
+    .map_err(|e| SourcesError::import(name, e))?;
+    let doc = toolshed_openapi::load_document(&s.spec, &outbound)
+        .await
+        .map_err(|e| SourcesError::import(name, e))?;
+    let is_remote = s.spec.starts_with("http://") || s.spec.starts_with("https://");
+    let base_dir = (!is_remote)
+        .then(|| {
+            Path::new(s.spec.strip_prefix("file://").unwrap_or(&s.spec))
+                .parent()
+                .map(Path::to_path_buf)
+        })
+        .flatten();
+    let opts = ImportOptions {
+        namespace: name.to_string(),
+        base_url: s.base_url.clone(),
+        auth,
+        outbound: Some(outbound),
+        overrides: Vec::new(),
+        base_dir,
+        progress: progress.map(|p| Box::new(move |done, total| p(done, total)) as OpenApiProgress),
+    };
+    import_openapi_blocking(name, doc, opts).await
+}
+
+/// Runs the (CPU-bound) OpenAPI import off the async workers.
+pub(crate) async fn import_openapi_blocking(
+    name: &str,
+    doc: serde_json::Value,
+    opts: ImportOptions,
+) -> Result<Loaded, SourcesError> {
+    let imported = tokio::task::spawn_blocking(move || toolshed_openapi::import(&doc, &opts))
+        .await
+        .map_err(|e| SourcesError::import(name, format!("import task failed: {e}")))?
+        .map_err(|e| SourcesError::import(name, e))?;
+    let mut warnings = imported.warnings;
+    warnings.extend(
+        imported
+            .skipped
+            .into_iter()
+            .map(|(op, why)| format!("skipped {op}: {why}")),
+    );
+    Ok(Loaded {
+        tools: imported.tools,
+        warnings,
+        upstream: None,
+    })
+}
+
+async fn load_graphql(s: &GraphqlSpec) -> Result<Loaded, SourcesError> {
+    let name = s.name.as_str();
+    let mut opts = GraphqlOptions::new(name, s.endpoint.clone());
+    opts.allow_private = s.allow_private;
+    opts.timeout = timeout(s.timeout_ms);
+    if let Some(d) = s.selection_depth {
+        opts.selection_depth = d;
+    }
+    for (k, v) in &s.headers {
+        opts.headers.push((k.clone(), resolve(name, v)?));
+    }
+    opts.auth = match &s.auth {
+        None => GraphqlAuth::None,
+        Some(AuthSpec::Bearer { token }) => GraphqlAuth::Bearer(resolve(name, token)?),
+        Some(AuthSpec::ApiKey {
+            name: key, value, ..
+        }) => GraphqlAuth::Header {
+            name: key.clone(),
+            value: resolve(name, value)?,
+        },
+        Some(AuthSpec::Basic { username, password }) => {
+            let raw = format!("{username}:{}", resolve(name, password)?);
+            GraphqlAuth::Header {
+                name: "Authorization".into(),
+                value: format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(raw)
+                ),
+            }
+        }
+        Some(AuthSpec::Oauth2ClientCredentials { .. }) => {
+            return Err(SourcesError::invalid(
+                name,
+                "GraphQL sources do not support oauth2_client_credentials",
+            ))
+        }
+    };
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map_err(|e| SourcesError::import(name, format!("cannot read {path}: {e}")))
+    };
+    let input = if let Some(p) = &s.sdl {
+        SchemaInput::Sdl(read(p)?)
+    } else if let Some(p) = &s.introspection {
+        let json = serde_json::from_str(&read(p)?)
+            .map_err(|e| SourcesError::import(name, format!("{p} is not JSON: {e}")))?;
+        SchemaInput::IntrospectionJson(json)
+    } else {
+        SchemaInput::Endpoint {
+            url: s.endpoint.clone(),
+        }
+    };
+    let imported = toolshed_graphql::import(input, &opts)
+        .await
+        .map_err(|e| SourcesError::import(name, e))?;
+    Ok(Loaded {
+        tools: imported.tools,
+        warnings: imported.warnings,
+        upstream: None,
+    })
+}
+
+/// The `toolshed-mcp-source` configuration of a spec, secrets resolved.
+pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
+    let name = s.name.as_str();
+    let transport = match (&s.command, &s.url) {
+        (Some(command), _) => Transport::Stdio {
+            command: command.clone(),
+            args: s.args.clone(),
+            env: s
+                .env
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), resolve(name, v)?)))
+                .collect::<Result<_, SourcesError>>()?,
+            cwd: s.cwd.clone(),
+        },
+        (None, Some(url)) => Transport::Http {
+            url: url.clone(),
+            headers: s
+                .headers
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), resolve(name, v)?)))
+                .collect::<Result<_, SourcesError>>()?,
+        },
+        (None, None) => {
+            return Err(SourcesError::invalid(
+                name,
+                "give 'command' (stdio) or 'url' (streamable HTTP)",
+            ))
+        }
+    };
+    let mut cfg = UpstreamConfig::new(name, transport).with_allow_private(s.allow_private);
+    if let Some(ms) = s.connect_timeout_ms {
+        cfg = cfg.with_connect_timeout(Duration::from_millis(ms));
+    }
+    if let Some(ms) = s.call_timeout_ms {
+        cfg = cfg.with_call_timeout(Duration::from_millis(ms));
+    }
+    Ok(cfg)
+}
+
+async fn load_mcp(s: &McpSpec) -> Result<Loaded, SourcesError> {
+    let name = s.name.as_str();
+    let upstream = Upstream::connect(upstream_config(s)?)
+        .await
+        .map_err(|e| SourcesError::import(name, e))?;
+    match upstream.tools().await {
+        Ok(tools) => Ok(Loaded {
+            tools,
+            warnings: Vec::new(),
+            upstream: Some(upstream),
+        }),
+        Err(e) => {
+            upstream.shutdown().await;
+            Err(SourcesError::import(name, e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolshed_core::{Annotations, ToolDef, ToolError, ToolPath};
+
+    fn tool(path: &str, a: Annotations) -> Tool {
+        let def = ToolDef::new(ToolPath::parse(path).unwrap(), "T", "d").with_annotations(a);
+        Tool::from_fn(def, |_c, _a| async {
+            Err::<serde_json::Value, _>(ToolError::internal("unused"))
+        })
+    }
+
+    fn ov(pattern: &str, d: Option<bool>, r: Option<bool>, hidden: bool) -> OverrideSpec {
+        OverrideSpec {
+            pattern: pattern.into(),
+            destructive: d,
+            read_only: r,
+            hidden,
+        }
+    }
+
+    #[test]
+    fn overrides_mark_and_hide_by_pattern() {
+        let tools = vec![
+            tool("p.pet.add", Annotations::DESTRUCTIVE),
+            tool("p.pet.find", Annotations::DESTRUCTIVE),
+            tool("p.store.get", Annotations::READ_ONLY),
+            tool("p.user.delete", Annotations::WRITE),
+            tool("other.x", Annotations::WRITE),
+        ];
+        let (out, warnings) = apply_overrides(
+            "p",
+            tools,
+            &[
+                ov("p.pet.find", None, Some(true), false),
+                ov("p.store.*", None, None, true),
+                ov("p.user.*", Some(true), None, false),
+                ov("p.nothing.*", Some(true), None, false),
+            ],
+        )
+        .unwrap();
+        let get = |p: &str| out.iter().find(|t| t.def.path.as_str() == p);
+        assert!(get("p.store.get").is_none(), "hidden");
+        assert!(get("other.x").is_none(), "outside the namespace");
+        let find = get("p.pet.find").unwrap().def.annotations;
+        assert!(find.read_only && !find.destructive);
+        assert!(get("p.user.delete").unwrap().def.annotations.destructive);
+        assert!(get("p.pet.add").unwrap().def.annotations.destructive);
+        assert_eq!(get("p.pet.add").unwrap().def.origin, "source:p");
+        assert!(warnings.iter().any(|w| w.contains("other.x")));
+        assert!(warnings.iter().any(|w| w.contains("p.nothing.*")));
+    }
+
+    #[test]
+    fn bad_override_patterns_are_errors() {
+        let e = apply_overrides("p", vec![], &[ov("P..x", None, None, true)]).unwrap_err();
+        assert!(e.to_string().contains("override"), "{e}");
+    }
+
+    #[test]
+    fn auth_specs_resolve_secrets() {
+        let a = auth_config(
+            "p",
+            &AuthSpec::ApiKey {
+                name: "X-Key".into(),
+                value: "k1".into(),
+                location: KeyLocation::Header,
+            },
+        )
+        .unwrap();
+        assert_eq!(a.secrets(), vec!["k1"]);
+        let e = auth_config(
+            "p",
+            &AuthSpec::Bearer {
+                token: "env:TOOLSHED_SOURCES_TEST_NOPE".into(),
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("TOOLSHED_SOURCES_TEST_NOPE"));
+    }
+}

@@ -1,0 +1,562 @@
+//! [`Registry`]: every declared source loaded, kept, and assembled into the catalog.
+//!
+//! Sources come from the config file and from the store ([`declare`] merges them; a name used
+//! by both is an error naming both). [`Registry::sync`] loads new or changed sources
+//! concurrently, keeps unchanged ones (and their MCP sessions), and drops removed ones. A source
+//! that fails is reported (name and reason) and the others are served. [`Registry::assemble`]
+//! builds the catalog from plugins and every ready source; once [`Registry::attach`]ed to a
+//! [`SharedCatalog`], the registry re-assembles by itself when an upstream MCP server changes
+//! its tool list or when [`Registry::sync`] changes the sources.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use serde::Serialize;
+use toolshed_core::{CatalogBuilder, CatalogError, Plugin, SharedCatalog, Tool};
+use toolshed_mcp_source::Upstream;
+
+use crate::error::SourcesError;
+use crate::load::{apply_overrides, load};
+use crate::spec::SourceSpec;
+use crate::store::{Fingerprint, SourceStore};
+
+/// Where a source is declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `[[sources]]` in the config file.
+    Config,
+    /// `toolshed sources add`.
+    Store,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::Config => "the config file ([[sources]])",
+            Origin::Store => "the store (toolshed sources add)",
+        })
+    }
+}
+
+/// A source to serve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    pub spec: SourceSpec,
+    pub origin: Origin,
+}
+
+/// A declaration that cannot be served (duplicate name, unreadable stored record).
+#[derive(Debug)]
+pub struct Rejected {
+    pub name: String,
+    pub kind: String,
+    pub origin: Origin,
+    pub error: SourcesError,
+}
+
+/// Merges config-declared and stored sources. A name declared twice is rejected with an error
+/// naming both places; the config file's declaration is the one kept.
+pub fn declare(config: &[SourceSpec], stored: Vec<SourceSpec>) -> (Vec<Declared>, Vec<Rejected>) {
+    let mut seen: HashMap<String, Origin> = HashMap::new();
+    let mut declared = Vec::new();
+    let mut rejected = Vec::new();
+    let all = config
+        .iter()
+        .cloned()
+        .map(|s| (s, Origin::Config))
+        .chain(stored.into_iter().map(|s| (s, Origin::Store)));
+    for (spec, origin) in all {
+        let name = spec.name().to_string();
+        if let Some(first) = seen.get(&name) {
+            rejected.push(Rejected {
+                kind: spec.kind().to_string(),
+                error: SourcesError::DuplicateName {
+                    name: name.clone(),
+                    first: first.to_string(),
+                    second: origin.to_string(),
+                },
+                name,
+                origin,
+            });
+            continue;
+        }
+        seen.insert(name, origin);
+        declared.push(Declared { spec, origin });
+    }
+    (declared, rejected)
+}
+
+/// [`declare`] over the config's sources and everything in `store`; stored records that
+/// cannot be read or opened are rejected.
+pub async fn declare_with_store(
+    config: &[SourceSpec],
+    store: &SourceStore,
+) -> Result<(Vec<Declared>, Vec<Rejected>), SourcesError> {
+    let mut stored = Vec::new();
+    let mut unreadable = Vec::new();
+    for r in store.list().await? {
+        match r {
+            Ok(s) => stored.push(s.spec),
+            Err((name, error)) => unreadable.push(Rejected {
+                name,
+                kind: String::new(),
+                origin: Origin::Store,
+                error,
+            }),
+        }
+    }
+    let (declared, mut rejected) = declare(config, stored);
+    rejected.extend(unreadable);
+    Ok((declared, rejected))
+}
+
+/// How one source is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceReport {
+    pub name: String,
+    pub kind: String,
+    pub origin: Origin,
+    /// Tools it contributes to the catalog (0 when failed).
+    pub tools: usize,
+    pub warnings: Vec<String>,
+    /// Why it is not served, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SourceReport {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// `pets (openapi): 20 tools, 1 warning` or `pets (openapi): FAILED: reason`.
+    pub fn summary_line(&self) -> String {
+        match &self.error {
+            Some(e) => format!("source {} ({}): FAILED: {e}", self.name, self.kind),
+            None => format!(
+                "source {} ({}): {} tool{}, {} warning{}",
+                self.name,
+                self.kind,
+                self.tools,
+                if self.tools == 1 { "" } else { "s" },
+                self.warnings.len(),
+                if self.warnings.len() == 1 { "" } else { "s" },
+            ),
+        }
+    }
+}
+
+enum State {
+    Ready {
+        tools: Vec<Tool>,
+        warnings: Vec<String>,
+        upstream: Option<Upstream>,
+    },
+    Failed(String),
+}
+
+struct Entry {
+    spec: SourceSpec,
+    origin: Origin,
+    state: State,
+    /// Set by assembly when a tool path collides with another origin.
+    conflict: Option<String>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Entry {
+    fn report(&self) -> SourceReport {
+        let (tools, warnings, error) = match (&self.state, &self.conflict) {
+            (State::Failed(e), _) => (0, Vec::new(), Some(e.clone())),
+            (State::Ready { warnings, .. }, Some(c)) => (0, warnings.clone(), Some(c.clone())),
+            (
+                State::Ready {
+                    tools, warnings, ..
+                },
+                None,
+            ) => (tools.len(), warnings.clone(), None),
+        };
+        SourceReport {
+            name: self.spec.name().to_string(),
+            kind: self.spec.kind().to_string(),
+            origin: self.origin,
+            tools,
+            warnings,
+            error,
+        }
+    }
+
+    fn stop(&mut self) -> Option<Upstream> {
+        if let Some(w) = self.watcher.take() {
+            w.abort();
+        }
+        match &mut self.state {
+            State::Ready { upstream, .. } => upstream.take(),
+            State::Failed(_) => None,
+        }
+    }
+}
+
+struct Target {
+    plugins: Vec<Plugin>,
+    catalog: Arc<SharedCatalog>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: Mutex<BTreeMap<String, Entry>>,
+    rejected: Mutex<Vec<SourceReport>>,
+    target: Mutex<Option<Target>>,
+    sync_lock: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The result of one assembly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assembled {
+    /// The catalog version stored.
+    pub version: u64,
+    /// Tools in the catalog.
+    pub tools: usize,
+    /// Sources left out because a tool path collided: (source, error naming both origins).
+    pub excluded: Vec<(String, String)>,
+}
+
+/// Loaded sources. Cheap to clone; clones share state.
+#[derive(Clone, Default)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("sources", &lock(&self.inner.entries).len())
+            .finish()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Loads the given config-declared sources (see [`Registry::sync`]).
+    pub async fn load(&self, specs: &[SourceSpec]) -> Vec<SourceReport> {
+        let (declared, rejected) = declare(specs, Vec::new());
+        self.sync(declared, rejected).await
+    }
+
+    /// Makes the registry serve exactly `declared`: new or changed sources are loaded
+    /// concurrently, unchanged ready ones are kept, removed ones are shut down. Failed sources
+    /// are reported, never fatal. Re-assembles when attached. Returns every source's report.
+    pub async fn sync(
+        &self,
+        declared: Vec<Declared>,
+        rejected: Vec<Rejected>,
+    ) -> Vec<SourceReport> {
+        let _guard = self.inner.sync_lock.lock().await;
+        let to_load: Vec<Declared> = {
+            let entries = lock(&self.inner.entries);
+            declared
+                .iter()
+                .filter(|d| {
+                    !entries.get(d.spec.name()).is_some_and(|e| {
+                        e.spec == d.spec
+                            && e.origin == d.origin
+                            && matches!(e.state, State::Ready { .. })
+                    })
+                })
+                .cloned()
+                .collect()
+        };
+        let loaded = futures::future::join_all(to_load.into_iter().map(|d| async move {
+            let result = load(&d.spec, None).await;
+            (d, result)
+        }))
+        .await;
+        let mut stopped = Vec::new();
+        {
+            let mut entries = lock(&self.inner.entries);
+            let keep: HashMap<&str, ()> = declared.iter().map(|d| (d.spec.name(), ())).collect();
+            let gone: Vec<String> = entries
+                .keys()
+                .filter(|k| !keep.contains_key(k.as_str()))
+                .cloned()
+                .collect();
+            for name in gone {
+                if let Some(mut e) = entries.remove(&name) {
+                    stopped.extend(e.stop());
+                }
+            }
+            for (d, result) in loaded {
+                let name = d.spec.name().to_string();
+                if let Some(mut old) = entries.remove(&name) {
+                    stopped.extend(old.stop());
+                }
+                let mut entry = Entry {
+                    spec: d.spec,
+                    origin: d.origin,
+                    state: match result {
+                        Ok(l) => State::Ready {
+                            tools: l.tools,
+                            warnings: l.warnings,
+                            upstream: l.upstream,
+                        },
+                        Err(e) => State::Failed(e.to_string()),
+                    },
+                    conflict: None,
+                    watcher: None,
+                };
+                if let State::Ready {
+                    upstream: Some(up), ..
+                } = &entry.state
+                {
+                    entry.watcher = Some(self.watch_upstream(&name, up));
+                }
+                entries.insert(name, entry);
+            }
+            *lock(&self.inner.rejected) = rejected
+                .into_iter()
+                .map(|r| SourceReport {
+                    name: r.name,
+                    kind: r.kind,
+                    origin: r.origin,
+                    tools: 0,
+                    warnings: Vec::new(),
+                    error: Some(r.error.to_string()),
+                })
+                .collect();
+        }
+        for up in stopped {
+            up.shutdown().await;
+        }
+        if let Err(e) = self.reassemble() {
+            tracing::error!(error = %e, "re-assembling the catalog failed");
+        }
+        self.reports()
+    }
+
+    /// Every source's state, by name, then the rejected declarations.
+    pub fn reports(&self) -> Vec<SourceReport> {
+        let mut out: Vec<SourceReport> = lock(&self.inner.entries)
+            .values()
+            .map(Entry::report)
+            .collect();
+        out.extend(lock(&self.inner.rejected).iter().cloned());
+        out
+    }
+
+    /// The tools of the ready sources, by source name.
+    pub fn tools(&self) -> Vec<Tool> {
+        lock(&self.inner.entries)
+            .values()
+            .filter_map(|e| match &e.state {
+                State::Ready { tools, .. } if e.conflict.is_none() => Some(tools.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Builds a catalog from `plugins` and every ready source and stores it in `catalog`.
+    /// Plugins whose paths collide are an error naming both origins; a source colliding with a
+    /// plugin or an earlier source (by name) is left out and reported with that error.
+    pub fn assemble(
+        &self,
+        plugins: &[Plugin],
+        catalog: &SharedCatalog,
+    ) -> Result<Assembled, SourcesError> {
+        let mut builder = CatalogBuilder::new();
+        let mut seen: HashMap<String, String> = HashMap::new();
+        for p in plugins {
+            builder.add_plugin(p);
+            for t in &p.tools {
+                let origin = if t.def.origin.is_empty() {
+                    p.origin()
+                } else {
+                    t.def.origin.clone()
+                };
+                seen.entry(t.def.path.to_string()).or_insert(origin);
+            }
+        }
+        let mut excluded = Vec::new();
+        {
+            let mut entries = lock(&self.inner.entries);
+            for (name, entry) in entries.iter_mut() {
+                entry.conflict = None;
+                let State::Ready { tools, .. } = &entry.state else {
+                    continue;
+                };
+                let mut local: HashMap<&str, &str> = HashMap::new();
+                let mut conflict = None;
+                for t in tools {
+                    let path = t.def.path.as_str();
+                    let first = seen
+                        .get(path)
+                        .map(String::as_str)
+                        .or_else(|| local.get(path).copied());
+                    if let Some(first) = first {
+                        conflict = Some(CatalogError::Duplicate {
+                            path: path.to_string(),
+                            first: first.to_string(),
+                            second: t.def.origin.clone(),
+                        });
+                        break;
+                    }
+                    local.insert(path, &t.def.origin);
+                }
+                if let Some(c) = conflict {
+                    let text = c.to_string();
+                    tracing::warn!(source = %name, error = %text, "source left out of the catalog");
+                    entry.conflict = Some(text.clone());
+                    excluded.push((name.clone(), text));
+                    continue;
+                }
+                for t in tools {
+                    seen.insert(t.def.path.to_string(), t.def.origin.clone());
+                }
+                builder.add_tools(tools.iter().cloned());
+            }
+        }
+        let built = builder.build()?;
+        let tools = built.len();
+        let version = catalog.store(built);
+        Ok(Assembled {
+            version,
+            tools,
+            excluded,
+        })
+    }
+
+    /// Remembers `plugins` and `catalog` for automatic re-assembly, and assembles now.
+    pub fn attach(
+        &self,
+        plugins: Vec<Plugin>,
+        catalog: Arc<SharedCatalog>,
+    ) -> Result<Assembled, SourcesError> {
+        let assembled = self.assemble(&plugins, &catalog)?;
+        *lock(&self.inner.target) = Some(Target { plugins, catalog });
+        Ok(assembled)
+    }
+
+    /// Assembles into the attached catalog; `Ok(None)` when not attached.
+    pub fn reassemble(&self) -> Result<Option<Assembled>, SourcesError> {
+        let target = lock(&self.inner.target);
+        match &*target {
+            Some(t) => self.assemble(&t.plugins, &t.catalog).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Shuts down every upstream session and stops watching them.
+    pub async fn shutdown(&self) {
+        let ups: Vec<Upstream> = lock(&self.inner.entries)
+            .values_mut()
+            .filter_map(Entry::stop)
+            .collect();
+        for up in ups {
+            up.shutdown().await;
+        }
+    }
+
+    /// Re-lists an upstream's tools whenever its change counter moves, then re-assembles.
+    fn watch_upstream(&self, name: &str, upstream: &Upstream) -> tokio::task::JoinHandle<()> {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let mut changes = upstream.subscribe_changes();
+        let name = name.to_string();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(inner) = weak.upgrade() else { break };
+                let registry = Registry { inner };
+                let (up, overrides) = {
+                    let entries = lock(&registry.inner.entries);
+                    match entries.get(&name) {
+                        Some(Entry {
+                            state:
+                                State::Ready {
+                                    upstream: Some(up), ..
+                                },
+                            spec,
+                            ..
+                        }) => (up.clone(), spec.overrides().to_vec()),
+                        _ => break,
+                    }
+                };
+                let listed = match up.tools().await {
+                    Ok(t) => apply_overrides(&name, t, &overrides),
+                    Err(e) => Err(SourcesError::import(&name, e)),
+                };
+                match listed {
+                    Ok((tools, warnings)) => {
+                        let count = tools.len();
+                        if let Some(Entry {
+                            state:
+                                State::Ready {
+                                    tools: t,
+                                    warnings: w,
+                                    ..
+                                },
+                            ..
+                        }) = lock(&registry.inner.entries).get_mut(&name)
+                        {
+                            *t = tools;
+                            *w = warnings;
+                        }
+                        tracing::info!(source = %name, tools = count, "upstream tools changed");
+                        if let Err(e) = registry.reassemble() {
+                            tracing::error!(error = %e, "re-assembling the catalog failed");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(source = %name, error = %e, "re-listing upstream tools failed")
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Polls the store every `every` and re-syncs `registry` when the stored sources change
+/// (another process ran `toolshed sources add/remove`). `on_change` gets the new reports.
+pub fn spawn_store_poll(
+    registry: Registry,
+    store: SourceStore,
+    config: Vec<SourceSpec>,
+    every: Duration,
+    on_change: impl Fn(&[SourceReport]) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last: Option<Fingerprint> = store.fingerprint().await.ok();
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let now = match store.fingerprint().await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(error = %e, "polling stored sources failed");
+                    continue;
+                }
+            };
+            if last.as_ref() == Some(&now) {
+                continue;
+            }
+            last = Some(now);
+            match declare_with_store(&config, &store).await {
+                Ok((declared, rejected)) => {
+                    let reports = registry.sync(declared, rejected).await;
+                    on_change(&reports);
+                }
+                Err(e) => tracing::warn!(error = %e, "reading stored sources failed"),
+            }
+        }
+    })
+}

@@ -1,0 +1,529 @@
+//! [`SourceSpec`]: how a tool source is declared, in `toolshed.toml` (`[[sources]]`) or in the
+//! store (`toolshed sources add`).
+//!
+//! ```toml
+//! [[sources]]
+//! kind = "openapi"            # or "graphql", "mcp"
+//! name = "pets"               # the namespace: pets.pet.add_pet, ...
+//! spec = "specs/petstore.json"   # file path or http(s) URL
+//! base_url = "https://pets.example.com/v2"
+//! auth = { type = "bearer", token = "env:PETS_TOKEN" }
+//! [[sources.overrides]]
+//! pattern = "pets.store.*"
+//! hidden = true
+//! ```
+//!
+//! Secret strings (auth values, header values, MCP child environment values) are either a
+//! literal, `env:NAME` (read when the source is loaded), or — only in the store — `sealed:...`
+//! (see [`crate::secrets`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toolshed_core::Pattern;
+
+use crate::error::SourcesError;
+
+/// What [`SourceSpec::redacted`] shows instead of a literal or sealed secret.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// One declared tool source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SourceSpec {
+    Openapi(OpenApiSpec),
+    Graphql(GraphqlSpec),
+    Mcp(McpSpec),
+}
+
+/// An OpenAPI (2.0, 3.0, 3.1) document imported as tools.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenApiSpec {
+    pub name: String,
+    /// A file path or an `http(s)` URL.
+    pub spec: String,
+    /// Replaces the document's servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+    /// Permit loopback and private addresses (for the document URL and for calls).
+    #[serde(default)]
+    pub allow_private: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideSpec>,
+}
+
+/// A GraphQL API: schema from SDL, an introspection file, or live introspection of `endpoint`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphqlSpec {
+    pub name: String,
+    /// A file of schema definition language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdl: Option<String>,
+    /// A file holding an introspection result (JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection: Option<String>,
+    /// Where calls are POSTed; introspected live when neither `sdl` nor `introspection` is given.
+    pub endpoint: String,
+    /// Extra headers on every request; values are secrets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection_depth: Option<usize>,
+    #[serde(default)]
+    pub allow_private: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideSpec>,
+}
+
+/// An upstream MCP server: a stdio child (`command`) or a streamable HTTP endpoint (`url`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment of the child; values are secrets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Extra HTTP headers; values are secrets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub allow_private: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideSpec>,
+}
+
+/// Credentials; secret fields accept `env:NAME`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AuthSpec {
+    /// `Authorization: Bearer <token>`.
+    Bearer {
+        token: String,
+    },
+    /// A key in a header (default), the query string or a cookie.
+    ApiKey {
+        name: String,
+        value: String,
+        #[serde(default)]
+        location: KeyLocation,
+    },
+    Basic {
+        username: String,
+        password: String,
+    },
+    /// OpenAPI sources only.
+    Oauth2ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        scopes: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audience: Option<String>,
+    },
+}
+
+/// Where an API key goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyLocation {
+    #[default]
+    Header,
+    Query,
+    Cookie,
+}
+
+/// Changes annotations of, or hides, the imported tools whose path matches `pattern`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideSpec {
+    /// A dot-glob over the whole tool path (`pets.store.*`, `pets.**`).
+    pub pattern: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(default)]
+    pub hidden: bool,
+}
+
+impl SourceSpec {
+    /// The name: also the namespace of its tools.
+    pub fn name(&self) -> &str {
+        match self {
+            SourceSpec::Openapi(s) => &s.name,
+            SourceSpec::Graphql(s) => &s.name,
+            SourceSpec::Mcp(s) => &s.name,
+        }
+    }
+
+    /// `openapi`, `graphql` or `mcp`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceSpec::Openapi(_) => "openapi",
+            SourceSpec::Graphql(_) => "graphql",
+            SourceSpec::Mcp(_) => "mcp",
+        }
+    }
+
+    pub fn overrides(&self) -> &[OverrideSpec] {
+        match self {
+            SourceSpec::Openapi(s) => &s.overrides,
+            SourceSpec::Graphql(s) => &s.overrides,
+            SourceSpec::Mcp(s) => &s.overrides,
+        }
+    }
+
+    pub fn overrides_mut(&mut self) -> &mut Vec<OverrideSpec> {
+        match self {
+            SourceSpec::Openapi(s) => &mut s.overrides,
+            SourceSpec::Graphql(s) => &mut s.overrides,
+            SourceSpec::Mcp(s) => &mut s.overrides,
+        }
+    }
+
+    /// Whether `allow_private` is set.
+    pub fn allow_private(&self) -> bool {
+        match self {
+            SourceSpec::Openapi(s) => s.allow_private,
+            SourceSpec::Graphql(s) => s.allow_private,
+            SourceSpec::Mcp(s) => s.allow_private,
+        }
+    }
+
+    /// Checks everything that can be checked without reading files or the network.
+    pub fn validate(&self) -> Result<(), SourcesError> {
+        let name = self.name();
+        validate_name(name)?;
+        for o in self.overrides() {
+            Pattern::parse(&o.pattern)
+                .map_err(|e| SourcesError::invalid(name, format!("override: {e}")))?;
+        }
+        match self {
+            SourceSpec::Openapi(s) => {
+                if s.spec.trim().is_empty() {
+                    return Err(SourcesError::invalid(name, "'spec' is empty"));
+                }
+                if let Some(u) = &s.base_url {
+                    check_http_url(name, "base_url", u)?;
+                }
+                check_timeout(name, s.timeout_ms)?;
+            }
+            SourceSpec::Graphql(s) => {
+                if s.sdl.is_some() && s.introspection.is_some() {
+                    return Err(SourcesError::invalid(
+                        name,
+                        "give either 'sdl' or 'introspection', not both",
+                    ));
+                }
+                check_http_url(name, "endpoint", &s.endpoint)?;
+                if s.selection_depth == Some(0) {
+                    return Err(SourcesError::invalid(
+                        name,
+                        "'selection_depth' must be at least 1",
+                    ));
+                }
+                if matches!(s.auth, Some(AuthSpec::Oauth2ClientCredentials { .. })) {
+                    return Err(SourcesError::invalid(
+                        name,
+                        "GraphQL sources support bearer, api_key (header) and basic auth",
+                    ));
+                }
+                if let Some(AuthSpec::ApiKey { location, .. }) = &s.auth {
+                    if *location != KeyLocation::Header {
+                        return Err(SourcesError::invalid(
+                            name,
+                            "GraphQL API keys can only be sent in a header",
+                        ));
+                    }
+                }
+                check_timeout(name, s.timeout_ms)?;
+            }
+            SourceSpec::Mcp(s) => {
+                match (&s.command, &s.url) {
+                    (Some(_), Some(_)) => {
+                        return Err(SourcesError::invalid(
+                            name,
+                            "give either 'command' (stdio) or 'url' (streamable HTTP), not both",
+                        ))
+                    }
+                    (None, None) => {
+                        return Err(SourcesError::invalid(
+                            name,
+                            "give 'command' (stdio) or 'url' (streamable HTTP)",
+                        ))
+                    }
+                    (Some(c), None) if c.trim().is_empty() => {
+                        return Err(SourcesError::invalid(name, "'command' is empty"))
+                    }
+                    (None, Some(u)) => check_http_url(name, "url", u)?,
+                    _ => {}
+                }
+                if s.command.is_none() && (!s.args.is_empty() || !s.env.is_empty()) {
+                    return Err(SourcesError::invalid(
+                        name,
+                        "'args' and 'env' only apply to a stdio 'command'",
+                    ));
+                }
+                if s.url.is_none() && !s.headers.is_empty() {
+                    return Err(SourcesError::invalid(
+                        name,
+                        "'headers' only apply to a 'url'",
+                    ));
+                }
+                check_timeout(name, s.connect_timeout_ms)?;
+                check_timeout(name, s.call_timeout_ms)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every secret string of the spec, for sealing, opening and redacting.
+    pub fn secrets_mut(&mut self) -> Vec<&mut String> {
+        let mut out = Vec::new();
+        match self {
+            SourceSpec::Openapi(s) => {
+                if let Some(a) = &mut s.auth {
+                    out.extend(a.secrets_mut());
+                }
+            }
+            SourceSpec::Graphql(s) => {
+                out.extend(s.headers.values_mut());
+                if let Some(a) = &mut s.auth {
+                    out.extend(a.secrets_mut());
+                }
+            }
+            SourceSpec::Mcp(s) => {
+                out.extend(s.env.values_mut());
+                out.extend(s.headers.values_mut());
+            }
+        }
+        out
+    }
+
+    /// A copy safe to show: literal and sealed secrets become `[REDACTED]`; `env:NAME`
+    /// references stay (they name a variable, not a value).
+    pub fn redacted(&self) -> SourceSpec {
+        let mut copy = self.clone();
+        for s in copy.secrets_mut() {
+            if !is_env_ref(s) {
+                *s = REDACTED.to_string();
+            }
+        }
+        copy
+    }
+
+    /// Makes relative file paths (OpenAPI document, SDL, introspection, MCP `cwd`) absolute
+    /// against `base`, so a stored spec works from any working directory.
+    pub fn absolutize(&mut self, base: &Path) {
+        let abs = |p: &mut String| {
+            if !is_url(p) && Path::new(p.as_str()).is_relative() {
+                *p = base.join(p.as_str()).display().to_string();
+            }
+        };
+        match self {
+            SourceSpec::Openapi(s) => abs(&mut s.spec),
+            SourceSpec::Graphql(s) => {
+                if let Some(p) = &mut s.sdl {
+                    abs(p);
+                }
+                if let Some(p) = &mut s.introspection {
+                    abs(p);
+                }
+            }
+            SourceSpec::Mcp(s) => {
+                if let Some(c) = &mut s.cwd {
+                    if c.is_relative() {
+                        *c = base.join(&*c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AuthSpec {
+    fn secrets_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            AuthSpec::Bearer { token } => vec![token],
+            AuthSpec::ApiKey { value, .. } => vec![value],
+            AuthSpec::Basic { password, .. } => vec![password],
+            AuthSpec::Oauth2ClientCredentials { client_secret, .. } => vec![client_secret],
+        }
+    }
+}
+
+/// `env:NAME` or `${NAME}`: a reference to an environment variable.
+pub fn is_env_ref(s: &str) -> bool {
+    s.starts_with("env:") || (s.starts_with("${") && s.ends_with('}'))
+}
+
+fn is_url(s: &str) -> bool {
+    s.starts_with("http://") || s.starts_with("https://") || s.starts_with("file://")
+}
+
+/// A source name is one tool-path segment: lowercase letters, digits and `_`.
+pub fn validate_name(name: &str) -> Result<(), SourcesError> {
+    toolshed_core::ToolPath::join(name, "x")
+        .ok()
+        .filter(|p| p.segments().count() == 2)
+        .map(|_| ())
+        .ok_or_else(|| {
+            SourcesError::invalid(
+                name,
+                "the name must be one path segment: lowercase letters, digits and '_'",
+            )
+        })
+}
+
+fn check_http_url(name: &str, field: &str, url: &str) -> Result<(), SourcesError> {
+    let ok = (url.starts_with("http://") || url.starts_with("https://"))
+        && url.split("://").nth(1).is_some_and(|rest| {
+            !rest.is_empty() && !rest.starts_with('/') && !rest.starts_with(':')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(SourcesError::invalid(
+            name,
+            format!("'{field}' must be an http(s) URL with a host, got '{url}'"),
+        ))
+    }
+}
+
+fn check_timeout(name: &str, ms: Option<u64>) -> Result<(), SourcesError> {
+    if ms == Some(0) {
+        return Err(SourcesError::invalid(
+            name,
+            "timeouts must be greater than zero",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openapi(name: &str) -> SourceSpec {
+        SourceSpec::Openapi(OpenApiSpec {
+            name: name.into(),
+            spec: "a.json".into(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn tagged_by_kind_in_toml_and_json() {
+        let s: SourceSpec = serde_json::from_value(serde_json::json!({
+            "kind": "mcp", "name": "mem", "command": "npx", "args": ["-y", "x"],
+            "overrides": [{"pattern": "mem.*", "read_only": true}]
+        }))
+        .unwrap();
+        assert_eq!(s.kind(), "mcp");
+        assert_eq!(s.name(), "mem");
+        assert_eq!(s.overrides()[0].read_only, Some(true));
+        let back = serde_json::to_value(&s).unwrap();
+        assert_eq!(back["kind"], "mcp");
+        let bad = serde_json::from_value::<SourceSpec>(serde_json::json!({
+            "kind": "openapi", "name": "x", "spec": "a", "colour": "blue"
+        }));
+        assert!(bad.unwrap_err().to_string().contains("colour"));
+    }
+
+    #[test]
+    fn names_are_one_segment() {
+        assert!(openapi("pets_2").validate().is_ok());
+        for bad in ["", "Pets", "a.b", "a-b", "a b"] {
+            let e = openapi(bad).validate().unwrap_err();
+            assert!(e.to_string().contains("one path segment"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn conflicting_fields_are_refused() {
+        let mcp = SourceSpec::Mcp(McpSpec {
+            name: "m".into(),
+            command: Some("x".into()),
+            url: Some("http://h/mcp".into()),
+            ..Default::default()
+        });
+        assert!(mcp.validate().unwrap_err().to_string().contains("not both"));
+        let mcp = SourceSpec::Mcp(McpSpec {
+            name: "m".into(),
+            ..Default::default()
+        });
+        assert!(mcp.validate().is_err());
+        let gql = SourceSpec::Graphql(GraphqlSpec {
+            name: "g".into(),
+            endpoint: "ftp://x".into(),
+            ..Default::default()
+        });
+        assert!(gql.validate().unwrap_err().to_string().contains("endpoint"));
+        let mut o = openapi("p");
+        o.overrides_mut().push(OverrideSpec {
+            pattern: "P.*".into(),
+            ..Default::default()
+        });
+        assert!(o.validate().unwrap_err().to_string().contains("override"));
+    }
+
+    #[test]
+    fn redaction_keeps_env_references() {
+        let s = SourceSpec::Graphql(GraphqlSpec {
+            name: "g".into(),
+            endpoint: "https://g.example.com/graphql".into(),
+            headers: [("X-A".to_string(), "literal-secret".to_string())].into(),
+            auth: Some(AuthSpec::Bearer {
+                token: "env:G_TOKEN".into(),
+            }),
+            ..Default::default()
+        });
+        let text = serde_json::to_string(&s.redacted()).unwrap();
+        assert!(!text.contains("literal-secret"), "{text}");
+        assert!(
+            text.contains(REDACTED) && text.contains("env:G_TOKEN"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn relative_paths_become_absolute() {
+        let mut s = openapi("p");
+        s.absolutize(Path::new("/base"));
+        let SourceSpec::Openapi(o) = &s else {
+            unreachable!()
+        };
+        assert_eq!(o.spec, "/base/a.json");
+        let mut u = SourceSpec::Openapi(OpenApiSpec {
+            name: "p".into(),
+            spec: "https://x/spec.json".into(),
+            ..Default::default()
+        });
+        u.absolutize(Path::new("/base"));
+        assert!(matches!(&u, SourceSpec::Openapi(o) if o.spec == "https://x/spec.json"));
+    }
+}

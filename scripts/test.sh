@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: every crate's unit and integration tests, then interoperability with
+# MCP peers this project did not write (skipped with a note when they cannot be installed).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cargo test --workspace
+cargo build -q -p toolshed
+TOOLSHED_BIN="$PWD/target/debug/toolshed" INTEROP_OPTIONAL=1 bash scripts/interop.sh
