@@ -1,7 +1,7 @@
 //! Script semantics: results, the `tools` proxy, errors, syntax positions, console capture,
 //! the absence of ambient capabilities and determinism of built-ins.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! Many runs at once on a multi-thread runtime, hostile and normal mixed.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Resource limits: wall clock (CPU loops and waits on host calls), memory, stack and the
 //! number of tool calls.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

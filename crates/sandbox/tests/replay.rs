@@ -1,7 +1,7 @@
 //! Deterministic replay: a run suspends on a destructive call, and a second run whose host
 //! answers earlier calls from its journal resumes it with identical script behaviour.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

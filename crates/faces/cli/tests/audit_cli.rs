@@ -1,6 +1,6 @@
 //! `toolshed audit` shows what the engine recorded for calls from any face.
 
-mod support;
+use crate::support;
 
 use support::*;
 

@@ -3,7 +3,7 @@
 //! session, over another face) completes the script, and the row inserted before the pause exists
 //! exactly once.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

@@ -2,7 +2,7 @@
 //! and over streamable HTTP, the whole agent flow (list, search, read, script with tables, a
 //! destructive script paused then approved, and the deny path).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

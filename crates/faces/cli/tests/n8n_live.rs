@@ -3,7 +3,7 @@
 //! Lists workflows, summarises a failed execution, drills into its failed node, then creates a
 //! workflow and deletes it — the delete pauses for approval and completes once approved.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

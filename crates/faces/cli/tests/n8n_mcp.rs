@@ -2,7 +2,7 @@
 //! a recorded n8n 2.41.1 reply of a failed execution; an agent searches, reads the summary, drills
 //! into the failed node, and deletes a workflow (destructive → paused → approved).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -2,7 +2,7 @@
 //! stdio (meta-tools and scripts), MCP over HTTP (direct tools), and the HTTP API. A tool outside
 //! the role answers exactly like a tool that does not exist.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

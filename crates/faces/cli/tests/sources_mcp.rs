@@ -2,7 +2,7 @@
 //! `toolshed-mcp-source`): its tools appear under the namespace and are called through the
 //! engine; `sources add mcp --dry-run` lists them without storing anything.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

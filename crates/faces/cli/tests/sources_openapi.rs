@@ -3,7 +3,7 @@
 //! removed; `--dry-run` stores nothing; a serving process picks up a source added by another
 //! process.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! under 1,000 tokens and every node detail under 20,000, whatever the page size; and nothing
 //! secret or noisy (resume token, context data, stack traces, request headers) ever comes out.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, fixture, o200k, EXECUTIONS};
 use serde_json::{json, Value};

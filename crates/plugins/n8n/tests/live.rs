@@ -4,7 +4,7 @@
 //! Lists workflows, summarizes a failed execution, drills into its failed node, debugs it,
 //! creates, updates, archives and deletes a workflow, and checks a bad key and budgets for real.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

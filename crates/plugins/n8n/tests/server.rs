@@ -1,7 +1,7 @@
 //! End to end through the tool handlers against a local server replaying real n8n 2.41.1
 //! replies (executions by id, workflows, 401 on a bad key, 403, unknown routes).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! in a fresh schema that is dropped afterwards; without a server the test prints a note and
 //! passes.
 
-mod common;
+use crate::common;
 
 use common::Harness;
 use sqlx::{AssertSqlSafe, Connection};

@@ -1,6 +1,6 @@
 //! Behaviour of the `tables.*` tools on SQLite, called through their handlers.
 
-mod common;
+use crate::common;
 
 use common::Harness;
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! End to end against a real GraphQL server on 127.0.0.1: live introspection, query and
 //! mutation calls through the tool handlers, `_selection`, GraphQL and HTTP errors.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The bundled test upstream over streamable HTTP on 127.0.0.1, and the outbound address
 //! policy (`allow_private`).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The npm reference servers, when installed under /tmp/mcp-tools (by
 //! `scripts/mcp-tools.sh install`). Without them each test prints a note and returns.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `tools/list_changed`, supervision (crash → restart with backoff), shutdown/drop without
 //! leaked processes, and failures at start.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Each auth scheme against the local server, and secrets never leaking.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

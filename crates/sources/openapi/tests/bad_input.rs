@@ -1,6 +1,6 @@
 //! Malformed and unusual documents: clear errors, skipped operations, references and names.
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use toolshed_core::CompiledSchema;

@@ -1,6 +1,6 @@
 //! Imported Petstore tools called through their handlers against a local axum server.
 
-mod common;
+use crate::common;
 
 use common::{call, import_local, start_petstore, tool};
 use serde_json::json;

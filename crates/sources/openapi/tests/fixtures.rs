@@ -1,6 +1,6 @@
 //! Imports of the small fixtures: counts, paths, schemas and annotations.
 
-mod common;
+use crate::common;
 
 use common::{import_fixture, tool};
 use serde_json::json;

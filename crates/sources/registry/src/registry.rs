@@ -525,6 +525,10 @@ impl Registry {
 
 /// Polls the store every `every` and re-syncs `registry` when the stored sources change
 /// (another process ran `toolshed sources add/remove`). `on_change` gets the new reports.
+///
+/// The first tick always syncs (without calling `on_change`), so a change made between the
+/// caller's own assembly and the task's first run is never missed; sources already loaded with
+/// the same spec are left alone by [`Registry::sync`].
 pub fn spawn_store_poll(
     registry: Registry,
     store: SourceStore,
@@ -533,7 +537,7 @@ pub fn spawn_store_poll(
     on_change: impl Fn(&[SourceReport]) + Send + Sync + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last: Option<Fingerprint> = store.fingerprint().await.ok();
+        let mut last: Option<Fingerprint> = None;
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
@@ -549,11 +553,13 @@ pub fn spawn_store_poll(
             if last.as_ref() == Some(&now) {
                 continue;
             }
-            last = Some(now);
+            let first = last.replace(now).is_none();
             match declare_with_store(&config, &store).await {
                 Ok((declared, rejected)) => {
                     let reports = registry.sync(declared, rejected).await;
-                    on_change(&reports);
+                    if !first {
+                        on_change(&reports);
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "reading stored sources failed"),
             }

@@ -281,7 +281,8 @@ async fn the_store_poll_picks_up_added_and_removed_sources() {
     assert!(wait(true).await, "added source appears");
     sources.remove("pets").await.unwrap();
     assert!(wait(false).await, "removed source disappears");
-    assert!(changes.load(Ordering::SeqCst) >= 2);
+    // The add may land in the poll's first (silent) sync; the removal is always a change.
+    assert!(changes.load(Ordering::SeqCst) >= 1);
     poll.abort();
 }
 

@@ -1,0 +1,11 @@
+//! Integration tests of this crate, linked into one binary (one link, one process).
+
+mod audit_cli;
+mod durability;
+mod mcp_e2e;
+mod n8n_live;
+mod n8n_mcp;
+mod policy_faces;
+mod sources_mcp;
+mod sources_openapi;
+mod support;

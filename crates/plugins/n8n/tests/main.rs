@@ -1,0 +1,6 @@
+//! Integration tests of this crate, linked into one binary (one link, one process).
+
+mod budgets;
+mod common;
+mod live;
+mod server;

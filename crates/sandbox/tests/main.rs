@@ -1,0 +1,7 @@
+//! Integration tests of this crate, linked into one binary (one link, one process).
+
+mod basics;
+mod common;
+mod concurrency;
+mod limits;
+mod replay;

@@ -1,0 +1,4 @@
+//! Integration tests of this crate, linked into one binary (one link, one process).
+
+mod keywords;
+mod render;

@@ -1,0 +1,6 @@
+//! Integration tests of this crate, linked into one binary (one link, one process).
+
+mod common;
+mod large;
+mod live;
+mod schemas;

@@ -1,0 +1,8 @@
+//! Integration tests of this crate, linked into one binary (one link, one process).
+
+mod auth;
+mod bad_input;
+mod common;
+mod end_to_end;
+mod fixtures;
+mod real_specs;
