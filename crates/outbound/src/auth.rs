@@ -26,7 +26,7 @@ pub enum ApiKeyLocation {
 }
 
 /// How requests authenticate.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum AuthConfig {
     #[default]
@@ -82,9 +82,42 @@ impl AuthConfig {
         &self,
         req: RequestBuilder,
         outbound: &Outbound,
+        cookies: Vec<(String, String)>,
+    ) -> Result<RequestBuilder, OutboundError> {
+        Self::apply_all(std::slice::from_ref(self), req, outbound, cookies).await
+    }
+
+    /// Adds the credentials of every configuration in `auths` (all of them: an OpenAPI security
+    /// requirement may need several schemes at once) and `cookies` to `req`. API keys sent as
+    /// cookies join `cookies` in one `Cookie` header.
+    pub async fn apply_all(
+        auths: &[AuthConfig],
+        mut req: RequestBuilder,
+        outbound: &Outbound,
         mut cookies: Vec<(String, String)>,
     ) -> Result<RequestBuilder, OutboundError> {
-        let req = match self {
+        for auth in auths {
+            req = auth.apply_one(req, outbound, &mut cookies).await?;
+        }
+        if cookies.is_empty() {
+            return Ok(req);
+        }
+        let header = cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Ok(req.header(COOKIE, header))
+    }
+
+    /// Adds this configuration's credentials; a cookie key is pushed onto `cookies` instead.
+    async fn apply_one(
+        &self,
+        req: RequestBuilder,
+        outbound: &Outbound,
+        cookies: &mut Vec<(String, String)>,
+    ) -> Result<RequestBuilder, OutboundError> {
+        Ok(match self {
             AuthConfig::None => req,
             AuthConfig::ApiKey {
                 location,
@@ -106,16 +139,18 @@ impl AuthConfig {
                 let token = outbound.tokens().token(self, outbound).await?;
                 req.bearer_auth(token.expose())
             }
-        };
-        if cookies.is_empty() {
-            return Ok(req);
+        })
+    }
+
+    /// `api_key`, `bearer`, ...: the configuration's `type`, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AuthConfig::None => "none",
+            AuthConfig::ApiKey { .. } => "api_key",
+            AuthConfig::Bearer { .. } => "bearer",
+            AuthConfig::Basic { .. } => "basic",
+            AuthConfig::OAuth2ClientCredentials { .. } => "oauth2_client_credentials",
         }
-        let header = cookies
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        Ok(req.header(COOKIE, header))
     }
 }
 

@@ -81,6 +81,18 @@ async fn start(expires_in: u64) -> (String, Srv) {
             }),
         )
         .route(
+            "/auth/combined",
+            get(|h: HeaderMap| async move {
+                let c = header(&h, "cookie");
+                verdict(
+                    header(&h, "x-api-key") == "k-header"
+                        && header(&h, "authorization") == "Bearer k-bearer"
+                        && c.split("; ").any(|p| p == "session=k-cookie")
+                        && c.split("; ").any(|p| p == "theme=dark"),
+                )
+            }),
+        )
+        .route(
             "/auth/bearer",
             get(|h: HeaderMap| async move {
                 verdict(header(&h, "authorization") == "Bearer k-bearer")
@@ -370,4 +382,37 @@ async fn oauth2_failures_do_not_leak_the_secret() {
     assert!(text.contains("401"), "{text}");
     assert!(!text.contains("wrong-secret-value"));
     assert_eq!(e.into_tool_error().kind, ToolErrorKind::Unauthorized);
+}
+
+#[tokio::test]
+async fn several_configurations_apply_together_with_one_cookie_header() {
+    let (base, _) = start(60).await;
+    let ob = private_ok();
+    let auths = [
+        AuthConfig::ApiKey {
+            location: ApiKeyLocation::Header,
+            name: "X-Api-Key".into(),
+            value: Secret::new("k-header"),
+        },
+        AuthConfig::ApiKey {
+            location: ApiKeyLocation::Cookie,
+            name: "session".into(),
+            value: Secret::new("k-cookie"),
+        },
+        AuthConfig::Bearer {
+            token: Secret::new("k-bearer"),
+        },
+    ];
+    let url = format!("{base}/auth/combined");
+    let req = ob.request(Method::GET, &url).unwrap();
+    let req = AuthConfig::apply_all(&auths, req, &ob, vec![("theme".into(), "dark".into())])
+        .await
+        .unwrap();
+    assert_eq!(ob.send(req).await.unwrap().status, StatusCode::OK);
+    // Missing one of them is refused.
+    let req = ob.request(Method::GET, &url).unwrap();
+    let req = AuthConfig::apply_all(&auths[..2], req, &ob, vec![("theme".into(), "dark".into())])
+        .await
+        .unwrap();
+    assert_eq!(ob.send(req).await.unwrap().status, StatusCode::UNAUTHORIZED);
 }

@@ -5,6 +5,12 @@
 //! directory override ranking parameters, for experiments:
 //! `--k1 X`, `--weights p,n,d,pn,pd`, `--b p,n,d,pn,pd`, `--feedback docs,terms,weight`,
 //! `--namespace weight,pool`, `--expand synonym,path_word,format`.
+//!
+//! Hybrid ranking: built with `--features semantic` and given a model directory in
+//! `TOOLSHED_SEARCH_MODEL` (an all-MiniLM-L6-v2 sentence-transformers folder), it also embeds
+//! every tool and query and prints, per set, the lexical, semantic-only and hybrid figures with
+//! the embedding cost. `--fusion rrf,K,W,DEPTH` or `--fusion convex,W,DEPTH` overrides the fusion
+//! (`W` the semantic share, `DEPTH` taken from each side).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -71,7 +77,55 @@ struct Metrics {
     n: usize,
 }
 
-fn evaluate(dir: &Path, config: Bm25fConfig) -> Option<Metrics> {
+impl Metrics {
+    /// Adds one query's ranking (best first) against its relevant docs.
+    fn add(&mut self, ranked: &[usize], rel: &HashSet<usize>) {
+        let found = |k: usize| ranked.iter().take(k).filter(|d| rel.contains(d)).count() as f64;
+        let denom = rel.len() as f64;
+        self.r1 += found(1) / denom;
+        self.r5 += found(5) / denom;
+        self.r10 += found(10) / denom;
+        let dcg: f64 = ranked
+            .iter()
+            .take(10)
+            .enumerate()
+            .filter(|(_, d)| rel.contains(d))
+            .map(|(i, _)| 1.0 / ((i + 2) as f64).log2())
+            .sum();
+        let idcg: f64 = (0..rel.len().min(10))
+            .map(|i| 1.0 / ((i + 2) as f64).log2())
+            .sum();
+        self.ndcg10 += dcg / idcg;
+        if let Some(pos) = ranked.iter().position(|d| rel.contains(d)) {
+            self.mrr += 1.0 / (pos + 1) as f64;
+        }
+        self.n += 1;
+    }
+
+    fn print(&self, label: &str, seconds: f64) {
+        let n = self.n.max(1) as f64 / 100.0;
+        println!(
+            "{:<30} {:>7} {:>6.1} {:>6.1} {:>6.1} {:>8.1} {:>6.1} {:>7.2}s",
+            label,
+            self.n,
+            self.r1 / n,
+            self.r5 / n,
+            self.r10 / n,
+            self.ndcg10 / n,
+            self.mrr / n,
+            seconds
+        );
+    }
+}
+
+/// One set: its docs, tool ids, and the queries that have relevant tools.
+struct Set {
+    ids: Vec<String>,
+    docs: Vec<SearchDoc>,
+    queries: Vec<(String, HashSet<usize>)>,
+}
+
+fn load(dir: &Path) -> Option<Set> {
     let tools_path = dir.join("tools.jsonl");
     if !tools_path.exists() {
         return None;
@@ -79,7 +133,6 @@ fn evaluate(dir: &Path, config: Bm25fConfig) -> Option<Metrics> {
     let tools = read_jsonl(&tools_path);
     let ids: Vec<String> = tools.iter().map(|t| text(t, "id")).collect();
     let docs: Vec<SearchDoc> = tools.iter().map(to_doc).collect();
-    let index = SearchIndex::build_with(&docs, config);
 
     let mut relevant: HashMap<String, HashSet<usize>> = HashMap::new();
     let by_id: HashMap<&str, usize> = ids
@@ -96,48 +149,116 @@ fn evaluate(dir: &Path, config: Bm25fConfig) -> Option<Metrics> {
             }
         }
     }
+    let queries = read_jsonl(&dir.join("queries.jsonl"))
+        .iter()
+        .filter_map(|q| Some((text(q, "text"), relevant.remove(&text(q, "id"))?)))
+        .collect();
+    Some(Set { ids, docs, queries })
+}
 
-    let mut m = Metrics::default();
-    for q in read_jsonl(&dir.join("queries.jsonl")) {
-        let Some(rel) = relevant.get(&text(&q, "id")) else {
-            continue;
-        };
-        let qtext = text(&q, "text");
-        let result = index.search(&Query::new(&qtext, 10));
-        let ranked: Vec<usize> = result.hits.iter().map(|h| h.doc).collect();
-        let found = |k: usize| ranked.iter().take(k).filter(|d| rel.contains(d)).count() as f64;
-        if std::env::var_os("RETRIEVAL_DEBUG").is_some() && found(5) < rel.len().min(5) as f64 {
-            println!("Q {}", &qtext);
-            for d in ranked.iter().take(5) {
-                println!("   {} {}", if rel.contains(d) { "+" } else { "-" }, ids[*d]);
-            }
-            for d in rel
-                .iter()
-                .filter(|d| !ranked[..ranked.len().min(5)].contains(d))
-            {
-                println!("   missed {}", ids[*d]);
-            }
-        }
-        let denom = rel.len() as f64;
-        m.r1 += found(1) / denom;
-        m.r5 += found(5) / denom;
-        m.r10 += found(10) / denom;
-        let dcg: f64 = ranked
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| rel.contains(d))
-            .map(|(i, _)| 1.0 / ((i + 2) as f64).log2())
-            .sum();
-        let idcg: f64 = (0..rel.len().min(10))
-            .map(|i| 1.0 / ((i + 2) as f64).log2())
-            .sum();
-        m.ndcg10 += dcg / idcg;
-        if let Some(pos) = ranked.iter().position(|d| rel.contains(d)) {
-            m.mrr += 1.0 / (pos + 1) as f64;
-        }
-        m.n += 1;
+fn debug_miss(set: &Set, qtext: &str, ranked: &[usize], rel: &HashSet<usize>) {
+    let found = ranked.iter().take(5).filter(|d| rel.contains(d)).count();
+    if std::env::var_os("RETRIEVAL_DEBUG").is_none() || found >= rel.len().min(5) {
+        return;
     }
-    Some(m)
+    println!("Q {qtext}");
+    for d in ranked.iter().take(5) {
+        println!("   {} {}", if rel.contains(d) { "+" } else { "-" }, set.ids[*d]);
+    }
+    for d in rel
+        .iter()
+        .filter(|d| !ranked[..ranked.len().min(5)].contains(d))
+    {
+        println!("   missed {}", set.ids[*d]);
+    }
+}
+
+fn ranked(result: &toolshed_search::SearchResult) -> Vec<usize> {
+    result.hits.iter().map(|h| h.doc).collect()
+}
+
+fn evaluate(set: &Set, config: Bm25fConfig) -> Metrics {
+    let index = SearchIndex::build_with(&set.docs, config);
+    let mut m = Metrics::default();
+    for (qtext, rel) in &set.queries {
+        let ranked = ranked(&index.search(&Query::new(qtext, 10)));
+        debug_miss(set, qtext, &ranked, rel);
+        m.add(&ranked, rel);
+    }
+    m
+}
+
+/// Lexical, semantic-only and hybrid figures of one set, with the embedding cost.
+#[cfg(feature = "semantic")]
+fn evaluate_hybrid(
+    name: &str,
+    set: &Set,
+    config: Bm25fConfig,
+    embedder: &std::sync::Arc<toolshed_search::Embedder>,
+    hybrid_config: toolshed_search::HybridConfig,
+) {
+    use toolshed_search::HybridIndex;
+
+    let start = Instant::now();
+    let lexical = SearchIndex::build_with(&set.docs, config);
+    let lexical_build = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let index = HybridIndex::build_with(&set.docs, lexical, embedder.clone(), hybrid_config)
+        .expect("tools embed");
+    let embed_build = start.elapsed().as_secs_f64();
+
+    let (mut lex, mut sem, mut hyb) = (Metrics::default(), Metrics::default(), Metrics::default());
+    let (mut t_lex, mut t_embed, mut t_sem, mut t_hyb) = (0f64, 0f64, 0f64, 0f64);
+    let mut embed_times = Vec::with_capacity(set.queries.len());
+    for (qtext, rel) in &set.queries {
+        let q = Query::new(qtext, 10);
+        let t = Instant::now();
+        let r = index.lexical().search(&q);
+        t_lex += t.elapsed().as_secs_f64();
+        lex.add(&ranked(&r), rel);
+
+        let t = Instant::now();
+        let v = embedder.embed(qtext).expect("query embeds");
+        let e = t.elapsed().as_secs_f64();
+        t_embed += e;
+        embed_times.push(e);
+
+        let t = Instant::now();
+        let r = index.search_semantic(&q, &v);
+        t_sem += t.elapsed().as_secs_f64();
+        sem.add(&ranked(&r), rel);
+
+        let t = Instant::now();
+        let r = index.search_embedded(&q, &v);
+        t_hyb += t.elapsed().as_secs_f64();
+        let r = ranked(&r);
+        debug_miss(set, qtext, &r, rel);
+        hyb.add(&r, rel);
+    }
+    embed_times.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        embed_times
+            .get(((embed_times.len() as f64 * p) as usize).min(embed_times.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+            * 1e3
+    };
+    lex.print(&format!("{name} lexical"), t_lex);
+    sem.print(&format!("{name} semantic"), t_embed + t_sem);
+    hyb.print(&format!("{name} hybrid"), t_embed + t_hyb);
+    let n = set.queries.len().max(1) as f64;
+    println!(
+        "    {} tools: lexical build {:.3}s, tool embeddings {:.2}s ({:.1} ms/tool); per query: embed mean {:.2} ms (p50 {:.2}, p99 {:.2}), fusion {:.3} ms, lexical {:.3} ms",
+        set.docs.len(),
+        lexical_build,
+        embed_build,
+        embed_build * 1e3 / set.docs.len().max(1) as f64,
+        t_embed * 1e3 / n,
+        pct(0.5),
+        pct(0.99),
+        t_hyb * 1e3 / n,
+        t_lex * 1e3 / n,
+    );
 }
 
 fn floats(s: &str) -> Vec<f32> {
@@ -164,6 +285,8 @@ fn main() {
         return;
     }
     let mut config = Bm25fConfig::default();
+    #[cfg(feature = "semantic")]
+    let mut hybrid_config = toolshed_search::HybridConfig::default();
     let mut it = args[1..].iter();
     while let Some(flag) = it.next() {
         let value = it.next().expect("flag value");
@@ -196,6 +319,28 @@ fn main() {
                 config.path_word_weight = v[1];
                 config.format_weight = v[2];
             }
+            #[cfg(feature = "semantic")]
+            "--fusion" => {
+                use toolshed_search::Fusion;
+                let (kind, rest) = value.split_once(',').unwrap_or((value, ""));
+                let v = if rest.is_empty() { Vec::new() } else { floats(rest) };
+                let mut v = v.into_iter();
+                if kind == "rrf" {
+                    hybrid_config.fusion = Fusion::Rrf {
+                        k: v.next().unwrap_or(60.0),
+                    };
+                } else {
+                    assert_eq!(kind, "convex", "--fusion rrf,K,W,DEPTH or convex,W,DEPTH");
+                    hybrid_config.fusion = Fusion::Convex;
+                }
+                if let Some(w) = v.next() {
+                    hybrid_config.semantic_weight = w;
+                }
+                if let Some(depth) = v.next() {
+                    hybrid_config.lexical_depth = depth as usize;
+                    hybrid_config.semantic_depth = depth as usize;
+                }
+            }
             other => panic!("unknown option {other}"),
         }
     }
@@ -207,26 +352,42 @@ fn main() {
         .collect();
     sets.sort();
     println!("{config:?}");
+    #[cfg(feature = "semantic")]
+    let embedder = match toolshed_search::Embedder::from_env() {
+        Some(model) => {
+            let start = Instant::now();
+            let model = std::sync::Arc::new(model.expect("the model directory loads"));
+            println!(
+                "{hybrid_config:?}\nmodel {} loaded in {:.2}s",
+                model.dir().display(),
+                start.elapsed().as_secs_f64()
+            );
+            Some(model)
+        }
+        None => {
+            println!("{} unset: lexical figures only", toolshed_search::semantic::MODEL_ENV);
+            None
+        }
+    };
     println!(
-        "{:<20} {:>7} {:>6} {:>6} {:>6} {:>8} {:>6} {:>8}",
+        "{:<30} {:>7} {:>6} {:>6} {:>6} {:>8} {:>6} {:>8}",
         "set", "queries", "R@1", "R@5", "R@10", "nDCG@10", "MRR", "time"
     );
     for set in sets {
-        let start = Instant::now();
-        let Some(m) = evaluate(&set, config) else {
+        let name = set
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Some(data) = load(&set) else {
             continue;
         };
-        let n = m.n.max(1) as f64 / 100.0;
-        println!(
-            "{:<20} {:>7} {:>6.1} {:>6.1} {:>6.1} {:>8.1} {:>6.1} {:>7.2}s",
-            set.file_name().unwrap_or_default().to_string_lossy(),
-            m.n,
-            m.r1 / n,
-            m.r5 / n,
-            m.r10 / n,
-            m.ndcg10 / n,
-            m.mrr / n,
-            start.elapsed().as_secs_f64()
-        );
+        #[cfg(feature = "semantic")]
+        if let Some(embedder) = &embedder {
+            evaluate_hybrid(&name, &data, config, embedder, hybrid_config);
+            continue;
+        }
+        let start = Instant::now();
+        evaluate(&data, config).print(&name, start.elapsed().as_secs_f64());
     }
 }

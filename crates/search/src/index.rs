@@ -289,6 +289,22 @@ impl SearchIndex {
         &self.config
     }
 
+    /// Whether `doc` passes the query's namespace and filter; `None` when the query names a
+    /// namespace the index does not have (then nothing passes).
+    #[cfg(feature = "semantic")]
+    pub(crate) fn visibility<'q>(
+        &'q self,
+        q: &'q Query<'q>,
+    ) -> Option<impl Fn(usize) -> bool + 'q> {
+        let namespace = match q.namespace {
+            Some(ns) => Some(*self.namespaces.get(ns)?),
+            None => None,
+        };
+        Some(move |d: usize| {
+            namespace.is_none_or(|ns| self.doc_namespace[d] == ns) && q.filter.is_none_or(|f| f(d))
+        })
+    }
+
     /// Runs a query. An empty query (no meaningful word) with a namespace lists that
     /// namespace in document order; without a namespace it matches nothing.
     pub fn search(&self, q: &Query<'_>) -> SearchResult {
@@ -453,7 +469,7 @@ impl SearchIndex {
 }
 
 /// Orders by score (descending), then doc id; keeps the first `k`.
-fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
+pub(crate) fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
     let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
     if k == 0 {
         return Vec::new();

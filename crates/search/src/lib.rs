@@ -20,8 +20,12 @@
 //! ```
 
 pub mod expand;
+#[cfg(feature = "semantic")]
+pub mod hybrid;
 pub mod index;
 pub mod params;
+#[cfg(feature = "semantic")]
+pub mod semantic;
 pub mod stem;
 pub mod tokenize;
 
@@ -29,3 +33,8 @@ pub use index::{
     Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
 };
 pub use params::param_docs_from_schema;
+#[cfg(feature = "semantic")]
+pub use {
+    hybrid::{Fusion, HybridConfig, HybridIndex},
+    semantic::{Embedder, SemanticError},
+};

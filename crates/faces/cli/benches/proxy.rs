@@ -8,18 +8,16 @@
 //! - Toolshed's own CPU time per call (from /proc, user + system);
 //! - code mode: `run_script` calling the upstream tool once, scripts/s with 8 clients.
 //!
+//! The load generator ([`load::Client`]) is a minimal MCP client (HTTP/1.1 keep-alive, protocol
+//! 2025-11-25 with a session per client) so that the clients' own CPU cost stays small: the
+//! clients, the gateway and the upstream share the machine's cores.
+//!
 //! `PROXY_SECONDS` sets the length of each measurement (default 5).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::ServiceExt;
-use serde_json::json;
 
 struct Kill(Child);
 impl Drop for Kill {
@@ -73,62 +71,56 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6
 }
 
-type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
-
-async fn connect(url: &str) -> Client {
-    ().serve(StreamableHttpClientTransport::from_uri(url.to_string()))
-        .await
-        .expect("connect")
-}
-
-/// Runs `clients` sessions, each calling in a loop for `secs`; returns (calls, latencies, elapsed).
-async fn load(
+/// Runs `clients` sessions, each calling in a loop for `secs`; returns (calls, latencies,
+/// elapsed seconds, Toolshed's CPU seconds over the measured window).
+async fn run_load(
+    pid: u32,
+    hz: f64,
     url: &str,
     clients: usize,
     secs: f64,
-    tool: &'static str,
-    args: serde_json::Value,
-) -> (usize, Vec<Duration>, f64) {
+    params: String,
+) -> (usize, Vec<Duration>, f64, f64) {
     let mut sessions = Vec::new();
     for _ in 0..clients {
-        sessions.push(Arc::new(connect(url).await));
+        sessions.push(load::Client::connect(url).await);
     }
-    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
     // Warm up each session.
-    for s in &sessions {
+    for s in &mut sessions {
         for _ in 0..20 {
-            s.call_tool(params.clone()).await.unwrap();
+            s.call_tool(&params).await;
         }
     }
+    let c0 = cpu_ticks(pid);
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for s in &sessions {
-        let s = s.clone();
+    for mut s in sessions {
         let params = params.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             while Instant::now() < deadline {
                 let t = Instant::now();
-                let r = s.call_tool(params.clone()).await.unwrap();
-                assert!(!r.is_error.unwrap_or(false), "{r:?}");
+                s.call_tool(&params).await;
                 lat.push(t.elapsed());
             }
-            lat
+            (lat, s)
         }));
     }
     let mut all = Vec::new();
+    let mut done = Vec::new();
     for t in tasks {
-        all.extend(t.await.unwrap());
+        let (lat, s) = t.await.unwrap();
+        all.extend(lat);
+        done.push(s);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    for s in sessions {
-        if let Ok(s) = Arc::try_unwrap(s) {
-            let _ = s.cancel().await;
-        }
+    let cpu = (cpu_ticks(pid) - c0) as f64 / hz;
+    for s in done {
+        s.close().await;
     }
     all.sort();
-    (all.len(), all, elapsed)
+    (all.len(), all, elapsed, cpu)
 }
 
 fn main() {
@@ -190,15 +182,15 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         // The upstream tool must be listed (direct mode) before measuring.
-        let probe = connect(&url).await;
-        let names: Vec<String> = probe.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
-        assert!(names.contains(&"up__echo".to_string()), "upstream tools not in the catalog: {names:?}");
-        let _ = probe.cancel().await;
+        let mut probe = load::Client::connect(&url).await;
+        let list = probe.request("tools/list", "{}").await;
+        let list = String::from_utf8_lossy(&list);
+        assert!(list.contains("\"up__echo\""), "upstream tools not in the catalog: {list}");
+        probe.close().await;
 
+        let echo = r#"{"name":"up__echo","arguments":{"text":"hi"}}"#.to_string();
         for clients in [1usize, 8] {
-            let c0 = cpu_ticks(pid);
-            let (n, lat, el) = load(&url, clients, secs, "up__echo", json!({"text": "hi"})).await;
-            let cpu = (cpu_ticks(pid) - c0) as f64 / hz;
+            let (n, lat, el, cpu) = run_load(pid, hz, &url, clients, secs, echo.clone()).await;
             println!(
                 "direct tools/call via toolshed, {clients} client(s): {n} calls in {el:.2}s = {:.0} calls/s, p50 {:.0}µs, p99 {:.0}µs, toolshed CPU {:.3} ms/call",
                 n as f64 / el,
@@ -207,9 +199,8 @@ fn main() {
                 cpu * 1e3 / n as f64
             );
         }
-        let c0 = cpu_ticks(pid);
-        let (n, lat, el) = load(&url, 8, secs, "run_script", json!({"script": "return await tools.up.echo({text: 'hi'})"})).await;
-        let cpu = (cpu_ticks(pid) - c0) as f64 / hz;
+        let script = r#"{"name":"run_script","arguments":{"script":"return await tools.up.echo({text: 'hi'})"}}"#.to_string();
+        let (n, lat, el, cpu) = run_load(pid, hz, &url, 8, secs, script).await;
         println!(
             "code mode run_script (one upstream call), 8 clients: {n} scripts in {el:.2}s = {:.0} scripts/s, p50 {:.0}µs, toolshed CPU {:.3} ms/script",
             n as f64 / el,
@@ -219,4 +210,125 @@ fn main() {
     });
     drop(ts);
     drop(up);
+}
+
+/// A minimal MCP client over streamable HTTP for load generation: one HTTP/1.1 keep-alive
+/// connection and one MCP session per client, requests pre-serialised, answers read whole
+/// (JSON or a short SSE stream) and checked for a result. It keeps the load generator's own CPU
+/// cost small so the gateway, not the clients, is what the measurement sees.
+mod load {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::client::conn::http1::{self, SendRequest};
+    use hyper::{Request, StatusCode};
+    use hyper_util::rt::TokioIo;
+
+    pub const PROTOCOL: &str = "2025-11-25";
+
+    pub struct Client {
+        sender: SendRequest<Full<Bytes>>,
+        authority: String,
+        path: String,
+        session: Option<String>,
+        next_id: u64,
+    }
+
+    impl Client {
+        /// Connects and runs the MCP handshake (initialize + notifications/initialized).
+        pub async fn connect(url: &str) -> Client {
+            let rest = url.strip_prefix("http://").expect("http:// URL");
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let tcp = tokio::net::TcpStream::connect(authority)
+                .await
+                .expect("connect");
+            tcp.set_nodelay(true).unwrap();
+            let (sender, conn) = http1::handshake(TokioIo::new(tcp))
+                .await
+                .expect("handshake");
+            tokio::spawn(conn);
+            let mut c = Client {
+                sender,
+                authority: authority.to_string(),
+                path: path.to_string(),
+                session: None,
+                next_id: 1,
+            };
+            let init = format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{PROTOCOL}","capabilities":{{}},"clientInfo":{{"name":"toolshed-load","version":"0"}}}}}}"#
+            );
+            let (status, session, body) = c.post(Bytes::from(init)).await;
+            assert_eq!(
+                status,
+                StatusCode::OK,
+                "initialize: {}",
+                String::from_utf8_lossy(&body)
+            );
+            c.session = session;
+            let (status, _, _) = c
+                .post(Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                ))
+                .await;
+            assert_eq!(status, StatusCode::ACCEPTED);
+            c
+        }
+
+        async fn post(&mut self, body: Bytes) -> (StatusCode, Option<String>, Bytes) {
+            let mut req = Request::post(&self.path)
+                .header("host", &self.authority)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", PROTOCOL);
+            if let Some(s) = &self.session {
+                req = req.header("mcp-session-id", s);
+            }
+            let req = req.body(Full::new(body)).unwrap();
+            self.sender.ready().await.expect("connection ready");
+            let resp = self.sender.send_request(req).await.expect("request");
+            let status = resp.status();
+            let session = resp
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            (status, session, body)
+        }
+
+        /// One JSON-RPC request; returns the raw answer (a JSON body or an SSE stream's text).
+        pub async fn request(&mut self, method: &str, params: &str) -> Bytes {
+            let id = self.next_id;
+            self.next_id += 1;
+            let body =
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#);
+            let (status, _, body) = self.post(Bytes::from(body)).await;
+            assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+            body
+        }
+
+        /// Calls a tool; panics unless the answer is a successful result.
+        pub async fn call_tool(&mut self, params: &str) {
+            let body = self.request("tools/call", params).await;
+            let text = std::str::from_utf8(&body).expect("utf-8");
+            assert!(
+                text.contains(r#""result""#) && !text.contains(r#""isError":true"#),
+                "tool call failed: {text}"
+            );
+        }
+
+        /// Ends the session (DELETE), as a well-behaved client does.
+        pub async fn close(mut self) {
+            if let Some(s) = self.session.take() {
+                let req = Request::delete(&self.path)
+                    .header("host", &self.authority)
+                    .header("mcp-session-id", s)
+                    .header("mcp-protocol-version", PROTOCOL)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                if self.sender.ready().await.is_ok() {
+                    let _ = self.sender.send_request(req).await;
+                }
+            }
+        }
+    }
 }

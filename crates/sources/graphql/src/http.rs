@@ -1,38 +1,31 @@
-//! The HTTP side: POSTing GraphQL requests with headers and auth, with guards.
+//! The HTTP side: POSTing GraphQL requests with headers and credentials through the shared
+//! `toolshed-outbound` client.
 //!
-//! Kept in this one module so it can be swapped for the workspace's shared outbound client.
-//! Guards: no redirects, a per-request timeout, a response size cap, and (unless
-//! `allow_private`) refusal of endpoints whose host resolves to a loopback, private,
-//! link-local or otherwise non-public address. The address check happens before each request;
-//! the connection itself resolves the name again.
+//! Guards come from [`Outbound`]: endpoints on loopback, private, link-local or otherwise
+//! non-public addresses are refused unless `allow_private` (literal IPs at once, names at every
+//! DNS resolution, so a name that rebinds is caught too), every request has a timeout, and
+//! responses are capped at [`MAX_RESPONSE_BYTES`] while streaming. Redirects are not followed,
+//! so a request and its credentials are never replayed elsewhere.
+//!
+//! Credentials are a [`toolshed_outbound::AuthConfig`] (API key in a header, the query string
+//! or a cookie; bearer; basic; OAuth2 client credentials with cached, shared tokens), the same
+//! code the OpenAPI source uses, plus an optional per-call token from the caller's
+//! `ToolContext`.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
+use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig, OutboundError};
 
 use crate::error::GraphqlError;
+use crate::GraphqlOptions;
 
 /// Responses larger than this are refused.
 pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 /// How much of a failing response body is quoted in errors.
 const EXCERPT_CHARS: usize = 512;
-
-/// Credentials added to every request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum GraphqlAuth {
-    /// No credentials beyond `GraphqlOptions::headers`.
-    #[default]
-    None,
-    /// `Authorization: Bearer <token>`.
-    Bearer(String),
-    /// Any header, e.g. `X-Api-Key`.
-    Header { name: String, value: String },
-    /// A token asked of the call's `ToolContext` for this auth provider, sent as a bearer token.
-    /// Live introspection has no context, so it goes without this credential.
-    Provider(String),
-}
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +40,8 @@ pub(crate) enum HttpFailure {
     Blocked(String),
     /// The body was not JSON or was too large.
     Body(String),
+    /// The credentials could not be obtained (OAuth2 token request, missing secret).
+    Auth(String),
 }
 
 impl std::fmt::Display for HttpFailure {
@@ -57,28 +52,67 @@ impl std::fmt::Display for HttpFailure {
             HttpFailure::Transport(m) => write!(f, "request failed: {m}"),
             HttpFailure::Blocked(m) => f.write_str(m),
             HttpFailure::Body(m) => f.write_str(m),
+            HttpFailure::Auth(m) => write!(f, "credentials: {m}"),
         }
     }
 }
 
+impl From<OutboundError> for HttpFailure {
+    fn from(e: OutboundError) -> Self {
+        match e {
+            OutboundError::PrivateAddress { .. } => HttpFailure::Blocked(e.to_string()),
+            OutboundError::Timeout(_) => HttpFailure::Timeout,
+            OutboundError::TooLarge { .. } => HttpFailure::Body(e.to_string()),
+            OutboundError::Token { .. } | OutboundError::MissingSecret { .. } => {
+                HttpFailure::Auth(e.to_string())
+            }
+            other => HttpFailure::Transport(other.to_string()),
+        }
+    }
+}
+
+/// The guarded client for `opts`: its timeout and `allow_private`, the response cap, no
+/// redirects. Share one between introspection and calls so OAuth2 tokens are fetched once.
+pub(crate) fn outbound_for(opts: &GraphqlOptions) -> Result<Outbound, GraphqlError> {
+    Outbound::new(OutboundConfig {
+        timeout: opts.timeout,
+        max_response_bytes: MAX_RESPONSE_BYTES as u64,
+        allow_private: opts.allow_private,
+        max_redirects: 0,
+        ..OutboundConfig::default()
+    })
+    .map_err(|e| GraphqlError::Config(format!("cannot build the HTTP client: {e}")))
+}
+
 /// A client bound to one endpoint.
-#[derive(Debug)]
 pub(crate) struct HttpClient {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    outbound: Outbound,
+    url: String,
     headers: HeaderMap,
-    auth: GraphqlAuth,
+    auth: AuthConfig,
+    token_provider: Option<String>,
     timeout: Duration,
-    allow_private: bool,
+    /// Configured secret values (auth and header values), blanked out of results and errors.
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("auth", &self.auth)
+            .field("token_provider", &self.token_provider)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpClient {
     pub(crate) fn new(
         url: &str,
-        headers: &[(String, String)],
-        auth: GraphqlAuth,
-        timeout: Duration,
-        allow_private: bool,
+        opts: &GraphqlOptions,
+        outbound: Outbound,
     ) -> Result<Self, GraphqlError> {
         let parsed = reqwest::Url::parse(url)
             .map_err(|e| GraphqlError::Config(format!("endpoint '{url}' is not a URL: {e}")))?;
@@ -88,44 +122,51 @@ impl HttpClient {
             )));
         }
         let mut map = HeaderMap::new();
-        for (name, value) in headers {
+        for (name, value) in &opts.headers {
             let (n, v) = header_pair(name, value)?;
             map.append(n, v);
         }
-        match &auth {
-            GraphqlAuth::Bearer(token) => {
-                let (n, v) = header_pair("authorization", &format!("Bearer {token}"))?;
-                map.insert(n, v);
-            }
-            GraphqlAuth::Header { name, value } => {
-                let (n, v) = header_pair(name, value)?;
-                map.insert(n, v);
-            }
-            GraphqlAuth::None | GraphqlAuth::Provider(_) => {}
+        if let AuthConfig::ApiKey {
+            location: toolshed_outbound::ApiKeyLocation::Header,
+            name,
+            ..
+        } = &opts.auth
+        {
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                GraphqlError::Config(format!(
+                    "API key header '{name}' is not a valid header name"
+                ))
+            })?;
         }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| GraphqlError::Config(format!("cannot build HTTP client: {e}")))?;
+        let mut secrets: Vec<String> = opts.auth.secrets().into_iter().map(String::from).collect();
+        secrets.extend(opts.headers.iter().map(|(_, v)| v.clone()));
         Ok(Self {
-            client,
-            url: parsed,
+            outbound,
+            url: url.to_string(),
             headers: map,
-            auth,
-            timeout,
-            allow_private,
+            auth: opts.auth.clone(),
+            token_provider: opts.token_provider.clone(),
+            timeout: opts.timeout,
+            secrets,
         })
     }
 
     pub(crate) fn url(&self) -> &str {
-        self.url.as_str()
+        &self.url
     }
 
-    pub(crate) fn auth(&self) -> &GraphqlAuth {
-        &self.auth
+    /// The auth provider whose token each call asks of its `ToolContext`, if any.
+    pub(crate) fn token_provider(&self) -> Option<&str> {
+        self.token_provider.as_deref()
     }
 
-    /// POSTs `body` as JSON and returns the parsed JSON answer of a 2xx response.
+    /// The configured secret values, for redaction.
+    pub(crate) fn secrets(&self) -> Vec<&str> {
+        self.secrets.iter().map(String::as_str).collect()
+    }
+
+    /// POSTs `body` as JSON and returns the parsed JSON answer of a 2xx response. `bearer`, when
+    /// given, replaces any `Authorization` header.
     pub(crate) async fn post(
         &self,
         body: &Value,
@@ -133,63 +174,41 @@ impl HttpClient {
         timeout: Duration,
     ) -> Result<Value, HttpFailure> {
         let timeout = timeout.min(self.timeout);
-        if !self.allow_private {
-            self.check_address().await?;
-        }
-        let mut req = self
-            .client
-            .post(self.url.clone())
+        let req = self
+            .outbound
+            .request(Method::POST, &self.url)?
             .headers(self.headers.clone())
             .header(CONTENT_TYPE, "application/json")
             .timeout(timeout)
             .json(body);
+        let mut req = self.outbound.authorize(req, &self.auth).await?;
         if let Some(token) = bearer {
-            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                HttpFailure::Transport("the token is not a valid header value".into())
-            })?;
-            req = req.header(AUTHORIZATION, value);
+            req = with_bearer(req, token)?;
         }
-        let mut resp = req.send().await.map_err(transport)?;
-        let status = resp.status();
-        let mut buf: Vec<u8> = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
-            if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(HttpFailure::Body(format!(
-                    "the response is larger than {MAX_RESPONSE_BYTES} bytes"
-                )));
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        if !status.is_success() {
+        let resp = self.outbound.send(req).await?;
+        if !resp.is_success() {
             return Err(HttpFailure::Status {
-                status: status.as_u16(),
-                excerpt: excerpt(&buf),
+                status: resp.status.as_u16(),
+                excerpt: excerpt(&resp.body),
             });
         }
-        serde_json::from_slice(&buf).map_err(|e| {
-            HttpFailure::Body(format!("the response is not JSON ({e}): {}", excerpt(&buf)))
+        serde_json::from_slice(&resp.body).map_err(|e| {
+            HttpFailure::Body(format!(
+                "the response is not JSON ({e}): {}",
+                excerpt(&resp.body)
+            ))
         })
     }
+}
 
-    async fn check_address(&self) -> Result<(), HttpFailure> {
-        let host = self.url.host_str().unwrap_or_default();
-        let port = self.url.port_or_known_default().unwrap_or(443);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => tokio::net::lookup_host((host, port))
-                .await
-                .map_err(|e| HttpFailure::Transport(format!("cannot resolve '{host}': {e}")))?
-                .collect(),
-        };
-        if let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
-            return Err(HttpFailure::Blocked(format!(
-                "endpoint host '{host}' resolves to non-public address {} (set allow_private to permit it)",
-                bad.ip()
-            )));
-        }
-        Ok(())
-    }
+/// Sets `Authorization: Bearer <token>`, replacing any earlier one.
+fn with_bearer(req: RequestBuilder, token: &str) -> Result<RequestBuilder, HttpFailure> {
+    let value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| HttpFailure::Auth("the token is not a valid header value".into()))?;
+    let (client, built) = req.build_split();
+    let mut built = built.map_err(|e| HttpFailure::Transport(e.to_string()))?;
+    built.headers_mut().insert(AUTHORIZATION, value);
+    Ok(RequestBuilder::from_parts(client, built))
 }
 
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), GraphqlError> {
@@ -198,21 +217,6 @@ fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Gra
     let v = HeaderValue::from_str(value)
         .map_err(|_| GraphqlError::Config(format!("the value of header '{name}' is not valid")))?;
     Ok((n, v))
-}
-
-fn transport(e: reqwest::Error) -> HttpFailure {
-    if e.is_timeout() {
-        HttpFailure::Timeout
-    } else {
-        let mut msg = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            source = s.source();
-        }
-        HttpFailure::Transport(msg)
-    }
 }
 
 /// The first characters of a body, lossily decoded.
@@ -225,79 +229,53 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
     out
 }
 
-/// Whether an address is globally routable (the shared outbound classification: not loopback,
-/// private, link-local, CGNAT, reserved, ...).
-pub(crate) fn is_public(ip: IpAddr) -> bool {
-    toolshed_outbound::net::classify(ip).is_none()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn private_addresses_are_not_public() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.0.1",
-            "169.254.1.1",
-            "::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
-            "100.64.0.1",
-        ] {
-            assert!(!is_public(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["8.8.8.8", "2606:4700::1111"] {
-            assert!(is_public(ip.parse().unwrap()), "{ip}");
-        }
+    fn opts(allow_private: bool) -> GraphqlOptions {
+        let mut o = GraphqlOptions::new("t", "");
+        o.allow_private = allow_private;
+        o.timeout = Duration::from_secs(1);
+        o
+    }
+
+    fn client(url: &str, o: &GraphqlOptions) -> Result<HttpClient, GraphqlError> {
+        HttpClient::new(url, o, outbound_for(o)?)
     }
 
     #[tokio::test]
     async fn loopback_endpoints_are_refused_unless_allowed() {
-        let c = HttpClient::new(
-            "http://127.0.0.1:9/graphql",
-            &[],
-            GraphqlAuth::None,
-            Duration::from_secs(1),
-            false,
-        )
-        .unwrap();
+        let c = client("http://127.0.0.1:9/graphql", &opts(false)).unwrap();
         let e = c
             .post(&serde_json::json!({}), None, Duration::from_secs(1))
             .await
             .unwrap_err();
         assert!(matches!(e, HttpFailure::Blocked(_)), "{e}");
+        assert!(e.to_string().contains("allow_private"), "{e}");
+        let c = client("http://127.0.0.1:9/graphql", &opts(true)).unwrap();
+        let e = c
+            .post(&serde_json::json!({}), None, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, HttpFailure::Transport(_)), "{e}");
     }
 
     #[test]
     fn bad_configuration_is_reported() {
-        assert!(HttpClient::new(
-            "not a url",
-            &[],
-            GraphqlAuth::None,
-            Duration::from_secs(1),
-            true
-        )
-        .is_err());
-        assert!(HttpClient::new(
-            "ftp://x/y",
-            &[],
-            GraphqlAuth::None,
-            Duration::from_secs(1),
-            true
-        )
-        .is_err());
-        let bad = [("bad header".to_string(), "v".to_string())];
-        assert!(HttpClient::new(
-            "http://x/y",
-            &bad,
-            GraphqlAuth::None,
-            Duration::from_secs(1),
-            true
-        )
-        .is_err());
+        assert!(client("not a url", &opts(true)).is_err());
+        assert!(client("ftp://x/y", &opts(true)).is_err());
+        let mut bad = opts(true);
+        bad.headers = vec![("bad header".to_string(), "v".to_string())];
+        assert!(client("http://x/y", &bad).is_err());
+        let mut bad = opts(true);
+        bad.auth = AuthConfig::ApiKey {
+            location: toolshed_outbound::ApiKeyLocation::Header,
+            name: "bad header".into(),
+            value: toolshed_outbound::Secret::new("k"),
+        };
+        let e = client("http://x/y", &bad).unwrap_err();
+        assert!(e.to_string().contains("API key header"), "{e}");
     }
 
     #[test]
@@ -305,5 +283,17 @@ mod tests {
         let long = "x".repeat(2000);
         let e = excerpt(long.as_bytes());
         assert_eq!(e.chars().count(), EXCERPT_CHARS + 1);
+    }
+
+    #[test]
+    fn outbound_failures_map_to_http_failures() {
+        let f: HttpFailure = OutboundError::Timeout("slow".into()).into();
+        assert_eq!(f, HttpFailure::Timeout);
+        let f: HttpFailure = OutboundError::Token {
+            url: "http://t".into(),
+            reason: "status 401".into(),
+        }
+        .into();
+        assert!(matches!(f, HttpFailure::Auth(_)), "{f}");
     }
 }

@@ -18,6 +18,12 @@
 //! the endpoint (see [`operation`] for the document text and [`http`] for the request); GraphQL
 //! `errors` and non-2xx answers become [`ToolErrorKind::Upstream`] errors.
 //!
+//! Requests go through the shared `toolshed-outbound` client with a
+//! [`toolshed_outbound::AuthConfig`] ([`GraphqlOptions::auth`]): an API key in a header, the
+//! query string or a cookie, a bearer token, basic auth, or OAuth2 client credentials (the token
+//! is fetched once, cached and shared by introspection and every call until it nears expiry).
+//! Configured secrets are blanked out of results and errors.
+//!
 //! Schema problems that do not prevent building tools (such as a field defined twice, as in
 //! GitHub's published SDL) are returned as [`Imported::warnings`].
 
@@ -38,11 +44,13 @@ use toolshed_core::{
     path::to_segment, tool::title_case, Annotations, Tool, ToolContext, ToolDef, ToolError,
     ToolErrorKind, ToolHandler, ToolPath,
 };
+use toolshed_outbound::secret::redact;
 
 pub use error::GraphqlError;
-pub use http::{GraphqlAuth, MAX_RESPONSE_BYTES};
+pub use http::MAX_RESPONSE_BYTES;
 pub use operation::{Argument, GraphqlOperation, OperationKind};
 pub use selection::MAX_UNION_FRAGMENTS;
+pub use toolshed_outbound::{ApiKeyLocation, AuthConfig, Secret};
 
 use http::{HttpClient, HttpFailure};
 use input::InputSchemas;
@@ -74,8 +82,12 @@ pub struct GraphqlOptions {
     pub selection_depth: usize,
     /// Extra headers on every request (including live introspection).
     pub headers: Vec<(String, String)>,
-    /// Credentials on every request.
-    pub auth: GraphqlAuth,
+    /// Credentials on every request (including live introspection).
+    pub auth: AuthConfig,
+    /// An auth provider whose token each call asks of its `ToolContext`, sent as a bearer
+    /// token (replacing any `Authorization` from `auth`). Live introspection has no context,
+    /// so it goes without this credential.
+    pub token_provider: Option<String>,
     /// Permit endpoints on loopback, private and link-local addresses.
     pub allow_private: bool,
     /// Upper bound for one request; a call's own `ToolContext::timeout` may shorten it.
@@ -90,7 +102,8 @@ impl GraphqlOptions {
             endpoint: endpoint.into(),
             selection_depth: 2,
             headers: Vec::new(),
-            auth: GraphqlAuth::None,
+            auth: AuthConfig::None,
+            token_provider: None,
             allow_private: false,
             timeout: Duration::from_secs(30),
         }
@@ -117,7 +130,7 @@ pub fn import_schema(input: &SchemaInput, opts: &GraphqlOptions) -> Result<Impor
         }
         SchemaInput::Endpoint { .. } => return Err(GraphqlError::EndpointNeedsAsync),
     };
-    let client = client_for(&opts.endpoint, opts)?;
+    let client = client_for(&opts.endpoint, opts, http::outbound_for(opts)?)?;
     build(loaded, opts, client)
 }
 
@@ -125,7 +138,9 @@ pub fn import_schema(input: &SchemaInput, opts: &GraphqlOptions) -> Result<Impor
 pub async fn import(input: SchemaInput, opts: &GraphqlOptions) -> Result<Imported, GraphqlError> {
     match input {
         SchemaInput::Endpoint { url } => {
-            let json = introspect(&url, opts).await?;
+            // One client for introspection and calls: an OAuth2 token is fetched once.
+            let outbound = http::outbound_for(opts)?;
+            let json = introspect_with(&HttpClient::new(&url, opts, outbound.clone())?).await?;
             let endpoint = if opts.endpoint.is_empty() {
                 url.as_str()
             } else {
@@ -133,7 +148,7 @@ pub async fn import(input: SchemaInput, opts: &GraphqlOptions) -> Result<Importe
             };
             let loaded =
                 load::from_sdl(&load::introspection_to_sdl(&json)?, "introspection.graphql")?;
-            let client = client_for(endpoint, opts)?;
+            let client = client_for(endpoint, opts, outbound)?;
             build(loaded, opts, client)
         }
         other => import_schema(&other, opts),
@@ -142,22 +157,21 @@ pub async fn import(input: SchemaInput, opts: &GraphqlOptions) -> Result<Importe
 
 /// Runs the introspection query against `url` and returns the raw JSON answer's `data`.
 pub async fn introspect(url: &str, opts: &GraphqlOptions) -> Result<Value, GraphqlError> {
+    introspect_with(&HttpClient::new(url, opts, http::outbound_for(opts)?)?).await
+}
+
+async fn introspect_with(client: &HttpClient) -> Result<Value, GraphqlError> {
     use cynic::QueryBuilder;
-    let client = HttpClient::new(
-        url,
-        &opts.headers,
-        opts.auth.clone(),
-        opts.timeout,
-        opts.allow_private,
-    )?;
+    let url = client.url();
+    let secrets = client.secrets();
     let operation = cynic_introspection::IntrospectionQuery::build(());
     let body = json!({"query": operation.query, "variables": {}});
     let fail = |message: String| GraphqlError::Request {
         url: url.to_string(),
-        message,
+        message: redact(&message, &secrets),
     };
     let resp = client
-        .post(&body, None, opts.timeout)
+        .post(&body, None, Duration::MAX)
         .await
         .map_err(|e| fail(e.to_string()))?;
     if let Some(errors) = resp.get("errors").and_then(Value::as_array) {
@@ -171,19 +185,17 @@ pub async fn introspect(url: &str, opts: &GraphqlOptions) -> Result<Value, Graph
     }
 }
 
-fn client_for(endpoint: &str, opts: &GraphqlOptions) -> Result<Arc<HttpClient>, GraphqlError> {
+fn client_for(
+    endpoint: &str,
+    opts: &GraphqlOptions,
+    outbound: toolshed_outbound::Outbound,
+) -> Result<Arc<HttpClient>, GraphqlError> {
     if endpoint.is_empty() {
         return Err(GraphqlError::Config(
             "an endpoint URL is required to call the imported tools".into(),
         ));
     }
-    Ok(Arc::new(HttpClient::new(
-        endpoint,
-        &opts.headers,
-        opts.auth.clone(),
-        opts.timeout,
-        opts.allow_private,
-    )?))
+    Ok(Arc::new(HttpClient::new(endpoint, opts, outbound)?))
 }
 
 fn root_type(schema: &Schema, kind: OperationKind) -> Option<Name> {
@@ -357,6 +369,39 @@ struct GraphqlHandler {
 #[async_trait::async_trait]
 impl ToolHandler for GraphqlHandler {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        let secrets = self.client.secrets();
+        match self.perform(ctx, args).await {
+            Ok(mut v) => {
+                redact_strings(&mut v, &secrets);
+                Ok(v)
+            }
+            Err(mut e) => {
+                e.message = redact(&e.message, &secrets);
+                if let Some(d) = e.data.as_mut() {
+                    redact_strings(d, &secrets);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Replaces every occurrence of a secret inside the strings of `v`.
+fn redact_strings(v: &mut Value, secrets: &[&str]) {
+    match v {
+        Value::String(s) => {
+            if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) {
+                *s = redact(s, secrets);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
+        _ => {}
+    }
+}
+
+impl GraphqlHandler {
+    async fn perform(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
         let mut vars = match args {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -375,9 +420,9 @@ impl ToolHandler for GraphqlHandler {
             .op
             .document(&vars, selection.as_deref())
             .map_err(ToolError::invalid)?;
-        let token = match self.client.auth() {
-            GraphqlAuth::Provider(provider) => Some(ctx.token(provider).await?),
-            _ => None,
+        let token = match self.client.token_provider() {
+            Some(provider) => Some(ctx.token(provider).await?),
+            None => None,
         };
         let body = json!({"query": query, "variables": vars});
         let resp = self
@@ -398,6 +443,10 @@ fn failure_to_error(failure: HttpFailure, url: &str) -> ToolError {
         HttpFailure::Timeout => ToolError::new(
             ToolErrorKind::Timeout,
             format!("GraphQL endpoint {url} did not answer in time"),
+        ),
+        HttpFailure::Auth(m) => ToolError::new(
+            ToolErrorKind::Unauthorized,
+            format!("GraphQL endpoint {url}: cannot obtain credentials: {m}"),
         ),
         other => ToolError::upstream(format!("GraphQL endpoint {url}: {other}")),
     }

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use toolshed_core::{TokenSource, Tool, ToolContext, ToolError, ToolErrorKind};
-use toolshed_graphql::{import, GraphqlAuth, GraphqlError, GraphqlOptions, Imported, SchemaInput};
+use toolshed_graphql::{
+    import, AuthConfig, GraphqlError, GraphqlOptions, Imported, SchemaInput, Secret,
+};
 
-fn options(endpoint: &str) -> GraphqlOptions {
+pub(crate) fn options(endpoint: &str) -> GraphqlOptions {
     let mut o = GraphqlOptions::new("lib", endpoint);
     o.allow_private = true;
     o.timeout = Duration::from_secs(10);
@@ -159,12 +161,15 @@ async fn http_errors_carry_status_and_body() {
 async fn headers_and_auth_are_sent() {
     let base = common::start().await;
     let mut opts = options("");
-    opts.auth = GraphqlAuth::Bearer("s3cret".into());
+    opts.auth = AuthConfig::Bearer {
+        token: Secret::new("s3cret"),
+    };
     let lib = imported(&base, opts).await;
     let out = call(find(&lib, "lib.query.whoami"), json!({}))
         .await
         .unwrap();
-    assert_eq!(out, json!({"whoami": "Bearer s3cret"}));
+    // The server saw the token; a configured secret echoed back is blanked out of results.
+    assert_eq!(out, json!({"whoami": "Bearer [REDACTED]"}));
 
     struct Tokens;
     #[async_trait::async_trait]
@@ -174,7 +179,7 @@ async fn headers_and_auth_are_sent() {
         }
     }
     let mut opts = options("");
-    opts.auth = GraphqlAuth::Provider("library".into());
+    opts.token_provider = Some("library".into());
     let lib = imported(&base, opts).await;
     let whoami = find(&lib, "lib.query.whoami");
     let ctx = ToolContext::new("tester".into(), whoami.def.path.clone())

@@ -1,5 +1,6 @@
 //! Integration tests of this crate, linked into one binary (one link, one process).
 
+mod auth;
 mod common;
 mod large;
 mod live;

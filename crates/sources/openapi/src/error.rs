@@ -31,4 +31,21 @@ pub enum OpenApiError {
     Read { path: String, message: String },
     #[error("cannot fetch {url}: {message}")]
     Fetch { url: String, message: String },
+    #[error(
+        "credentials are configured for security scheme \"{scheme}\", which the document does not define (it defines: {defined})"
+    )]
+    UnknownScheme { scheme: String, defined: String },
+    #[error("the credentials for security scheme \"{scheme}\" do not fit it: it is {scheme_kind}, which takes {expected}; got {got}")]
+    SchemeCredentials {
+        scheme: String,
+        scheme_kind: String,
+        expected: String,
+        got: String,
+    },
+    #[error("security scheme \"{scheme}\" has no usable token URL: {reason}")]
+    TokenUrl { scheme: String, reason: String },
+    #[error(
+        "give either one auth for every operation or credentials per security scheme, not both"
+    )]
+    AuthConflict,
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
-use toolshed_core::{ToolContext, ToolError, ToolHandler};
-use toolshed_outbound::{secret::redact, AuthConfig, Outbound};
+use toolshed_core::{ToolContext, ToolError, ToolErrorKind, ToolHandler};
+use toolshed_outbound::{secret::redact, AuthConfig, Outbound, OutboundError, Secret};
 
 const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -79,12 +79,24 @@ pub struct OperationPlan {
     pub base_url: Option<String>,
     pub params: Vec<ParamBinding>,
     pub body: Option<BodyBinding>,
+    /// The credentials sent, all of them (an OpenAPI security alternative may need several).
+    pub auth: Vec<AuthConfig>,
+    /// Why no credentials are sent although the operation's security asks for some; added to
+    /// the error when the upstream answers 401 or 403.
+    pub auth_unmet: Option<String>,
 }
 
 /// Settings shared by all tools of one import.
 pub struct Shared {
     pub outbound: Outbound,
-    pub auth: AuthConfig,
+    /// Every configured secret of the source, blanked out of results and errors.
+    pub secrets: Vec<Secret>,
+}
+
+impl Shared {
+    fn secrets(&self) -> Vec<&str> {
+        self.secrets.iter().map(Secret::expose).collect()
+    }
 }
 
 /// Calls one operation.
@@ -168,7 +180,7 @@ fn redact_strings(v: &mut Value, secrets: &[&str]) {
 impl OpenApiHandler {
     /// A result with the source's own secrets blanked out, in case the API reflects them.
     fn redacted_value(&self, mut v: Value) -> Value {
-        let secrets = self.shared.auth.secrets();
+        let secrets = self.shared.secrets();
         if !secrets.is_empty() {
             redact_strings(&mut v, &secrets);
         }
@@ -176,7 +188,7 @@ impl OpenApiHandler {
     }
 
     fn redacted(&self, mut e: ToolError) -> ToolError {
-        let secrets = self.shared.auth.secrets();
+        let secrets = self.shared.secrets();
         if secrets.is_empty() {
             return e;
         }
@@ -246,11 +258,7 @@ impl OpenApiHandler {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        req = self
-            .shared
-            .auth
-            .apply_with_cookies(req, ob, cookies)
-            .await?;
+        req = AuthConfig::apply_all(&plan.auth, req, ob, cookies).await?;
         if let Some(body) = &plan.body {
             let (value, kind) = match body {
                 BodyBinding::Whole { prop, kind } => (args.get(prop).cloned(), kind),
@@ -291,11 +299,19 @@ impl OpenApiHandler {
                 };
             }
         }
-        let resp = ob
-            .send(req.timeout(ctx.timeout))
-            .await?
-            .error_for_status()?;
+        let resp = ob.send(req.timeout(ctx.timeout)).await?;
         let status = resp.status.as_u16();
+        if let (Some(unmet), 401 | 403) = (&plan.auth_unmet, status) {
+            let body_excerpt = resp.body_excerpt();
+            return Err(ToolError::new(
+                ToolErrorKind::Unauthorized,
+                format!("upstream answered {status}: {body_excerpt} ({unmet})"),
+            )
+            .with_data(json!({"status": status, "body_excerpt": body_excerpt})));
+        }
+        let resp = resp
+            .error_for_status()
+            .map_err(OutboundError::into_tool_error)?;
         Ok(match resp.value() {
             Value::Null => json!({"status": status}),
             v => v,

@@ -1,6 +1,6 @@
 //! Operations to tools: paths, names, descriptions, input/output schemas, annotations, plans.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,6 +18,7 @@ use crate::handler::{
 };
 use crate::refs::{DocId, Docs};
 use crate::schema::{Converter, Deps, Mode, Version};
+use crate::security::{OperationAuth, SchemeCredentials, Security};
 
 /// Changes the annotations of, or hides, the tools whose path matches a dot-glob pattern.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +43,12 @@ pub struct ImportOptions {
     pub namespace: String,
     /// Overrides the document's servers.
     pub base_url: Option<String>,
+    /// One auth sent by every operation, whatever the document's `security` says.
     pub auth: AuthConfig,
+    /// Credentials per security scheme name of the document. When given, each operation sends
+    /// the credentials its own `security` requirement asks for (see [`crate::security`]);
+    /// `auth` must then be [`AuthConfig::None`].
+    pub scheme_credentials: BTreeMap<String, SchemeCredentials>,
     /// The client for calls; a default (public addresses only) one is made when absent.
     pub outbound: Option<Outbound>,
     pub overrides: Vec<Override>,
@@ -57,6 +63,7 @@ impl std::fmt::Debug for ImportOptions {
             .field("namespace", &self.namespace)
             .field("base_url", &self.base_url)
             .field("auth", &self.auth)
+            .field("scheme_credentials", &self.scheme_credentials)
             .field("overrides", &self.overrides)
             .field("base_dir", &self.base_dir)
             .finish_non_exhaustive()
@@ -650,6 +657,8 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
             base_url: base_url.map(String::from),
             params: bindings,
             body: body_binding,
+            auth: Vec::new(),
+            auth_unmet: None,
         };
         Ok((schema, output, plan))
     }
@@ -750,10 +759,21 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             message: e.to_string(),
         })?,
     };
-    let shared = Arc::new(Shared {
-        outbound,
-        auth: opts.auth.clone(),
-    });
+    if !opts.scheme_credentials.is_empty() && opts.auth != AuthConfig::None {
+        return Err(OpenApiError::AuthConflict);
+    }
+    let mut secrets: Vec<toolshed_outbound::Secret> = opts
+        .scheme_credentials
+        .values()
+        .flat_map(|c| c.secrets().into_iter().cloned())
+        .collect();
+    secrets.extend(
+        opts.auth
+            .secrets()
+            .into_iter()
+            .map(toolshed_outbound::Secret::new),
+    );
+    let shared = Arc::new(Shared { outbound, secrets });
     let docs = Docs::new(doc, opts.base_dir.as_deref());
     let mut conv = Converter::new(&docs, version);
     let mut b = Builder {
@@ -779,6 +799,21 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         })
     } else {
         server_url(doc.get("servers")).flatten()
+    };
+    let mut security = if opts.scheme_credentials.is_empty() {
+        None
+    } else {
+        Some(Security::new(
+            doc,
+            version,
+            &docs,
+            &opts.scheme_credentials,
+            opts.base_url.as_deref().or(doc_base.as_deref()),
+        )?)
+    };
+    let source_auth: Vec<AuthConfig> = match &opts.auth {
+        AuthConfig::None => Vec::new(),
+        a => vec![a.clone()],
     };
     let total: usize = paths
         .values()
@@ -824,7 +859,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                         .into(),
                 );
             }
-            let (input, output, plan) =
+            let (input, output, mut plan) =
                 match b.operation(doc, path, item_doc, item, method, op, base_url.as_deref()) {
                     Ok(x) => x,
                     Err(e) => {
@@ -832,6 +867,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                         continue;
                     }
                 };
+
             // Tool path.
             let op_id = str_of(op, "operationId");
             let tag = op
@@ -922,6 +958,15 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                 def = def.with_output(o);
             }
             def.origin = format!("source:{ns}");
+            let op_auth = match &mut security {
+                Some(s) => s.for_operation(&where_, op),
+                None => OperationAuth {
+                    auths: source_auth.clone(),
+                    unmet: None,
+                },
+            };
+            plan.auth = op_auth.auths;
+            plan.auth_unmet = op_auth.unmet;
             let handler = OpenApiHandler {
                 plan,
                 shared: shared.clone(),
@@ -936,6 +981,11 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         ));
     }
     result.warnings.extend(b.warnings);
+    if let Some(s) = &security {
+        result
+            .warnings
+            .extend(s.warnings().iter().map(ToString::to_string));
+    }
     Ok(result)
 }
 

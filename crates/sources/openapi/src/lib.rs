@@ -4,6 +4,8 @@
 //! - [`refs`] — `$ref` resolution over the root and its relative files.
 //! - [`schema`] — OpenAPI schemas to self-contained JSON Schema with `$defs`.
 //! - [`import`](mod@import): operations to [`toolshed_core::Tool`]s ([`import()`]).
+//! - [`security`] — security schemes and per-operation requirements, bound to the credentials
+//!   configured per scheme ([`SchemeCredentials`]).
 //! - [`handler`] — the handler that performs a call through `toolshed-outbound`.
 //! - [`error`] — [`OpenApiError`].
 //!
@@ -16,9 +18,11 @@ pub mod import;
 pub mod parse;
 pub(crate) mod refs;
 pub mod schema;
+pub mod security;
 
 pub use error::OpenApiError;
 pub use handler::OpenApiHandler;
 pub use import::{count_operations, detect_version, import, ImportOptions, Imported, Override};
 pub use parse::{load_document, parse_document};
 pub use schema::Version;
+pub use security::{SchemeCredentials, SecurityWarning};

@@ -6,3 +6,4 @@ mod common;
 mod end_to_end;
 mod fixtures;
 mod real_specs;
+mod security;

@@ -20,7 +20,10 @@ pub mod spec;
 pub mod store;
 
 pub use error::SourcesError;
-pub use load::{apply_overrides, dry_run, load, Loaded, Progress, Report, ToolSummary};
+pub use load::{
+    apply_overrides, auth_config, dry_run, load, scheme_credentials, Loaded, Progress, Report,
+    ToolSummary,
+};
 pub use n8n::{n8n_plugin, N8nPlugin, N8nSettings};
 pub use registry::{
     declare, declare_with_store, spawn_store_poll, Assembled, Declared, Origin, Registry, Rejected,
@@ -28,6 +31,7 @@ pub use registry::{
 };
 pub use secrets::Sealer;
 pub use spec::{
-    AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, SourceSpec,
+    AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, SchemeAuthKind,
+    SchemeAuthSpec, SourceSpec,
 };
 pub use store::{SourceStore, StoredSource};

@@ -4,23 +4,24 @@
 //! `toolshed-graphql`, `toolshed-mcp-source`); [`dry_run`] does the same and only reports what
 //! it would create.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde::Serialize;
 use toolshed_core::{Pattern, Tool};
-use toolshed_graphql::{GraphqlAuth, GraphqlOptions, SchemaInput};
+use toolshed_graphql::{GraphqlOptions, SchemaInput};
 use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
 use toolshed_openapi::import::Progress as OpenApiProgress;
-use toolshed_openapi::ImportOptions;
+use toolshed_openapi::{ImportOptions, SchemeCredentials};
 use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret};
 
 use crate::error::SourcesError;
 use crate::secrets::resolve;
 use crate::spec::{
-    AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, SourceSpec,
+    AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, SchemeAuthKind,
+    SchemeAuthSpec, SourceSpec,
 };
 
 /// Progress of an import: (operations done, operations total).
@@ -190,7 +191,8 @@ fn timeout(ms: Option<u64>) -> Duration {
     ms.map(Duration::from_millis).unwrap_or(DEFAULT_TIMEOUT)
 }
 
-/// The `toolshed-outbound` auth of a spec, secrets resolved.
+/// The `toolshed-outbound` auth of a spec, secrets resolved. Per-scheme credentials are not
+/// one auth: see [`scheme_credentials`].
 pub fn auth_config(name: &str, auth: &AuthSpec) -> Result<AuthConfig, SourcesError> {
     let secret = |v: &str| resolve(name, v).map(Secret::new);
     Ok(match auth {
@@ -227,14 +229,63 @@ pub fn auth_config(name: &str, auth: &AuthSpec) -> Result<AuthConfig, SourcesErr
             scopes: scopes.clone(),
             audience: audience.clone(),
         },
+        AuthSpec::Schemes { .. } => {
+            return Err(SourcesError::invalid(
+                name,
+                "credentials per security scheme ('auth.schemes') apply to OpenAPI sources only",
+            ))
+        }
     })
+}
+
+/// The `toolshed-openapi` credentials per security scheme, secrets resolved.
+pub fn scheme_credentials(
+    name: &str,
+    schemes: &BTreeMap<String, SchemeAuthSpec>,
+) -> Result<BTreeMap<String, SchemeCredentials>, SourcesError> {
+    let secret =
+        |v: &Option<String>| resolve(name, v.as_deref().unwrap_or_default()).map(Secret::new);
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    schemes
+        .iter()
+        .map(|(scheme, c)| {
+            let kind = c
+                .kind()
+                .map_err(|e| SourcesError::invalid(name, format!("auth.schemes.{scheme}: {e}")))?;
+            let creds = match kind {
+                SchemeAuthKind::ApiKey => SchemeCredentials::ApiKey {
+                    value: secret(&c.value)?,
+                },
+                SchemeAuthKind::Bearer => SchemeCredentials::Bearer {
+                    token: secret(&c.token)?,
+                },
+                SchemeAuthKind::Basic => SchemeCredentials::Basic {
+                    username: text(&c.username),
+                    password: secret(&c.password)?,
+                },
+                SchemeAuthKind::OAuth2ClientCredentials => {
+                    SchemeCredentials::OAuth2ClientCredentials {
+                        client_id: text(&c.client_id),
+                        client_secret: secret(&c.client_secret)?,
+                        token_url: c.token_url.clone(),
+                        scopes: c.scopes.clone(),
+                        audience: c.audience.clone(),
+                    }
+                }
+            };
+            Ok((scheme.clone(), creds))
+        })
+        .collect()
 }
 
 async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loaded, SourcesError> {
     let name = s.name.as_str();
-    let auth = match &s.auth {
-        Some(a) => auth_config(name, a)?,
-        None => AuthConfig::None,
+    let (auth, schemes) = match &s.auth {
+        Some(AuthSpec::Schemes { schemes }) => {
+            (AuthConfig::None, scheme_credentials(name, schemes)?)
+        }
+        Some(a) => (auth_config(name, a)?, BTreeMap::new()),
+        None => (AuthConfig::None, BTreeMap::new()),
     };
     let outbound = Outbound::new(OutboundConfig {
         timeout: timeout(s.timeout_ms),
@@ -257,6 +308,7 @@ async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loa
         namespace: name.to_string(),
         base_url: s.base_url.clone(),
         auth,
+        scheme_credentials: schemes,
         outbound: Some(outbound),
         overrides: Vec::new(),
         base_dir,
@@ -301,30 +353,8 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<Loaded, SourcesError> {
         opts.headers.push((k.clone(), resolve(name, v)?));
     }
     opts.auth = match &s.auth {
-        None => GraphqlAuth::None,
-        Some(AuthSpec::Bearer { token }) => GraphqlAuth::Bearer(resolve(name, token)?),
-        Some(AuthSpec::ApiKey {
-            name: key, value, ..
-        }) => GraphqlAuth::Header {
-            name: key.clone(),
-            value: resolve(name, value)?,
-        },
-        Some(AuthSpec::Basic { username, password }) => {
-            let raw = format!("{username}:{}", resolve(name, password)?);
-            GraphqlAuth::Header {
-                name: "Authorization".into(),
-                value: format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(raw)
-                ),
-            }
-        }
-        Some(AuthSpec::Oauth2ClientCredentials { .. }) => {
-            return Err(SourcesError::invalid(
-                name,
-                "GraphQL sources do not support oauth2_client_credentials",
-            ))
-        }
+        None => AuthConfig::None,
+        Some(a) => auth_config(name, a)?,
     };
     let read = |path: &str| {
         std::fs::read_to_string(path)

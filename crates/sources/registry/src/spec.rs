@@ -13,6 +13,29 @@
 //! hidden = true
 //! ```
 //!
+//! `auth` is one of `bearer`, `api_key` (`location` = `header`, `query` or `cookie`), `basic`
+//! and `oauth2_client_credentials`, sent by every call. An OpenAPI source may instead give
+//! credentials per security scheme of its document, by scheme name; each operation then sends
+//! what its own `security` requirement asks for (see `toolshed_openapi::security`):
+//!
+//! ```toml
+//! [[sources]]
+//! kind = "openapi"
+//! name = "pets"
+//! spec = "specs/petstore.yaml"
+//! [sources.auth.schemes.api_key_header]   # an apiKey scheme: name and location from the document
+//! value = "env:PETS_KEY"
+//! [sources.auth.schemes.bearer_auth]      # http bearer (or a static oauth2/openIdConnect token)
+//! token = "env:PETS_TOKEN"
+//! [sources.auth.schemes.basic_auth]       # http basic
+//! username = "ann"
+//! password = "env:PETS_PASSWORD"
+//! [sources.auth.schemes.oauth]            # oauth2 client credentials; tokenUrl from the document
+//! client_id = "toolshed"
+//! client_secret = "env:PETS_CLIENT_SECRET"
+//! scopes = ["read"]                       # optional: else the scopes each operation asks for
+//! ```
+//!
 //! Secret strings (auth values, header values, MCP child environment values) are either a
 //! literal, `env:NAME` (read when the source is loaded), or — only in the store — `sealed:...`
 //! (see [`crate::secrets`]).
@@ -47,7 +70,12 @@ pub struct OpenApiSpec {
     /// Replaces the document's servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// One auth for every operation, or credentials per security scheme (`auth.schemes`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_auth"
+    )]
     pub auth: Option<AuthSpec>,
     /// Permit loopback and private addresses (for the document URL and for calls).
     #[serde(default)]
@@ -74,7 +102,12 @@ pub struct GraphqlSpec {
     /// Extra headers on every request; values are secrets.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// One auth for every request (`auth.schemes` is for OpenAPI sources only).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_auth"
+    )]
     pub auth: Option<AuthSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection_depth: Option<usize>,
@@ -116,6 +149,9 @@ pub struct McpSpec {
 }
 
 /// Credentials; secret fields accept `env:NAME`.
+///
+/// Written with a `type`, except per-scheme credentials, which may be written as just
+/// `schemes = { ... }` (stored and shown with `type = "schemes"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AuthSpec {
@@ -134,7 +170,7 @@ pub enum AuthSpec {
         username: String,
         password: String,
     },
-    /// OpenAPI sources only.
+    /// OAuth2 client credentials grant; the token is cached until shortly before it expires.
     Oauth2ClientCredentials {
         token_url: String,
         client_id: String,
@@ -144,6 +180,127 @@ pub enum AuthSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         audience: Option<String>,
     },
+    /// OpenAPI sources only: credentials per security scheme name of the document; each
+    /// operation sends those its `security` requirement asks for.
+    Schemes {
+        schemes: BTreeMap<String, SchemeAuthSpec>,
+    },
+}
+
+/// Credentials for one security scheme of an OpenAPI document. Give exactly one of: `value`
+/// (an `apiKey` scheme), `token` (`http` `bearer`, or a static token for `oauth2` /
+/// `openIdConnect`), `username` + `password` (`http` `basic`), or `client_id` +
+/// `client_secret` (an `oauth2` scheme, client credentials grant; `token_url`, `scopes` and
+/// `audience` optional). Secret fields accept `env:NAME`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemeAuthSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// Replaces the scheme's `tokenUrl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
+    /// Replaces the scopes each operation asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+}
+
+/// What a [`SchemeAuthSpec`] holds, by its fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemeAuthKind {
+    ApiKey,
+    Bearer,
+    Basic,
+    OAuth2ClientCredentials,
+}
+
+impl SchemeAuthSpec {
+    /// Which credentials these are; an error says which fields are missing or conflict.
+    pub fn kind(&self) -> Result<SchemeAuthKind, String> {
+        let has = |o: &Option<String>| o.is_some();
+        let groups = [
+            (has(&self.value), "value"),
+            (has(&self.token), "token"),
+            (
+                has(&self.username) || has(&self.password),
+                "username/password",
+            ),
+            (
+                has(&self.client_id)
+                    || has(&self.client_secret)
+                    || has(&self.token_url)
+                    || self.scopes.is_some()
+                    || has(&self.audience),
+                "client_id/client_secret",
+            ),
+        ];
+        let given: Vec<&str> = groups.iter().filter(|(g, _)| *g).map(|(_, n)| *n).collect();
+        let hint = "give one of: value (apiKey), token (http bearer, or a static oauth2/openIdConnect token), username and password (http basic), client_id and client_secret (oauth2 client credentials)";
+        match given.as_slice() {
+            ["value"] => Ok(SchemeAuthKind::ApiKey),
+            ["token"] => Ok(SchemeAuthKind::Bearer),
+            ["username/password"] => match (&self.username, &self.password) {
+                (Some(_), Some(_)) => Ok(SchemeAuthKind::Basic),
+                (None, _) => Err("'password' without 'username'".into()),
+                (_, None) => Err("'username' without 'password'".into()),
+            },
+            ["client_id/client_secret"] => match (&self.client_id, &self.client_secret) {
+                (Some(_), Some(_)) => Ok(SchemeAuthKind::OAuth2ClientCredentials),
+                (None, _) => Err("OAuth2 client credentials need 'client_id'".into()),
+                (_, None) => Err("OAuth2 client credentials need 'client_secret'".into()),
+            },
+            [] => Err(format!("no credentials: {hint}")),
+            many => Err(format!("{} given together: {hint}", many.join(", "))),
+        }
+    }
+
+    fn secrets_mut(&mut self) -> Vec<&mut String> {
+        [
+            &mut self.value,
+            &mut self.token,
+            &mut self.password,
+            &mut self.client_secret,
+        ]
+        .into_iter()
+        .filter_map(Option::as_mut)
+        .collect()
+    }
+}
+
+/// Reads `auth`: tagged by `type`, or `schemes = {...}` alone for per-scheme credentials.
+fn de_auth<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<AuthSpec>, D::Error> {
+    use serde::de::Error;
+    let Some(mut v) = Option::<serde_json::Value>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let Some(m) = v.as_object_mut() else {
+        return Err(D::Error::custom(
+            "'auth' must be a table, e.g. { type = \"bearer\", token = \"env:TOKEN\" }",
+        ));
+    };
+    if !m.contains_key("type") {
+        if !m.contains_key("schemes") {
+            return Err(D::Error::custom(
+                "'auth' needs a 'type' (bearer, api_key, basic, oauth2_client_credentials) or credentials per security scheme under 'schemes'",
+            ));
+        }
+        m.insert("type".into(), "schemes".into());
+    }
+    AuthSpec::deserialize(v)
+        .map(Some)
+        .map_err(|e| D::Error::custom(format!("auth: {e}")))
 }
 
 /// Where an API key goes.
@@ -230,6 +387,28 @@ impl SourceSpec {
                 if let Some(u) = &s.base_url {
                     check_http_url(name, "base_url", u)?;
                 }
+                if let Some(AuthSpec::Schemes { schemes }) = &s.auth {
+                    if schemes.is_empty() {
+                        return Err(SourcesError::invalid(
+                            name,
+                            "'auth.schemes' is empty: give credentials for at least one security scheme",
+                        ));
+                    }
+                    for (scheme, creds) in schemes {
+                        if scheme.trim().is_empty() {
+                            return Err(SourcesError::invalid(
+                                name,
+                                "'auth.schemes' has an empty scheme name",
+                            ));
+                        }
+                        creds.kind().map_err(|e| {
+                            SourcesError::invalid(name, format!("auth.schemes.{scheme}: {e}"))
+                        })?;
+                        if let Some(u) = &creds.token_url {
+                            check_http_url(name, &format!("auth.schemes.{scheme}.token_url"), u)?;
+                        }
+                    }
+                }
                 check_timeout(name, s.timeout_ms)?;
             }
             SourceSpec::Graphql(s) => {
@@ -246,19 +425,11 @@ impl SourceSpec {
                         "'selection_depth' must be at least 1",
                     ));
                 }
-                if matches!(s.auth, Some(AuthSpec::Oauth2ClientCredentials { .. })) {
+                if matches!(s.auth, Some(AuthSpec::Schemes { .. })) {
                     return Err(SourcesError::invalid(
                         name,
-                        "GraphQL sources support bearer, api_key (header) and basic auth",
+                        "credentials per security scheme ('auth.schemes') apply to OpenAPI sources only; give one auth: bearer, api_key, basic or oauth2_client_credentials",
                     ));
-                }
-                if let Some(AuthSpec::ApiKey { location, .. }) = &s.auth {
-                    if *location != KeyLocation::Header {
-                        return Err(SourcesError::invalid(
-                            name,
-                            "GraphQL API keys can only be sent in a header",
-                        ));
-                    }
                 }
                 check_timeout(name, s.timeout_ms)?;
             }
@@ -372,6 +543,10 @@ impl AuthSpec {
             AuthSpec::ApiKey { value, .. } => vec![value],
             AuthSpec::Basic { password, .. } => vec![password],
             AuthSpec::Oauth2ClientCredentials { client_secret, .. } => vec![client_secret],
+            AuthSpec::Schemes { schemes } => schemes
+                .values_mut()
+                .flat_map(SchemeAuthSpec::secrets_mut)
+                .collect(),
         }
     }
 }

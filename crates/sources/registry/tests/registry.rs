@@ -7,14 +7,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::HeaderMap;
+use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use toolshed_core::{Plugin, SharedCatalog, Tool, ToolContext, ToolDef, ToolError, ToolPath};
 use toolshed_outbound::SecretBox;
 use toolshed_sources::{
-    declare, dry_run, n8n_plugin, spawn_store_poll, AuthSpec, McpSpec, N8nSettings, OpenApiSpec,
-    Origin, OverrideSpec, Registry, Sealer, SourceSpec, SourceStore,
+    declare, dry_run, n8n_plugin, spawn_store_poll, AuthSpec, GraphqlSpec, KeyLocation, McpSpec,
+    N8nSettings, OpenApiSpec, Origin, OverrideSpec, Registry, SchemeAuthKind, SchemeAuthSpec,
+    Sealer, SourceSpec, SourceStore,
 };
 use toolshed_store::Store;
 
@@ -401,4 +403,304 @@ async fn an_upstream_tool_list_change_reassembles_the_catalog() {
         "the new upstream tool is in the re-assembled catalog"
     );
     registry.shutdown().await;
+}
+
+/// Every file of a directory (the SQLite database, its WAL and shared memory), as bytes.
+fn dir_bytes(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+fn scheme_spec() -> SourceSpec {
+    let mut spec = petstore("pets");
+    spec.auth = Some(AuthSpec::Schemes {
+        schemes: [
+            (
+                "api_key".to_string(),
+                SchemeAuthSpec {
+                    value: Some("scheme-literal-key-71".into()),
+                    ..Default::default()
+                },
+            ),
+            (
+                "petstore_auth".to_string(),
+                SchemeAuthSpec {
+                    client_id: Some("toolshed".into()),
+                    client_secret: Some("scheme-literal-client-72".into()),
+                    token_url: Some("https://id.example.com/token".into()),
+                    scopes: Some(vec!["read:pets".into()]),
+                    ..Default::default()
+                },
+            ),
+        ]
+        .into(),
+    });
+    SourceSpec::Openapi(spec)
+}
+
+fn graphql_oauth_spec() -> SourceSpec {
+    SourceSpec::Graphql(GraphqlSpec {
+        name: "gql".into(),
+        endpoint: "https://gql.example.com/graphql".into(),
+        auth: Some(AuthSpec::Oauth2ClientCredentials {
+            token_url: "https://id.example.com/token".into(),
+            client_id: "toolshed".into(),
+            client_secret: "gql-literal-client-73".into(),
+            scopes: vec![],
+            audience: Some("gql".into()),
+        }),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn new_auth_forms_round_trip_sealed_in_the_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let sealer = Sealer::new(SecretBox::from_base64(&SecretBox::generate_key()).unwrap());
+    let sources = SourceStore::new(store.clone(), sealer);
+    let schemes = scheme_spec();
+    let gql = graphql_oauth_spec();
+    let gql_key = SourceSpec::Graphql(GraphqlSpec {
+        name: "gql_key".into(),
+        endpoint: "https://gql.example.com/graphql".into(),
+        auth: Some(AuthSpec::ApiKey {
+            name: "api_key".into(),
+            value: "gql-literal-query-key-74".into(),
+            location: KeyLocation::Query,
+        }),
+        ..Default::default()
+    });
+    for s in [&schemes, &gql, &gql_key] {
+        sources.put(s).await.unwrap();
+    }
+    let secrets = [
+        "scheme-literal-key-71",
+        "scheme-literal-client-72",
+        "gql-literal-client-73",
+        "gql-literal-query-key-74",
+    ];
+    let files = dir_bytes(dir.path());
+    assert!(
+        files.iter().any(|(p, _)| p.ends_with("toolshed.db")),
+        "{:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    let mut sealed_seen = false;
+    for (path, bytes) in &files {
+        for s in secrets {
+            assert!(!contains(bytes, s), "{s} is in {path} in the clear");
+        }
+        sealed_seen |= contains(bytes, "sealed:");
+    }
+    assert!(sealed_seen, "the sealed values are in the database");
+
+    let mut listed: Vec<SourceSpec> = sources
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().spec)
+        .collect();
+    listed.sort_by(|a, b| a.name().cmp(b.name()));
+    assert_eq!(listed, vec![gql.clone(), gql_key.clone(), schemes.clone()]);
+
+    // What `sources list` shows: no secret, `type = "schemes"` spelled out.
+    for s in &listed {
+        let shown = serde_json::to_string(&s.redacted()).unwrap();
+        for secret in secrets {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+    let shown = serde_json::to_value(schemes.redacted()).unwrap();
+    assert_eq!(shown["auth"]["type"], "schemes");
+    assert_eq!(shown["auth"]["schemes"]["api_key"]["value"], "[REDACTED]");
+    assert_eq!(
+        shown["auth"]["schemes"]["petstore_auth"]["client_id"],
+        "toolshed"
+    );
+}
+
+#[test]
+fn toml_declares_per_scheme_credentials_and_full_graphql_auth() {
+    #[derive(serde::Deserialize)]
+    struct File {
+        sources: Vec<SourceSpec>,
+    }
+    let text = r#"
+[[sources]]
+kind = "openapi"
+name = "pets"
+spec = "specs/petstore.json"
+[sources.auth.schemes.api_key]
+value = "env:PETS_KEY"
+[sources.auth.schemes.petstore_auth]
+client_id = "toolshed"
+client_secret = "env:PETS_CLIENT_SECRET"
+token_url = "https://id.example.com/token"
+
+[[sources]]
+kind = "openapi"
+name = "legacy"
+spec = "specs/petstore.json"
+auth = { type = "api_key", name = "X-Key", value = "env:K", location = "query" }
+
+[[sources]]
+kind = "graphql"
+name = "gql"
+endpoint = "https://gql.example.com/graphql"
+[sources.auth]
+type = "oauth2_client_credentials"
+token_url = "https://id.example.com/token"
+client_id = "toolshed"
+client_secret = "env:GQL_SECRET"
+"#;
+    let file: File = toml::from_str(text).unwrap();
+    for s in &file.sources {
+        s.validate().unwrap();
+    }
+    let SourceSpec::Openapi(pets) = &file.sources[0] else {
+        panic!("openapi")
+    };
+    let Some(AuthSpec::Schemes { schemes }) = &pets.auth else {
+        panic!("{:?}", pets.auth)
+    };
+    assert_eq!(schemes["api_key"].value.as_deref(), Some("env:PETS_KEY"));
+    assert_eq!(
+        schemes["petstore_auth"].kind().unwrap(),
+        SchemeAuthKind::OAuth2ClientCredentials
+    );
+    assert!(matches!(
+        &file.sources[1],
+        SourceSpec::Openapi(OpenApiSpec {
+            auth: Some(AuthSpec::ApiKey {
+                location: KeyLocation::Query,
+                ..
+            }),
+            ..
+        })
+    ));
+    assert!(matches!(
+        &file.sources[2],
+        SourceSpec::Graphql(GraphqlSpec {
+            auth: Some(AuthSpec::Oauth2ClientCredentials { .. }),
+            ..
+        })
+    ));
+    // The stored JSON form reads back the same.
+    let json = serde_json::to_value(&file.sources[0]).unwrap();
+    assert_eq!(
+        serde_json::from_value::<SourceSpec>(json).unwrap(),
+        file.sources[0]
+    );
+
+    // Mistakes are named.
+    let bad = |auth: &str| {
+        toml::from_str::<File>(&format!(
+            "[[sources]]\nkind = \"openapi\"\nname = \"p\"\nspec = \"a.json\"\n{auth}"
+        ))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+    };
+    let e = bad("auth = { token = \"t\" }");
+    assert!(e.contains("'type'") && e.contains("schemes"), "{e}");
+    let e = bad("[sources.auth.schemes.k]\nvalue = \"v\"\ncolour = \"blue\"");
+    assert!(e.contains("colour"), "{e}");
+    let spec = |schemes: &str| -> SourceSpec {
+        toml::from_str::<File>(&format!(
+            "[[sources]]\nkind = \"openapi\"\nname = \"p\"\nspec = \"a.json\"\n{schemes}"
+        ))
+        .unwrap()
+        .sources
+        .remove(0)
+    };
+    let e = spec("[sources.auth.schemes.k]\nvalue = \"v\"\ntoken = \"t\"")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("auth.schemes.k") && e.contains("value, token"),
+        "{e}"
+    );
+    let e = spec("[sources.auth.schemes.k]\nusername = \"ann\"")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("without 'password'"), "{e}");
+    let e = SourceSpec::Graphql(GraphqlSpec {
+        name: "g".into(),
+        endpoint: "https://g.example.com/graphql".into(),
+        auth: Some(AuthSpec::Schemes {
+            schemes: Default::default(),
+        }),
+        ..Default::default()
+    })
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("OpenAPI sources only"), "{e}");
+}
+
+#[tokio::test]
+async fn per_scheme_credentials_reach_the_calls() {
+    let app = Router::new().route(
+        "/v2/store/inventory",
+        axum::routing::get(|h: HeaderMap| async move {
+            match h.get("api_key").and_then(|v| v.to_str().ok()) {
+                Some("scheme-literal-key-71") => Json(json!({"available": 1})).into_response(),
+                _ => (axum::http::StatusCode::UNAUTHORIZED, "no key").into_response(),
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let SourceSpec::Openapi(mut spec) = scheme_spec() else {
+        unreachable!()
+    };
+    spec.base_url = Some(format!("http://{addr}/v2"));
+    let spec = SourceSpec::Openapi(spec);
+    let loaded = toolshed_sources::load(&spec, None).await.unwrap();
+    let inv = loaded
+        .tools
+        .iter()
+        .find(|t| t.def.path.as_str() == "pets.store.get_inventory")
+        .unwrap();
+    let ctx = ToolContext::new("t".into(), inv.def.path.clone());
+    let out = inv.handler.call(ctx, json!({})).await.unwrap();
+    assert_eq!(out["available"], 1);
+    // The implicit-flow scheme is configured with a token URL, so no operation is left
+    // without credentials.
+    assert!(
+        !loaded.warnings.iter().any(|w| w.contains("cannot meet")),
+        "{:?}",
+        loaded.warnings
+    );
+    // Without the OAuth2 client, its operations are reported.
+    let mut only_key = spec.clone();
+    if let SourceSpec::Openapi(o) = &mut only_key {
+        if let Some(AuthSpec::Schemes { schemes }) = &mut o.auth {
+            schemes.remove("petstore_auth");
+        }
+    }
+    let report = dry_run(&only_key, None).await.unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("cannot meet the security requirement (\"petstore_auth\")")),
+        "{:?}",
+        report.warnings
+    );
 }

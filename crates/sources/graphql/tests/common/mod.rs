@@ -216,3 +216,101 @@ pub async fn closed_url() -> String {
     drop(listener);
     format!("http://{addr}/graphql")
 }
+
+/// The OAuth2 client secret `/oauth/token` accepts (for client `client-1`).
+pub const CLIENT_SECRET: &str = "gql-client-secret-1";
+/// `Basic base64("client-1:gql-client-secret-1")`.
+const CLIENT_BASIC: &str = "Basic Y2xpZW50LTE6Z3FsLWNsaWVudC1zZWNyZXQtMQ==";
+/// The API key `/graphql` accepts in the `X-Api-Key` header or the `api_key` query parameter.
+pub const API_KEY: &str = "gql-api-key-2";
+/// The basic-auth password `/graphql` accepts for user `ann`.
+pub const BASIC_PASSWORD: &str = "gql-basic-pw-3";
+/// `Basic base64("ann:gql-basic-pw-3")`.
+pub const BASIC_HEADER: &str = "Basic YW5uOmdxbC1iYXNpYy1wdy0z";
+
+/// State of the guarded server: token requests served and the credentials each GraphQL
+/// request carried.
+#[derive(Clone)]
+pub struct Guarded {
+    schema: LibrarySchema,
+    pub token_hits: Arc<std::sync::atomic::AtomicUsize>,
+    /// One line per accepted GraphQL request: the credential it was accepted for.
+    pub seen: Arc<Mutex<Vec<String>>>,
+}
+
+/// Starts a server whose `/graphql` needs credentials: a bearer token issued by its
+/// `/oauth/token` (client credentials grant, client `client-1`), the API key in `X-Api-Key` or
+/// `?api_key=`, or basic auth for `ann`. Anything else is answered 401. Returns the base URL.
+pub async fn start_guarded() -> (String, Guarded) {
+    use axum::extract::RawQuery;
+    use axum::response::IntoResponse;
+    use std::sync::atomic::Ordering;
+
+    let state = Guarded {
+        schema: schema(),
+        token_hits: Arc::default(),
+        seen: Arc::default(),
+    };
+    let header = |h: &HeaderMap, n: &str| {
+        h.get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let app = Router::new()
+        .route(
+            "/oauth/token",
+            post(
+                move |State(s): State<Guarded>, h: HeaderMap, body: String| async move {
+                    if header(&h, "authorization") != CLIENT_BASIC
+                        || !body.contains("grant_type=client_credentials")
+                    {
+                        return (StatusCode::UNAUTHORIZED, "invalid_client").into_response();
+                    }
+                    let n = s.token_hits.fetch_add(1, Ordering::SeqCst) + 1;
+                    Json(serde_json::json!({
+                        "access_token": format!("gql-token-{n}"),
+                        "token_type": "bearer",
+                        "expires_in": 3600
+                    }))
+                    .into_response()
+                },
+            ),
+        )
+        .route(
+            "/graphql",
+            post(
+                move |State(s): State<Guarded>,
+                      h: HeaderMap,
+                      RawQuery(q): RawQuery,
+                      Json(req): Json<async_graphql::Request>| async move {
+                    let auth = header(&h, "authorization");
+                    let query_key = q
+                        .unwrap_or_default()
+                        .split('&')
+                        .any(|kv| kv == format!("api_key={API_KEY}"));
+                    let seen = if auth.starts_with("Bearer gql-token-") {
+                        auth.clone()
+                    } else if header(&h, "x-api-key") == API_KEY {
+                        "api key header".to_string()
+                    } else if query_key {
+                        "api key query".to_string()
+                    } else if auth == BASIC_HEADER {
+                        "basic".to_string()
+                    } else {
+                        return (StatusCode::UNAUTHORIZED, "credentials required").into_response();
+                    };
+                    s.seen.lock().unwrap().push(seen);
+                    let auth = (!auth.is_empty()).then_some(auth);
+                    Json(s.schema.execute(req.data(Auth(auth))).await).into_response()
+                },
+            ),
+        )
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}"), state)
+}

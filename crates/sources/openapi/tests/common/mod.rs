@@ -128,7 +128,7 @@ fn authorized(h: &HeaderMap, q: &[(String, String)]) -> bool {
 }
 
 /// Tiny base64 for the Basic header check, so the tests need no extra crate.
-mod base64_free {
+pub mod base64_free {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     pub fn encode(input: &[u8]) -> String {
         let mut out = String::new();

@@ -1,0 +1,332 @@
+//! Hybrid ranking (feature `semantic`): BM25F fused with sentence-embedding similarity.
+//!
+//! A [`HybridIndex`] holds a lexical [`SearchIndex`], an [`Embedder`] and one unit vector per
+//! tool, computed once when the index is built from [`doc_text`] (name, description and path
+//! words). A search embeds the query, takes the lexical top `lexical_depth` and the semantic
+//! (cosine) top `semantic_depth` among the documents the query may see, and fuses the two
+//! rankings over their union (see [`Fusion`]). Lexical evidence keeps exact identifiers and
+//! rare words strong; the embedding finds tools that the query describes in other words.
+//!
+//! The lexical path is untouched: [`SearchIndex::search`] ranks exactly as without the feature.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::index::{top_k, Hit, Query, SearchDoc, SearchIndex, SearchResult};
+use crate::semantic::{dot, Embedder, SemanticError};
+use crate::tokenize::split_words;
+
+/// How the lexical and semantic rankings are combined.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// Reciprocal rank fusion: `(1 − w) / (k + lexical rank) + w / (k + semantic rank)`, ranks
+    /// from 1, a ranking that does not hold the document adding nothing. Needs no score scale.
+    Rrf { k: f32 },
+    /// Convex combination of normalised scores: `(1 − w) × bm25 / best bm25 + w × cosine
+    /// rescaled so the union's lowest is 0 and its best is 1`; a document outside the lexical
+    /// top gets 0 from it.
+    Convex,
+}
+
+/// Parameters of the fusion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HybridConfig {
+    /// Lexical hits taken into the fusion (at least the query's limit).
+    pub lexical_depth: usize,
+    /// Nearest documents by cosine taken into the fusion (at least the query's limit).
+    pub semantic_depth: usize,
+    /// Share `w` of the semantic side, 0 (lexical only) to 1 (semantic only).
+    pub semantic_weight: f32,
+    pub fusion: Fusion,
+}
+
+impl Default for HybridConfig {
+    /// Equal shares, reciprocal rank fusion with the customary `k = 60`, 50 from each side.
+    fn default() -> Self {
+        Self {
+            lexical_depth: 50,
+            semantic_depth: 50,
+            semantic_weight: 0.5,
+            fusion: Fusion::Rrf { k: 60.0 },
+        }
+    }
+}
+
+/// The text a tool is embedded from: its name and path as words, then its description.
+pub fn doc_text(doc: &SearchDoc) -> String {
+    let name = split_words(&doc.name).join(" ");
+    let path = split_words(&doc.path).join(" ");
+    let mut text = String::with_capacity(name.len() + path.len() + doc.description.len() + 8);
+    text.push_str(&name);
+    if !path.is_empty() && path != name {
+        text.push_str(" (");
+        text.push_str(&path);
+        text.push(')');
+    }
+    if !doc.description.trim().is_empty() {
+        text.push_str(": ");
+        text.push_str(doc.description.trim());
+    }
+    text
+}
+
+/// A lexical index plus tool embeddings; searches fuse both rankings.
+#[derive(Debug, Clone)]
+pub struct HybridIndex {
+    lexical: SearchIndex,
+    embedder: Arc<Embedder>,
+    /// Unit vectors, `dim` per document, in document order.
+    vectors: Vec<f32>,
+    config: HybridConfig,
+}
+
+impl HybridIndex {
+    /// Embeds every doc (in batches) and pairs the vectors with `lexical`, which must have
+    /// been built from the same `docs`. Default fusion parameters.
+    pub fn build(
+        docs: &[SearchDoc],
+        lexical: SearchIndex,
+        embedder: Arc<Embedder>,
+    ) -> Result<Self, SemanticError> {
+        Self::build_with(docs, lexical, embedder, HybridConfig::default())
+    }
+
+    /// [`HybridIndex::build`] with explicit fusion parameters.
+    pub fn build_with(
+        docs: &[SearchDoc],
+        lexical: SearchIndex,
+        embedder: Arc<Embedder>,
+        config: HybridConfig,
+    ) -> Result<Self, SemanticError> {
+        assert_eq!(docs.len(), lexical.len(), "lexical index built from other docs");
+        let texts: Vec<String> = docs.iter().map(doc_text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = embedder.embed_batch(&refs)?;
+        Ok(Self::from_vectors(lexical, embedder, vectors, config))
+    }
+
+    /// Reuses embeddings computed before (e.g. [`HybridIndex::vectors`] of an earlier index
+    /// over the same docs): `vectors` holds `embedder.dim()` values per document.
+    ///
+    /// # Panics
+    /// When `vectors` does not hold one vector per document of `lexical`.
+    pub fn from_vectors(
+        lexical: SearchIndex,
+        embedder: Arc<Embedder>,
+        vectors: Vec<f32>,
+        config: HybridConfig,
+    ) -> Self {
+        assert_eq!(
+            vectors.len(),
+            lexical.len() * embedder.dim(),
+            "one {}-value vector per document",
+            embedder.dim()
+        );
+        Self {
+            lexical,
+            embedder,
+            vectors,
+            config,
+        }
+    }
+
+    /// The lexical index; searching it directly ranks by BM25F alone.
+    pub fn lexical(&self) -> &SearchIndex {
+        &self.lexical
+    }
+
+    pub fn embedder(&self) -> &Arc<Embedder> {
+        &self.embedder
+    }
+
+    /// The document vectors, [`Embedder::dim`] values each, in document order.
+    pub fn vectors(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    pub fn config(&self) -> &HybridConfig {
+        &self.config
+    }
+
+    /// Embeds the query text and runs [`HybridIndex::search_embedded`].
+    ///
+    /// A query without text (only a namespace) is answered by the lexical index alone.
+    pub fn search(&self, q: &Query<'_>) -> Result<SearchResult, SemanticError> {
+        if q.text.trim().is_empty() {
+            return Ok(self.lexical.search(q));
+        }
+        let v = self.embedder.embed(q.text)?;
+        Ok(self.search_embedded(q, &v))
+    }
+
+    /// Fuses the lexical ranking of `q` with the cosine ranking of `query_vector` (the
+    /// query's embedding). `total` counts the fused candidates (the union of both tops).
+    pub fn search_embedded(&self, q: &Query<'_>, query_vector: &[f32]) -> SearchResult {
+        if q.text.trim().is_empty() {
+            return self.lexical.search(q);
+        }
+        let lexical = self.lexical.search(&Query {
+            limit: self.config.lexical_depth.max(q.limit),
+            ..*q
+        });
+        let semantic = self.nearest(q, query_vector, self.config.semantic_depth.max(q.limit));
+        let candidates = fuse(
+            &lexical.hits,
+            &semantic,
+            |d| dot(self.vector(d), query_vector),
+            &self.config,
+        );
+        let total = candidates.len();
+        SearchResult {
+            hits: top_k(candidates, q.limit),
+            total,
+        }
+    }
+
+    /// Ranks by cosine alone (no lexical evidence), honouring the query's namespace and
+    /// filter; for comparison and diagnostics. `total` counts the visible documents.
+    pub fn search_semantic(&self, q: &Query<'_>, query_vector: &[f32]) -> SearchResult {
+        let hits = self.nearest(q, query_vector, self.lexical.len());
+        let total = hits.len();
+        SearchResult {
+            hits: hits.into_iter().take(q.limit).collect(),
+            total,
+        }
+    }
+
+    fn vector(&self, doc: usize) -> &[f32] {
+        let dim = self.embedder.dim();
+        &self.vectors[doc * dim..(doc + 1) * dim]
+    }
+
+    /// The `k` visible documents nearest to `v` by cosine, best first.
+    fn nearest(&self, q: &Query<'_>, v: &[f32], k: usize) -> Vec<Hit> {
+        let Some(visible) = self.lexical.visibility(q) else {
+            return Vec::new();
+        };
+        let dim = self.embedder.dim();
+        let hits: Vec<Hit> = self
+            .vectors
+            .chunks_exact(dim)
+            .enumerate()
+            .filter(|(d, _)| visible(*d))
+            .map(|(doc, x)| Hit {
+                doc,
+                score: dot(x, v),
+            })
+            .collect();
+        top_k(hits, k)
+    }
+}
+
+/// Fuses a lexical and a semantic ranking (each best first) over their union; `cosine` gives
+/// any document's similarity to the query (for [`Fusion::Convex`]). Unordered.
+fn fuse(
+    lexical: &[Hit],
+    semantic: &[Hit],
+    cosine: impl Fn(usize) -> f32,
+    config: &HybridConfig,
+) -> Vec<Hit> {
+    let w = config.semantic_weight;
+    let mut fused: HashMap<usize, f32> = HashMap::new();
+    match config.fusion {
+        Fusion::Rrf { k } => {
+            for (rank, hit) in lexical.iter().enumerate() {
+                *fused.entry(hit.doc).or_default() += (1.0 - w) / (k + rank as f32 + 1.0);
+            }
+            for (rank, hit) in semantic.iter().enumerate() {
+                *fused.entry(hit.doc).or_default() += w / (k + rank as f32 + 1.0);
+            }
+        }
+        Fusion::Convex => {
+            let best = lexical.first().map_or(0.0, |h| h.score);
+            for hit in lexical {
+                let s = if best > 0.0 { hit.score / best } else { 0.0 };
+                fused.insert(hit.doc, (1.0 - w) * s);
+            }
+            for hit in semantic {
+                fused.entry(hit.doc).or_default();
+            }
+            let cos: Vec<(usize, f32)> = fused.keys().map(|&d| (d, cosine(d))).collect();
+            let lo = cos.iter().map(|c| c.1).fold(f32::INFINITY, f32::min);
+            let hi = cos.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
+            let span = (hi - lo).max(1e-6);
+            for (d, c) in cos {
+                *fused.entry(d).or_default() += w * (c - lo) / span;
+            }
+        }
+    }
+    fused
+        .into_iter()
+        .map(|(doc, score)| Hit { doc, score })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doc_text_spells_out_identifiers() {
+        let doc = SearchDoc {
+            path: "github.issues.createIssue".into(),
+            name: "create_issue".into(),
+            description: " Open a new issue. ".into(),
+            params: Vec::new(),
+        };
+        assert_eq!(
+            doc_text(&doc),
+            "create issue (github issues create issue): Open a new issue."
+        );
+    }
+
+    fn ranking(docs: &[usize]) -> Vec<Hit> {
+        docs.iter()
+            .enumerate()
+            .map(|(i, &doc)| Hit {
+                doc,
+                score: 10.0 - i as f32,
+            })
+            .collect()
+    }
+
+    fn order(mut hits: Vec<Hit>) -> Vec<usize> {
+        hits = top_k(hits, usize::MAX);
+        hits.iter().map(|h| h.doc).collect()
+    }
+
+    #[test]
+    fn rrf_favours_documents_both_rankings_hold() {
+        let config = HybridConfig::default();
+        let lexical = ranking(&[1, 2, 3]);
+        let semantic = ranking(&[4, 3, 1]);
+        let fused = fuse(&lexical, &semantic, |_| 0.0, &config);
+        // 1: ranks 1 and 3; 3: ranks 3 and 2; then the single-list firsts 4 (and 2).
+        assert_eq!(order(fused), [1, 3, 4, 2]);
+        // Weight 0 keeps the lexical order (semantic-only documents trail with score 0).
+        let lexical_only = HybridConfig {
+            semantic_weight: 0.0,
+            ..config
+        };
+        assert_eq!(
+            order(fuse(&lexical, &semantic, |_| 0.0, &lexical_only)),
+            [1, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn convex_fusion_blends_normalised_scores() {
+        let config = HybridConfig {
+            fusion: Fusion::Convex,
+            ..HybridConfig::default()
+        };
+        let lexical = [Hit { doc: 0, score: 4.0 }, Hit { doc: 1, score: 1.0 }];
+        let semantic = [Hit { doc: 2, score: 0.9 }, Hit { doc: 1, score: 0.8 }];
+        let cos = |d: usize| [0.1, 0.8, 0.9][d];
+        let fused = fuse(&lexical, &semantic, cos, &config);
+        let score = |d: usize| fused.iter().find(|h| h.doc == d).unwrap().score;
+        assert!((score(0) - 0.5).abs() < 1e-6);
+        assert!((score(1) - (0.5 * 0.25 + 0.5 * 0.875)).abs() < 1e-6);
+        assert!((score(2) - 0.5).abs() < 1e-6);
+    }
+}
