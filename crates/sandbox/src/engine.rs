@@ -11,11 +11,11 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::Thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -165,6 +165,65 @@ impl Shared {
 #[derive(Default)]
 struct Tripped {
     timed_out: AtomicBool,
+    cpu_exceeded: AtomicBool,
+}
+
+/// CPU time of the current thread (the run's thread), from the OS.
+#[cfg(unix)]
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is always supported
+    // on the platforms we build for, and on failure `ts` stays zero.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Without a per-thread CPU clock, elapsed time on the run's thread stands in for it.
+#[cfg(not(unix))]
+fn thread_cpu() -> Duration {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed()
+}
+
+/// Measures the CPU time the script's JavaScript uses: the run thread's CPU time since the
+/// start, minus what the thread spent polling host futures (tool handlers run there too).
+/// Waiting (parked) uses no CPU time. Read from the interrupt handler, hence the atomics.
+struct CpuMeter {
+    start: Duration,
+    host_ns: AtomicU64,
+}
+
+impl CpuMeter {
+    fn start() -> Self {
+        Self {
+            start: thread_cpu(),
+            host_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// CPU time used by JavaScript so far. Only meaningful on the run's thread.
+    fn used(&self) -> Duration {
+        thread_cpu()
+            .saturating_sub(self.start)
+            .saturating_sub(Duration::from_nanos(self.host_ns.load(Ordering::Relaxed)))
+    }
+
+    /// Runs `f` (host work) without charging its CPU time to the script.
+    fn exclude<T>(&self, f: impl FnOnce() -> T) -> T {
+        let before = thread_cpu();
+        let out = f();
+        let spent = thread_cpu().saturating_sub(before);
+        self.host_ns.fetch_add(
+            u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        out
+    }
 }
 
 /// Runs the job to the end on the current thread.
@@ -210,15 +269,22 @@ fn setup_and_run(job: &Job, shared: &Rc<RefCell<Shared>>) -> Result<Status, Scri
     })?;
     rt.set_max_stack_size(job.limits.stack_bytes);
     let tripped = Arc::new(Tripped::default());
+    let cpu = Arc::new(CpuMeter::start());
     {
         let tripped = tripped.clone();
         let cancel = job.cancel.clone();
+        let cpu = cpu.clone();
+        let cpu_limit = job.limits.cpu_time;
         rt.set_interrupt_handler(Some(Box::new(move || {
             if cancel.is_cancelled() {
                 return true;
             }
             if Instant::now() >= deadline {
                 tripped.timed_out.store(true, Ordering::SeqCst);
+                return true;
+            }
+            if cpu.used() >= cpu_limit {
+                tripped.cpu_exceeded.store(true, Ordering::SeqCst);
                 return true;
             }
             false
@@ -237,6 +303,7 @@ fn setup_and_run(job: &Job, shared: &Rc<RefCell<Shared>>) -> Result<Status, Scri
             job,
             shared: shared.clone(),
             tripped: &tripped,
+            cpu: &cpu,
             budget: &budget,
             deadline,
             helpers: None,
@@ -260,6 +327,7 @@ struct Loop<'a, 'js> {
     job: &'a Job,
     shared: Rc<RefCell<Shared>>,
     tripped: &'a Tripped,
+    cpu: &'a CpuMeter,
     budget: &'a Budget,
     deadline: Instant,
     helpers: Option<Object<'js>>,
@@ -383,6 +451,17 @@ impl<'js> Loop<'_, 'js> {
         if self.tripped.timed_out.load(Ordering::SeqCst) || Instant::now() >= self.deadline {
             return Some(self.timeout_error());
         }
+        if self.tripped.cpu_exceeded.load(Ordering::SeqCst)
+            || self.cpu.used() >= self.job.limits.cpu_time
+        {
+            return Some(ScriptError::new(
+                ScriptErrorKind::CpuLimit,
+                format!(
+                    "the script used more than its CPU-time limit of {} ms executing JavaScript (time spent waiting for tool calls does not count)",
+                    self.job.limits.cpu_time.as_millis()
+                ),
+            ));
+        }
         None
     }
 
@@ -421,12 +500,13 @@ impl<'js> Loop<'_, 'js> {
             if let Some(e) = self.check_tripped() {
                 return Status::Failed(e);
             }
-            {
+            // Host futures (tool handlers included) run here; their CPU time is not the script's.
+            self.cpu.exclude(|| {
                 let mut sh = self.shared.borrow_mut();
                 while let Poll::Ready(Some((seq, reply))) = sh.inflight.poll_next_unpin(&mut cx) {
                     ready.insert(seq, reply);
                 }
-            }
+            });
             if let Some(reply) = ready.remove(&next_deliver) {
                 let seq = next_deliver;
                 next_deliver += 1;

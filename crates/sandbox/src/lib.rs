@@ -13,7 +13,8 @@
 //! Guarantees:
 //! - **Isolation**: no file system, network, timers, `require`, `import()`, `process` or `fetch`;
 //!   nothing is shared between runs. The `tools` proxy cannot be enumerated.
-//! - **Limits** ([`Limits`]): memory, stack, wall clock (CPU loops and waits on host calls), the
+//! - **Limits** ([`Limits`]): memory, stack, wall clock (CPU loops and waits on host calls), CPU
+//!   time spent executing JavaScript (enforced by the interrupt handler, waits excluded), the
 //!   number of host calls, console output and result size.
 //! - **Replay** ([`Determinism`]): `Math.random` is seeded, `Date` is pinned, and host replies
 //!   reach the script in the order the calls were issued, so a rerun whose host answers from a

@@ -20,6 +20,10 @@ pub struct Limits {
     /// Wall-clock budget for the whole run, host calls included (default 30 s).
     #[serde(with = "duration_ms")]
     pub wall_clock: Duration,
+    /// CPU-time budget for executing JavaScript (default 10 s). Only time the script's own code
+    /// runs counts: waiting for tool calls, and the host's work on them, does not.
+    #[serde(with = "duration_ms")]
+    pub cpu_time: Duration,
     /// Maximum number of host calls (tools, search, describe) a script may issue (default 1000).
     pub max_tool_calls: u32,
     /// Total bytes of console output kept; the rest is cut with a marker (default 64 KiB).
@@ -34,6 +38,7 @@ impl Default for Limits {
             memory_bytes: 64 * 1024 * 1024,
             stack_bytes: 1024 * 1024,
             wall_clock: Duration::from_secs(30),
+            cpu_time: Duration::from_secs(10),
             max_tool_calls: 1000,
             max_log_bytes: 64 * 1024,
             max_result_bytes: 4 * 1024 * 1024,
@@ -209,6 +214,8 @@ pub enum ScriptErrorKind {
     Thrown,
     /// The wall-clock limit was reached.
     Timeout,
+    /// The CPU-time budget for executing JavaScript was used up.
+    CpuLimit,
     /// The memory limit was reached.
     MemoryLimit,
     /// The stack limit was reached.
@@ -229,6 +236,7 @@ impl fmt::Display for ScriptErrorKind {
             ScriptErrorKind::Syntax => "syntax error",
             ScriptErrorKind::Thrown => "uncaught exception",
             ScriptErrorKind::Timeout => "timeout",
+            ScriptErrorKind::CpuLimit => "cpu limit",
             ScriptErrorKind::MemoryLimit => "memory limit",
             ScriptErrorKind::StackOverflow => "stack overflow",
             ScriptErrorKind::CallLimit => "tool call limit",
@@ -286,6 +294,7 @@ mod tests {
         assert_eq!(l.memory_bytes, 64 << 20);
         assert_eq!(l.stack_bytes, 1 << 20);
         assert_eq!(l.wall_clock, Duration::from_secs(30));
+        assert_eq!(l.cpu_time, Duration::from_secs(10));
         assert_eq!(l.max_tool_calls, 1000);
         assert_eq!(l.max_log_bytes, 64 << 10);
         assert_eq!(l.max_result_bytes, 4 << 20);
@@ -296,6 +305,7 @@ mod tests {
         let l = Limits::default();
         let v = serde_json::to_value(&l).unwrap();
         assert_eq!(v["wallClock"], json!(30000.0));
+        assert_eq!(v["cpuTime"], json!(10000.0));
         assert_eq!(v["maxToolCalls"], json!(1000));
         let back: Limits = serde_json::from_value(v).unwrap();
         assert_eq!(back, l);

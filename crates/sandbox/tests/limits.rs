@@ -1,4 +1,5 @@
-//! Resource limits: wall clock (CPU loops and waits on host calls), memory, stack and the
+//! Resource limits: wall clock (CPU loops and waits on host calls), CPU time spent executing
+//! JavaScript (waits and host work excluded), memory, stack and the
 //! number of tool calls.
 
 use crate::common;
@@ -135,4 +136,87 @@ async fn the_call_beyond_the_limit_rejects_and_fails_the_script() {
     .await;
     assert_eq!(o.status, Status::Completed(json!([true, "call_limit"])));
     assert_eq!(o.calls, 3);
+}
+
+#[tokio::test]
+async fn busy_loops_hit_the_cpu_limit_before_the_wall_clock() {
+    let lim = Limits {
+        wall_clock: Duration::from_secs(20),
+        cpu_time: Duration::from_millis(300),
+        ..limits()
+    };
+    let start = Instant::now();
+    let o = run_with("while (true) {}", Arc::new(TestHost::default()), &lim).await;
+    let took = start.elapsed();
+    assert_eq!(kind(&o.status), ScriptErrorKind::CpuLimit, "{:?}", o.status);
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    if let Status::Failed(e) = &o.status {
+        assert!(
+            e.message.contains("CPU-time limit of 300 ms"),
+            "{}",
+            e.message
+        );
+    }
+    // Cannot be caught either.
+    let o = run_with(
+        "try { while (true) {} } catch (e) { return 'caught'; }",
+        Arc::new(TestHost::default()),
+        &lim,
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::CpuLimit);
+}
+
+#[tokio::test]
+async fn waiting_on_slow_tools_does_not_use_the_cpu_budget() {
+    // Four sequential 300 ms tool calls: 1.2 s of waiting against a 150 ms CPU budget.
+    let lim = Limits {
+        wall_clock: Duration::from_secs(20),
+        cpu_time: Duration::from_millis(150),
+        ..limits()
+    };
+    let o = run_with(
+        "let n = 0;\nfor (let i = 0; i < 4; i++) { await tools.slow.op({i}); n++; }\nreturn n;",
+        Arc::new(TestHost::default()),
+        &lim,
+    )
+    .await;
+    assert_eq!(o.status, Status::Completed(json!(4)));
+    assert!(o.elapsed >= Duration::from_millis(1200), "{:?}", o.elapsed);
+}
+
+/// A host whose handler burns CPU on the sandbox thread: host work is not the script's.
+struct BusyHost;
+
+impl toolshed_sandbox::Host for BusyHost {
+    fn call(
+        &self,
+        _call: toolshed_sandbox::HostCall,
+    ) -> futures::future::BoxFuture<'static, toolshed_sandbox::HostReply> {
+        Box::pin(async {
+            let start = Instant::now();
+            let mut x: u64 = 0;
+            while start.elapsed() < Duration::from_millis(100) {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            toolshed_sandbox::HostReply::Ok(json!(x % 2))
+        })
+    }
+}
+
+#[tokio::test]
+async fn host_work_is_not_charged_to_the_script() {
+    let lim = Limits {
+        wall_clock: Duration::from_secs(20),
+        cpu_time: Duration::from_millis(150),
+        ..limits()
+    };
+    let o = run_with(
+        "for (let i = 0; i < 4; i++) await tools.busy.op({});\nreturn 'done';",
+        Arc::new(BusyHost),
+        &lim,
+    )
+    .await;
+    assert_eq!(o.status, Status::Completed(json!("done")));
 }
