@@ -4,6 +4,11 @@
 //! long as they hold it; writers build a new catalog with [`CatalogBuilder`] and
 //! [`SharedCatalog::store`] it. Compiled schema validators are created lazily, once per tool per
 //! snapshot.
+//!
+//! Tool names are Title Case ("Create Issue"). A tool whose name is not
+//! ([`crate::tool::is_title_case`]) is renamed with [`crate::tool::title_case`] when the
+//! snapshot is built; [`Catalog::renamed`] lists every such rename with the tool's origin so
+//! assembly can report it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +20,7 @@ use indexmap::IndexMap;
 use crate::path::ToolPath;
 use crate::plugin::Plugin;
 use crate::schema::{CompiledSchema, SchemaError};
-use crate::tool::Tool;
+use crate::tool::{capitalize_words, is_title_case, title_case, Tool};
 
 /// Why a catalog could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,11 +70,34 @@ impl CatalogEntry {
     }
 }
 
+/// A tool whose name was not Title Case and was normalised when the catalog was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renamed {
+    pub path: String,
+    pub origin: String,
+    pub from: String,
+    pub to: String,
+}
+
+impl std::fmt::Display for Renamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tool '{}' from {}: name {:?} is not Title Case; using {:?}",
+            self.path,
+            origin_label(&self.origin),
+            self.from,
+            self.to
+        )
+    }
+}
+
 /// An immutable set of tools keyed by path, in insertion order.
 #[derive(Default)]
 pub struct Catalog {
     version: u64,
     entries: IndexMap<ToolPath, Arc<CatalogEntry>>,
+    renamed: Vec<Renamed>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -104,6 +132,10 @@ impl Catalog {
     }
     pub fn iter(&self) -> impl Iterator<Item = &Arc<CatalogEntry>> {
         self.entries.values()
+    }
+    /// Tools whose names were normalised to Title Case when this snapshot was built.
+    pub fn renamed(&self) -> &[Renamed] {
+        &self.renamed
     }
     /// Tool counts per namespace, sorted by namespace, for the tools `keep` admits.
     pub fn namespaces(&self, mut keep: impl FnMut(&ToolPath) -> bool) -> BTreeMap<String, usize> {
@@ -151,11 +183,22 @@ impl CatalogBuilder {
         self
     }
 
-    /// Builds the snapshot; two tools with one path is an error naming both origins.
+    /// Builds the snapshot; two tools with one path is an error naming both origins. Names that
+    /// are not Title Case are normalised (see [`Catalog::renamed`]).
     pub fn build(self) -> Result<Catalog, CatalogError> {
         let mut entries: IndexMap<ToolPath, Arc<CatalogEntry>> =
             IndexMap::with_capacity(self.tools.len());
-        for t in self.tools {
+        let mut renamed = Vec::new();
+        for mut t in self.tools {
+            if !is_title_case(&t.def.name) {
+                let to = normalized_name(&t.def.name, &t.def.path);
+                renamed.push(Renamed {
+                    path: t.def.path.to_string(),
+                    origin: t.def.origin.clone(),
+                    from: std::mem::replace(&mut t.def.name, to.clone()),
+                    to,
+                });
+            }
             if let Some(prev) = entries.get(&t.def.path) {
                 return Err(CatalogError::Duplicate {
                     path: t.def.path.to_string(),
@@ -168,8 +211,28 @@ impl CatalogBuilder {
         Ok(Catalog {
             version: 0,
             entries,
+            renamed,
         })
     }
+}
+
+/// A Title Case name for a tool: its words capitalised (human text keeps its letters, an
+/// identifier is split into words), or words from its path when the name has none.
+fn normalized_name(name: &str, path: &ToolPath) -> String {
+    let words = name.trim();
+    if words.contains(char::is_alphanumeric) {
+        let from_name = if words.contains(char::is_whitespace) && !words.contains('_') {
+            capitalize_words(words)
+        } else {
+            title_case(words)
+        };
+        if is_title_case(&from_name) {
+            return from_name;
+        }
+        return title_case(words);
+    }
+    let rest: Vec<&str> = path.segments().skip(1).collect();
+    title_case(&rest.join("_"))
 }
 
 fn origin_label(o: &str) -> String {
@@ -239,6 +302,41 @@ mod tests {
             msg.contains("a.b") && msg.contains("source:one") && msg.contains("source:two"),
             "{msg}"
         );
+    }
+
+    fn named(path: &str, name: &str, origin: &str) -> Tool {
+        let mut t = tool(path, origin);
+        t.def.name = name.into();
+        t
+    }
+
+    #[test]
+    fn names_are_normalised_to_title_case_and_reported() {
+        let mut b = CatalogBuilder::new();
+        b.add_tool(named("mem.read_file", "read file", "source:mem"))
+            .add_tool(named("pets.list_pets", "listPets", "source:pets"))
+            .add_tool(named("gh.issues.create", "", "source:gh"))
+            .add_tool(named("ok.tool", "Already Fine", "plugin:ok"))
+            .add_tool(named("gh.repos.get", "get GitHub repo", "source:gh"));
+        let c = b.build().unwrap();
+        let name = |p: &str| c.get(p).unwrap().tool.def.name.clone();
+        assert_eq!(name("mem.read_file"), "Read File");
+        assert_eq!(name("pets.list_pets"), "List Pets");
+        assert_eq!(name("gh.issues.create"), "Issues Create");
+        assert_eq!(name("ok.tool"), "Already Fine");
+        assert_eq!(name("gh.repos.get"), "Get GitHub Repo");
+        assert!(c.iter().all(|e| is_title_case(&e.tool.def.name)));
+        let renamed = c.renamed();
+        assert_eq!(renamed.len(), 4);
+        let msg = renamed[0].to_string();
+        assert!(
+            msg.contains("mem.read_file")
+                && msg.contains("source:mem")
+                && msg.contains("\"read file\""),
+            "{msg}"
+        );
+        assert_eq!(renamed[1].from, "listPets");
+        assert_eq!(renamed[1].to, "List Pets");
     }
 
     #[test]

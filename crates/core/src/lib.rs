@@ -19,7 +19,7 @@ pub mod policy;
 pub mod schema;
 pub mod tool;
 
-pub use catalog::{Catalog, CatalogBuilder, CatalogError, SharedCatalog};
+pub use catalog::{Catalog, CatalogBuilder, CatalogError, Renamed, SharedCatalog};
 pub use path::{PathError, ToolPath};
 pub use plugin::{AuthProviderDef, Plugin};
 pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};

@@ -1,4 +1,8 @@
 //! Plugins: a named group of tools that share auth providers.
+//!
+//! A plugin declares the auth providers its handlers need ([`Plugin::with_auth`]); the
+//! deployment configures credentials for them, and a handler gets the token with
+//! `ctx.token("<provider id>")`. A provider declared by a plugin serves only that plugin's tools.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +17,21 @@ pub struct AuthProviderDef {
     pub kind: String,
     #[serde(default)]
     pub description: String,
+}
+
+impl AuthProviderDef {
+    /// A provider `id` of `kind` (`api_key`, `bearer`, `oauth2_client_credentials`, ...).
+    pub fn new(
+        id: impl Into<String>,
+        kind: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            kind: kind.into(),
+            description: description.into(),
+        }
+    }
 }
 
 /// A group of tools with a common namespace and auth.
@@ -43,6 +62,12 @@ impl Plugin {
 
     pub fn with_tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
+        self
+    }
+
+    /// Declares an auth provider its handlers ask their context for.
+    pub fn with_auth(mut self, provider: AuthProviderDef) -> Self {
+        self.auth.push(provider);
         self
     }
 

@@ -98,20 +98,50 @@ impl ToolDef {
     }
 }
 
-/// Title-cases a snake/camel/dotted identifier: `issues_create` → "Issues Create".
+/// Makes a Title Case tool name from words or an identifier: `issues_create` → "Issues Create",
+/// `listPets` → "List Pets", `"Find pet by ID"` → "Find Pet By Id".
+///
+/// Every generated tool name (imported operations, upstream MCP tools, plugins) goes through
+/// this helper, and the catalog normalises names that are not Title Case ([`is_title_case`]).
 pub fn title_case(s: &str) -> String {
     crate::path::to_segment(s)
         .split('_')
+        .map(capitalize)
         .filter(|w| !w.is_empty())
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
-                None => String::new(),
-            }
-        })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Upper-cases the first letter of each word of human-written text and keeps the rest:
+/// `"Create GitHub issue"` → "Create GitHub Issue". Identifiers go through [`title_case`].
+pub fn capitalize_words(s: &str) -> String {
+    s.split_whitespace()
+        .map(capitalize)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `name` is a Title Case tool name: not empty, no surrounding or doubled whitespace,
+/// no identifier separators (`_`), and every word that starts with a letter starts with an
+/// upper-case one ("List Pets", "Get v2 Items" is not; "Get V2 Items" is).
+pub fn is_title_case(name: &str) -> bool {
+    !name.is_empty()
+        && name.trim() == name
+        && !name.contains("  ")
+        && !name.contains('_')
+        && name.split_whitespace().all(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| !c.is_alphabetic() || c.is_uppercase())
+        })
+}
+
+fn capitalize(w: &str) -> String {
+    let mut c = w.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
 }
 
 /// The broad class of a tool failure; faces map it to their own codes.
@@ -304,6 +334,49 @@ mod tests {
         assert_eq!(title_case("issues_create"), "Issues Create");
         assert_eq!(title_case("listPets"), "List Pets");
         assert_eq!(title_case("get_node"), "Get Node");
+        assert_eq!(title_case("HTTPServer"), "Http Server");
+        assert_eq!(title_case("issues/create-comment"), "Issues Create Comment");
+        assert_eq!(title_case("v2Items"), "V2 Items");
+        assert_eq!(title_case("tables.rows.insert"), "Tables Rows Insert");
+        assert_eq!(title_case("Find pet by ID"), "Find Pet By Id");
+        assert_eq!(title_case("List all pets"), "List All Pets");
+    }
+
+    #[test]
+    fn words_are_capitalized_keeping_their_letters() {
+        assert_eq!(
+            capitalize_words("Create GitHub issue"),
+            "Create GitHub Issue"
+        );
+        assert_eq!(capitalize_words("  read   file "), "Read File");
+        assert_eq!(capitalize_words("élan vital"), "Élan Vital");
+    }
+
+    #[test]
+    fn title_case_check() {
+        for ok in [
+            "List Pets",
+            "Get V2 Items",
+            "Create GitHub Issue",
+            "Echo",
+            "Sum (Beta)",
+        ] {
+            assert!(is_title_case(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "list pets",
+            "List pets",
+            "list_pets",
+            " List",
+            "List  Pets",
+            "listPets",
+        ] {
+            assert!(!is_title_case(bad), "{bad:?}");
+        }
+        for s in ["list_pets", "listPets", "List all pets", "HTTPServer", "x"] {
+            assert!(is_title_case(&title_case(s)), "{s}");
+        }
     }
 
     #[tokio::test]
