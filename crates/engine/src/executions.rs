@@ -14,6 +14,14 @@
 //!
 //! Executions that never pause are never written to the store: the fast path stays in memory and
 //! the audit log records their calls.
+//!
+//! Crash safety of a resumed run: the claim stores the decision together with `status=running`,
+//! and every call that completes during the resumed run is appended to the stored journal before
+//! its result reaches the script. If the process dies mid-run, the execution stays `running`;
+//! once it has been silent longer than a run can last (the wall clock or call timeout, plus
+//! [`crate::EngineConfig::recovery_grace`]) it is listed as `interrupted` and its owner can
+//! resume it again: the recorded decision is reused, journaled calls are answered from the
+//! journal, and only calls that had not completed run (again).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -99,13 +107,16 @@ impl Outcome {
     }
 }
 
-/// A paused execution, as listed for approvers.
+/// A paused (or interrupted) execution, as listed for approvers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingSummary {
     pub execution_id: String,
     pub principal: String,
     pub kind: String,
+    /// `paused` (waits for a decision), `running` (being resumed right now) or `interrupted`
+    /// (a resumed run that stopped without finishing, e.g. the process died; resume it again).
+    pub status: String,
     pub pending: Option<PendingCall>,
     pub created_at: i64,
     pub expires_at: Option<i64>,
@@ -163,11 +174,50 @@ struct RunState {
     pending: BTreeMap<u32, PendingCall>,
 }
 
+fn journal_json(st: &RunState) -> Value {
+    Value::Array(st.journal.values().cloned().collect())
+}
+
+/// Everything completed so far, for the stored journal of a run in progress: this run's calls
+/// and the journaled calls it has not reached yet.
+fn durable_journal_json(st: &RunState) -> Value {
+    let mut all: BTreeMap<u32, &Value> = st.replay.iter().map(|(k, v)| (*k, v)).collect();
+    all.extend(st.journal.iter().map(|(k, v)| (*k, v)));
+    Value::Array(all.into_values().cloned().collect())
+}
+
+/// The stored record of a resumed run, kept current as calls complete.
+struct Durable {
+    rec: tokio::sync::Mutex<ExecutionRecord>,
+}
+
 struct ScriptHost {
     engine: Engine,
     caller: Caller,
     execution_id: Arc<str>,
     state: Arc<Mutex<RunState>>,
+    /// Set for resumed runs: completed calls are journaled in the store as they complete.
+    durable: Option<Arc<Durable>>,
+}
+
+impl Engine {
+    /// Writes the journal so far to the stored execution (still claimed by this run).
+    async fn persist_journal(
+        &self,
+        durable: &Durable,
+        state: &Mutex<RunState>,
+    ) -> Result<(), EngineError> {
+        let mut rec = durable.rec.lock().await;
+        rec.journal = durable_journal_json(&state.lock());
+        rec.updated_at = now_ms();
+        let expected = rec.version;
+        rec.version += 1;
+        if !self.inner.store.update_execution(&rec, expected).await? {
+            rec.version = expected;
+            return Err(EngineError::Busy { id: rec.id.clone() });
+        }
+        Ok(())
+    }
 }
 
 impl Host for ScriptHost {
@@ -176,6 +226,7 @@ impl Host for ScriptHost {
         let caller = self.caller.clone();
         let exec = self.execution_id.clone();
         let state = self.state.clone();
+        let durable = self.durable.clone();
         Box::pin(async move {
             let key = target_key(&call.target);
             let seq = call.seq;
@@ -263,6 +314,13 @@ impl Host for ScriptHost {
                 .lock()
                 .journal
                 .insert(seq, reply_to_json(seq, &key, &result));
+            // A resumed run journals each completed tool call durably before the script sees it,
+            // so a crash from here on never runs it again.
+            if let (Some(d), Target::Tool(_)) = (&durable, &call.target) {
+                if let Err(e) = engine.persist_journal(d, &state).await {
+                    return HostReply::Err(host_error(&e));
+                }
+            }
             match result {
                 Ok(v) => HostReply::Ok(v),
                 Err(e) => HostReply::Err(e),
@@ -326,11 +384,17 @@ impl Engine {
         let state = Arc::new(Mutex::new(state));
         let mut script_caller = caller.clone();
         script_caller.face = Face::Script;
+        let durable = stored.then(|| {
+            Arc::new(Durable {
+                rec: tokio::sync::Mutex::new(rec.clone()),
+            })
+        });
         let host = Arc::new(ScriptHost {
             engine: self.clone(),
             caller: script_caller,
             execution_id: Arc::from(rec.id.as_str()),
             state: state.clone(),
+            durable: durable.clone(),
         });
         let det = Determinism {
             seed: rec.seed as u64,
@@ -340,11 +404,12 @@ impl Engine {
             toolshed_sandbox::run(&rec.source, host, &self.inner.config.limits, det).await;
         let (journal, pending_calls) = {
             let st = state.lock();
-            (
-                Value::Array(st.journal.values().cloned().collect()),
-                st.pending.clone(),
-            )
+            (journal_json(&st), st.pending.clone())
         };
+        if let Some(d) = &durable {
+            // Journal writes during the run moved the version on.
+            rec.version = d.rec.lock().await.version;
+        }
         rec.journal = journal;
         rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
         let logs = outcome.logs;
@@ -506,11 +571,10 @@ impl Engine {
                 })
             }
             ExecutionStatus::Running => {
-                let stale = now - rec.updated_at
-                    > self.inner.config.limits.wall_clock.as_millis() as i64 + 60_000;
-                if !stale {
+                if !self.is_stale(&rec, now) {
                     return Err(EngineError::Busy { id: id.into() });
                 }
+                tracing::info!(execution = id, "recovering an interrupted execution");
             }
             ExecutionStatus::Paused => {
                 if rec.expires_at.is_some_and(|t| t < now) {
@@ -530,6 +594,23 @@ impl Engine {
                 id: id.into(),
                 status: "without a pending call".into(),
             })?;
+        // The decision is stored with the claim, so an interrupted run is recovered with the
+        // decision it was started with (a recovery's own decision applies only when none was
+        // recorded for the pending call).
+        let mut decisions = rec.decisions.as_object().cloned().unwrap_or_default();
+        let key = pending.seq.to_string();
+        let recorded = decisions
+            .get(&key)
+            .and_then(|v| v["decision"].as_str())
+            .and_then(|d| d.parse::<Decision>().ok());
+        let decision = match recorded {
+            Some(d) => d,
+            None => {
+                decisions.insert(key, json!({"decision": decision, "path": pending.path}));
+                decision
+            }
+        };
+        rec.decisions = Value::Object(decisions);
         // Claim it: whoever bumps the version first runs it.
         rec.status = ExecutionStatus::Running;
         rec.updated_at = now;
@@ -538,12 +619,6 @@ impl Engine {
         if !self.inner.store.update_execution(&rec, expected).await? {
             return Err(EngineError::Busy { id: id.into() });
         }
-        let mut decisions = rec.decisions.as_object().cloned().unwrap_or_default();
-        decisions.insert(
-            pending.seq.to_string(),
-            json!({"decision": decision, "path": pending.path}),
-        );
-        rec.decisions = Value::Object(decisions);
 
         if rec.kind == "call" {
             return self.resume_call(caller, rec, pending, decision).await;
@@ -608,23 +683,46 @@ impl Engine {
         Ok(result)
     }
 
-    /// Paused executions of the caller (expired ones are marked first).
+    /// Whether a `running` execution has been silent for longer than any run can last, i.e. the
+    /// run that claimed it is gone.
+    fn is_stale(&self, rec: &ExecutionRecord, now: i64) -> bool {
+        let c = &self.inner.config;
+        let longest = c.limits.wall_clock.max(c.call_timeout) + c.recovery_grace;
+        now - rec.updated_at > longest.as_millis() as i64
+    }
+
+    /// The caller's executions that wait for someone: paused ones, and resumed runs that are
+    /// running or were interrupted (expired ones are marked first). Newest first.
     pub async fn pending(&self, caller: &Caller) -> Result<Vec<PendingSummary>, EngineError> {
-        self.inner.store.expire_executions(now_ms()).await?;
-        let recs = self
-            .inner
-            .store
-            .list_executions(Some(&caller.principal), Some(ExecutionStatus::Paused), 200)
-            .await?;
+        let now = now_ms();
+        self.inner.store.expire_executions(now).await?;
+        let mut recs = Vec::new();
+        for status in [ExecutionStatus::Paused, ExecutionStatus::Running] {
+            recs.extend(
+                self.inner
+                    .store
+                    .list_executions(Some(&caller.principal), Some(status), 200)
+                    .await?,
+            );
+        }
+        recs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        recs.truncate(200);
         Ok(recs
             .into_iter()
-            .map(|r| PendingSummary {
-                execution_id: r.id,
-                principal: r.principal,
-                kind: r.kind,
-                pending: r.pending.and_then(|p| serde_json::from_value(p).ok()),
-                created_at: r.created_at,
-                expires_at: r.expires_at,
+            .map(|r| {
+                let status = match r.status {
+                    ExecutionStatus::Running if self.is_stale(&r, now) => "interrupted",
+                    other => other.as_str(),
+                };
+                PendingSummary {
+                    status: status.to_string(),
+                    execution_id: r.id,
+                    principal: r.principal,
+                    kind: r.kind,
+                    pending: r.pending.and_then(|p| serde_json::from_value(p).ok()),
+                    created_at: r.created_at,
+                    expires_at: r.expires_at,
+                }
             })
             .collect())
     }

@@ -48,6 +48,9 @@ pub struct EngineConfig {
     pub approval_ttl: Duration,
     /// Sandbox limits for scripts.
     pub limits: Limits,
+    /// How long past the longest possible run (wall clock or call timeout) a resumed execution
+    /// must be silent before it counts as interrupted and may be resumed again.
+    pub recovery_grace: Duration,
 }
 
 impl Default for EngineConfig {
@@ -56,6 +59,7 @@ impl Default for EngineConfig {
             call_timeout: Duration::from_secs(30),
             approval_ttl: Duration::from_secs(24 * 3600),
             limits: Limits::default(),
+            recovery_grace: Duration::from_secs(60),
         }
     }
 }
@@ -105,6 +109,19 @@ impl Engine {
         Self {
             inner: Arc::new(Inner {
                 tokens: Some(tokens),
+                ..inner
+            }),
+        }
+    }
+
+    /// Adds the semantic search stage: tools are embedded with `embedder` (in the background,
+    /// per catalog snapshot) and searches fuse the embedding similarity with BM25F.
+    pub fn with_embedder(self, embedder: Arc<dyn toolshed_search::TextEmbedder>) -> Self {
+        let inner = Arc::try_unwrap(self.inner)
+            .unwrap_or_else(|_| panic!("with_embedder must be called before the engine is shared"));
+        Self {
+            inner: Arc::new(Inner {
+                search: discovery::SearchCache::with_embedder(embedder),
                 ..inner
             }),
         }

@@ -17,6 +17,8 @@ struct Counters {
     echo: AtomicUsize,
     insert: AtomicUsize,
     destroy: AtomicUsize,
+    /// `demo.block` runs: the first one never finishes.
+    block: AtomicUsize,
 }
 
 fn def(path: &str, ann: Annotations, input: Value) -> ToolDef {
@@ -73,6 +75,20 @@ fn catalog(counters: Arc<Counters>) -> SharedCatalog {
             async move {
                 c.destroy.fetch_add(1, Ordering::SeqCst);
                 Ok(json!({"destroyed": args["what"]}))
+            }
+        },
+    ));
+    let c = counters.clone();
+    b.add_tool(Tool::from_fn(
+        def("demo.block", Annotations::WRITE, json!({"type": "object"})),
+        move |_ctx, _args| {
+            let c = c.clone();
+            async move {
+                let n = c.block.fetch_add(1, Ordering::SeqCst) + 1;
+                if n == 1 {
+                    std::future::pending::<()>().await;
+                }
+                Ok(json!({"run": n}))
             }
         },
     ));
@@ -150,9 +166,15 @@ async fn engine_with(store: Store, config: EngineConfig) -> (Engine, Arc<Counter
         echo: 0.into(),
         insert: 0.into(),
         destroy: 0.into(),
+        block: 0.into(),
     });
-    let e = Engine::new(Arc::new(catalog(counters.clone())), policy(), store, config);
+    let e = engine_sharing(store, config, counters.clone());
     (e, counters)
+}
+
+/// An engine whose tools count into `counters` (shared across "restarts").
+fn engine_sharing(store: Store, config: EngineConfig, counters: Arc<Counters>) -> Engine {
+    Engine::new(Arc::new(catalog(counters)), policy(), store, config)
 }
 
 async fn engine() -> (Engine, Arc<Counters>) {
@@ -656,4 +678,185 @@ fn uuid_like() -> String {
             .unwrap()
             .as_nanos()
     )
+}
+
+/// A resumed run dies after the approved call completed (the task is aborted and the engine
+/// dropped, as in a crash); a new engine on the same database lists the execution as
+/// interrupted, its owner resumes it, and neither the journaled insert nor the approved
+/// destroy runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_resume_recovers_without_rerunning_completed_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let (e1, c) = engine_with(store.clone(), EngineConfig::default()).await;
+    let alice = e1.caller("alice", Face::Mcp);
+
+    // Scripts that never pause leave nothing in the store.
+    let out = e1
+        .run_script(&alice, "return (await tools.demo.echo({msg: 'x'})).echo")
+        .await
+        .unwrap();
+    assert_eq!(completed(&out), &json!("x"));
+    assert!(store
+        .list_executions(None, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let script = r#"
+        const a = await tools.demo.insert({ n: 1 });
+        const d = await tools.demo.destroy({ what: "t" });
+        const b = await tools.demo.block({});
+        return { a: a.total, d: d.destroyed, b: b.run };
+    "#;
+    let Outcome::Paused { execution_id, .. } = e1.run_script(&alice, script).await.unwrap() else {
+        panic!()
+    };
+    let run = {
+        let (e1, alice, id) = (e1.clone(), alice.clone(), execution_id.clone());
+        tokio::spawn(async move { e1.resume(&alice, &id, Decision::Approve).await })
+    };
+    for _ in 0..500 {
+        if c.block.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        c.block.load(Ordering::SeqCst),
+        1,
+        "the run reached demo.block"
+    );
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+
+    // Mid-run, the decision and both completed calls are already stored.
+    let rec = store.get_execution(&execution_id).await.unwrap().unwrap();
+    assert_eq!(rec.status.as_str(), "running");
+    assert_eq!(
+        rec.decisions["1"]["decision"], "approve",
+        "{}",
+        rec.decisions
+    );
+    let seqs: Vec<u64> = rec
+        .journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![0, 1], "{}", rec.journal);
+    // Listed with its state; a second resume while it runs is refused.
+    let listed = e1.pending(&alice).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, "running");
+    assert_eq!(
+        e1.resume(&alice, &execution_id, Decision::Approve)
+            .await
+            .unwrap_err()
+            .code(),
+        "busy"
+    );
+
+    // The crash.
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+    drop(e1);
+
+    // A restart on the same file, with short limits so the run counts as interrupted soon.
+    let config = EngineConfig {
+        call_timeout: Duration::from_millis(300),
+        recovery_grace: Duration::ZERO,
+        limits: toolshed_sandbox::Limits {
+            wall_clock: Duration::from_millis(500),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let store2 = Store::open_dir(dir.path()).await.unwrap();
+    let e2 = engine_sharing(store2, config, c.clone());
+    let alice2 = e2.caller("alice", Face::Http);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let listed = e2.pending(&alice2).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, "interrupted");
+    assert_eq!(listed[0].pending.as_ref().unwrap().path, "demo.destroy");
+    // Only its owner may recover it.
+    assert_eq!(
+        e2.resume(
+            &e2.caller("bob", Face::Http),
+            &execution_id,
+            Decision::Approve
+        )
+        .await
+        .unwrap_err()
+        .code(),
+        "unknown_execution"
+    );
+    let done = e2
+        .resume(&alice2, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(completed(&done), &json!({"a": 1, "d": "t", "b": 2}));
+    assert_eq!(c.insert.load(Ordering::SeqCst), 1, "insert ran once");
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1, "destroy ran once");
+    assert_eq!(
+        c.block.load(Ordering::SeqCst),
+        2,
+        "the call that never completed runs again"
+    );
+    assert!(e2.pending(&alice2).await.unwrap().is_empty());
+    assert_eq!(
+        e2.resume(&alice2, &execution_id, Decision::Approve)
+            .await
+            .unwrap_err()
+            .code(),
+        "already_settled"
+    );
+}
+
+/// An interrupted direct call is recovered with the decision recorded by the first resume, even
+/// when the recovering resume says otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_direct_call_keeps_its_recorded_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let config = EngineConfig {
+        call_timeout: Duration::from_millis(200),
+        recovery_grace: Duration::ZERO,
+        limits: toolshed_sandbox::Limits {
+            wall_clock: Duration::from_millis(200),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (e, c) = engine_with(store.clone(), config.clone()).await;
+    let alice = e.caller("alice", Face::Cli);
+    let Outcome::Paused { execution_id, .. } = e
+        .call(&alice, "demo.destroy", json!({"what": "db"}))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    // Simulate a process that claimed it (decision stored) and died before running the call.
+    let mut rec = store.get_execution(&execution_id).await.unwrap().unwrap();
+    rec.status = toolshed_store::ExecutionStatus::Running;
+    rec.decisions = json!({"0": {"decision": "approve", "path": "demo.destroy"}});
+    let v = rec.version;
+    rec.version += 1;
+    assert!(store.update_execution(&rec, v).await.unwrap());
+    assert_eq!(
+        e.resume(&alice, &execution_id, Decision::Deny)
+            .await
+            .unwrap_err()
+            .code(),
+        "busy"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let done = e
+        .resume(&alice, &execution_id, Decision::Deny)
+        .await
+        .unwrap();
+    assert_eq!(completed(&done), &json!({"destroyed": "db"}));
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
 }
