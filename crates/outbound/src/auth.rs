@@ -162,14 +162,39 @@ struct CachedToken {
 
 type Slot = Arc<tokio::sync::Mutex<Option<CachedToken>>>;
 
+/// How many fetched access tokens [`TokenCache::issued`] remembers (newest kept).
+const ISSUED_KEPT: usize = 32;
+
 /// OAuth2 tokens per client, shared by clones of an [`Outbound`].
 #[derive(Default)]
 pub(crate) struct TokenCache {
     slots: Mutex<HashMap<String, Slot>>,
     fetches: std::sync::atomic::AtomicUsize,
+    /// Access tokens fetched so far (the last [`ISSUED_KEPT`]), for redaction: an API that
+    /// echoes its caller's token must not leak it into results, errors or logs.
+    issued: Mutex<Vec<Secret>>,
 }
 
 impl TokenCache {
+    /// The access tokens fetched by this cache, newest last.
+    pub(crate) fn issued(&self) -> Vec<Secret> {
+        self.issued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn remember(&self, token: &Secret) {
+        let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        if issued.contains(token) {
+            return;
+        }
+        if issued.len() == ISSUED_KEPT {
+            issued.remove(0);
+        }
+        issued.push(token.clone());
+    }
+
     /// How many token requests were sent (for diagnostics).
     #[allow(dead_code)]
     pub(crate) fn fetch_count(&self) -> usize {
@@ -251,6 +276,7 @@ impl TokenCache {
             token: Secret::new(parsed.access_token),
             refresh_at: Instant::now() + lifetime - skew,
         };
+        self.remember(&cached.token);
         *guard = Some(cached.clone());
         Ok(cached.token)
     }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::auth::{AuthConfig, TokenCache};
 use crate::error::OutboundError;
 use crate::net::{check_url, classify, find_refused, GuardedResolver, Refused};
+use crate::secret::Secret;
 
 /// How many characters of an error body are kept in errors.
 pub const BODY_EXCERPT_CHARS: usize = 500;
@@ -189,6 +190,13 @@ impl Outbound {
 
     pub(crate) fn tokens(&self) -> &TokenCache {
         &self.inner.tokens
+    }
+
+    /// The OAuth2 access tokens this client (and its clones) fetched, newest last (a bounded
+    /// number). They are secrets like the configured ones: blank them out of whatever an API
+    /// answers, since an API may echo its caller's token.
+    pub fn issued_tokens(&self) -> Vec<Secret> {
+        self.inner.tokens.issued()
     }
 
     /// Sends a request and reads the whole body within the size cap, whatever the status.

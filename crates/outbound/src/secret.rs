@@ -88,9 +88,70 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
     out
 }
 
+/// Whether a header or environment variable name looks like it carries a credential
+/// (`Authorization`, `Cookie`, `X-Api-Key`, `GITHUB_TOKEN`, `DB_PASSWORD`, ...): its value is
+/// then a secret to keep out of logs, results and errors. Other names (`Accept-Language`,
+/// `LOG_LEVEL`) carry ordinary values that are not blanked out.
+pub fn is_credential_name(name: &str) -> bool {
+    const MARKERS: [&str; 12] = [
+        "auth",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "cookie",
+        "session",
+        "credential",
+        "signature",
+        "private",
+        "apikey",
+        "bearer",
+    ];
+    let lower = name.to_ascii_lowercase();
+    let compact: String = lower
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    MARKERS.iter().any(|m| compact.contains(m))
+        || lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| word == "key" || word == "pat")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_names() {
+        for n in [
+            "Authorization",
+            "Proxy-Authorization",
+            "Cookie",
+            "X-Api-Key",
+            "x-api_key",
+            "apikey",
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "X-Shop-Secret",
+            "OPENAI_API_KEY",
+            "X-Session-Id",
+            "GH_PAT",
+        ] {
+            assert!(is_credential_name(n), "{n}");
+        }
+        for n in [
+            "Accept-Language",
+            "X-Request-Source",
+            "LOG_LEVEL",
+            "HOME",
+            "X-Tenant",
+            "MONKEY",
+            "PATH",
+        ] {
+            assert!(!is_credential_name(n), "{n}");
+        }
+    }
 
     #[test]
     fn never_shown() {

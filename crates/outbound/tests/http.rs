@@ -349,6 +349,14 @@ async fn oauth2_tokens_are_cached_and_shared() {
         assert_eq!(call_with(&ob, &url, &auth).await, StatusCode::OK);
     }
     assert_eq!(srv.token_hits.load(Ordering::SeqCst), 1);
+    // The fetched token is known to the client (and its clones), for redaction.
+    let issued: Vec<String> = ob
+        .clone()
+        .issued_tokens()
+        .iter()
+        .map(|t| t.expose().to_string())
+        .collect();
+    assert_eq!(issued, ["tok-1"]);
 }
 
 #[tokio::test]
@@ -363,6 +371,13 @@ async fn oauth2_tokens_are_refreshed_after_expiry() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(call_with(&ob, &url, &auth).await, StatusCode::OK);
     assert_eq!(srv.token_hits.load(Ordering::SeqCst), 2);
+    // Both the expired and the fresh token stay secrets: an old echo must not leak either.
+    let issued: Vec<String> = ob
+        .issued_tokens()
+        .iter()
+        .map(|t| t.expose().to_string())
+        .collect();
+    assert_eq!(issued, ["tok-1", "tok-2"]);
 }
 
 #[tokio::test]

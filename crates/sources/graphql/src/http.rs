@@ -17,6 +17,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
+use toolshed_outbound::secret::is_credential_name;
 use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig, OutboundError};
 
 use crate::error::GraphqlError;
@@ -92,7 +93,8 @@ pub(crate) struct HttpClient {
     auth: AuthConfig,
     token_provider: Option<String>,
     timeout: Duration,
-    /// Configured secret values (auth and header values), blanked out of results and errors.
+    /// Configured secret values (auth, credential headers, listed secrets), blanked out of
+    /// results and errors together with the OAuth2 tokens fetched so far.
     secrets: Vec<String>,
 }
 
@@ -138,8 +140,24 @@ impl HttpClient {
                 ))
             })?;
         }
+        // Header values are secrets when the header carries a credential by its name
+        // (`Authorization`, `X-Api-Key`, `Cookie`, ...) or the caller listed them; ordinary
+        // values (`Accept-Language: en`) are not blanked out of results.
         let mut secrets: Vec<String> = opts.auth.secrets().into_iter().map(String::from).collect();
-        secrets.extend(opts.headers.iter().map(|(_, v)| v.clone()));
+        secrets.extend(
+            opts.headers
+                .iter()
+                .filter(|(k, _)| is_credential_name(k))
+                .map(|(_, v)| v.clone()),
+        );
+        secrets.extend(opts.secrets.iter().cloned());
+        // `Authorization: Bearer x` also leaks as `x` alone.
+        let tails: Vec<String> = secrets
+            .iter()
+            .filter_map(|v| v.split_once(' ').map(|(_, t)| t.trim().to_string()))
+            .collect();
+        secrets.extend(tails);
+        secrets.retain(|v| v.len() >= 3);
         Ok(Self {
             outbound,
             url: url.to_string(),
@@ -160,9 +178,17 @@ impl HttpClient {
         self.token_provider.as_deref()
     }
 
-    /// The configured secret values, for redaction.
-    pub(crate) fn secrets(&self) -> Vec<&str> {
-        self.secrets.iter().map(String::as_str).collect()
+    /// The configured secret values and the OAuth2 access tokens fetched so far (an API may
+    /// echo its caller's token), for redaction.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        let mut out = self.secrets.clone();
+        out.extend(
+            self.outbound
+                .issued_tokens()
+                .iter()
+                .map(|t| t.expose().to_string()),
+        );
+        out
     }
 
     /// POSTs `body` as JSON and returns the parsed JSON answer of a 2xx response. `bearer`, when

@@ -71,8 +71,8 @@ pub enum SchemaInput {
     Endpoint { url: String },
 }
 
-/// How to import and call a GraphQL API.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to import and call a GraphQL API. Debug shows header names, never their values.
+#[derive(Clone, PartialEq, Eq)]
 pub struct GraphqlOptions {
     /// First tool path segment, e.g. `github`.
     pub namespace: String,
@@ -80,8 +80,12 @@ pub struct GraphqlOptions {
     pub endpoint: String,
     /// Object levels in default selection sets (the root field's type is level 1). Default 2.
     pub selection_depth: usize,
-    /// Extra headers on every request (including live introspection).
+    /// Extra headers on every request (including live introspection). Values of headers with
+    /// credential-like names (`Authorization`, `X-Api-Key`, ...) are blanked out of results and
+    /// errors; list other secret values in [`Self::secrets`].
     pub headers: Vec<(String, String)>,
+    /// More values to blank out of results and errors, e.g. header values read from `env:`.
+    pub secrets: Vec<String>,
     /// Credentials on every request (including live introspection).
     pub auth: AuthConfig,
     /// An auth provider whose token each call asks of its `ToolContext`, sent as a bearer
@@ -94,6 +98,23 @@ pub struct GraphqlOptions {
     pub timeout: Duration,
 }
 
+impl std::fmt::Debug for GraphqlOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("GraphqlOptions")
+            .field("namespace", &self.namespace)
+            .field("endpoint", &self.endpoint)
+            .field("selection_depth", &self.selection_depth)
+            .field("headers", &header_names)
+            .field("secrets", &self.secrets.len())
+            .field("auth", &self.auth)
+            .field("token_provider", &self.token_provider)
+            .field("allow_private", &self.allow_private)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 impl GraphqlOptions {
     /// Options with the defaults: depth 2, no headers or auth, public addresses only, 30 s.
     pub fn new(namespace: impl Into<String>, endpoint: impl Into<String>) -> Self {
@@ -102,6 +123,7 @@ impl GraphqlOptions {
             endpoint: endpoint.into(),
             selection_depth: 2,
             headers: Vec::new(),
+            secrets: Vec::new(),
             auth: AuthConfig::None,
             token_provider: None,
             allow_private: false,
@@ -163,12 +185,15 @@ pub async fn introspect(url: &str, opts: &GraphqlOptions) -> Result<Value, Graph
 async fn introspect_with(client: &HttpClient) -> Result<Value, GraphqlError> {
     use cynic::QueryBuilder;
     let url = client.url();
-    let secrets = client.secrets();
     let operation = cynic_introspection::IntrospectionQuery::build(());
     let body = json!({"query": operation.query, "variables": {}});
-    let fail = |message: String| GraphqlError::Request {
-        url: url.to_string(),
-        message: redact(&message, &secrets),
+    let fail = |message: String| {
+        let secrets = client.secrets();
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        GraphqlError::Request {
+            url: url.to_string(),
+            message: redact(&message, &secrets),
+        }
     };
     let resp = client
         .post(&body, None, Duration::MAX)
@@ -368,9 +393,15 @@ struct GraphqlHandler {
 
 #[async_trait::async_trait]
 impl ToolHandler for GraphqlHandler {
+    /// Performs the call; configured secrets, fetched OAuth2 tokens and the caller's own token
+    /// are blanked out of the result and of errors.
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
-        let secrets = self.client.secrets();
-        match self.perform(ctx, args).await {
+        let mut caller_token = None;
+        let outcome = self.perform(ctx, args, &mut caller_token).await;
+        let mut owned = self.client.secrets();
+        owned.extend(caller_token.filter(|t| t.len() >= 3));
+        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
+        match outcome {
             Ok(mut v) => {
                 redact_strings(&mut v, &secrets);
                 Ok(v)
@@ -389,10 +420,8 @@ impl ToolHandler for GraphqlHandler {
 /// Replaces every occurrence of a secret inside the strings of `v`.
 fn redact_strings(v: &mut Value, secrets: &[&str]) {
     match v {
-        Value::String(s) => {
-            if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) {
-                *s = redact(s, secrets);
-            }
+        Value::String(s) if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) => {
+            *s = redact(s, secrets);
         }
         Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
         Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
@@ -401,7 +430,12 @@ fn redact_strings(v: &mut Value, secrets: &[&str]) {
 }
 
 impl GraphqlHandler {
-    async fn perform(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+    async fn perform(
+        &self,
+        ctx: ToolContext,
+        args: Value,
+        caller_token: &mut Option<String>,
+    ) -> Result<Value, ToolError> {
         let mut vars = match args {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -424,6 +458,7 @@ impl GraphqlHandler {
             Some(provider) => Some(ctx.token(provider).await?),
             None => None,
         };
+        caller_token.clone_from(&token);
         let body = json!({"query": query, "variables": vars});
         let resp = self
             .client

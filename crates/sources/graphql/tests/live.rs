@@ -185,7 +185,28 @@ async fn headers_and_auth_are_sent() {
     let ctx = ToolContext::new("tester".into(), whoami.def.path.clone())
         .with_tokens(Some(Arc::new(Tokens)));
     let out = whoami.handler.call(ctx, json!({})).await.unwrap();
-    assert_eq!(out, json!({"whoami": "Bearer library-token"}));
+    // The caller's own token reached the server; its echo is blanked out of the result.
+    assert_eq!(out, json!({"whoami": "Bearer [REDACTED]"}));
+
+    // Headers: a credential header's echo is blanked out; ordinary header values are not
+    // secrets (a tenant name must not be blanked out wherever it appears in results).
+    let mut opts = options("");
+    opts.headers = vec![
+        ("Authorization".into(), "Token hdr-secret-552".into()),
+        ("X-Tenant".into(), "Dune".into()),
+    ];
+    let lib = imported(&base, opts).await;
+    let out = call(find(&lib, "lib.query.whoami"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(out, json!({"whoami": "[REDACTED]"}));
+    let out = call(
+        find(&lib, "lib.query.books"),
+        json!({"_selection": "title"}),
+    )
+    .await
+    .unwrap();
+    assert!(out.to_string().contains("Dune"), "{out}");
     let err = call(whoami, json!({})).await.unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::Unauthorized);
 }

@@ -3,10 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use toolshed_outbound::secret::{is_credential_name, REDACTED};
+
 use crate::error::McpSourceError;
 
 /// The way Toolshed talks to an upstream server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Debug shows environment variable and header names, never their values.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A child process speaking MCP over stdin/stdout. It is supervised: restarted with
     /// exponential backoff when it dies, killed on shutdown and on drop.
@@ -25,8 +29,45 @@ pub enum Transport {
     },
 }
 
+/// Names with values hidden, for Debug.
+struct Redacted<'a>(&'a [(String, String)]);
+
+impl std::fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, _)| (k, REDACTED)))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &Redacted(env))
+                .field("cwd", cwd)
+                .finish(),
+            Transport::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &Redacted(headers))
+                .finish(),
+        }
+    }
+}
+
 /// Everything needed to connect one upstream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Debug hides the values of environment variables, headers and [`Self::secrets`].
+#[derive(Clone, PartialEq, Eq)]
 pub struct UpstreamConfig {
     /// The namespace: the first segment of every imported tool path (`memory.create_entities`).
     pub name: String,
@@ -37,6 +78,25 @@ pub struct UpstreamConfig {
     pub call_timeout: Duration,
     /// Allow streamable HTTP to loopback, private and link-local addresses (default false).
     pub allow_private: bool,
+    /// Values blanked out of tool results and errors, in case the upstream echoes them (for
+    /// example environment or header values read from `env:` references). Values of
+    /// environment variables and headers with credential-like names (`*_TOKEN`,
+    /// `Authorization`, ...) are blanked out without being listed here: see
+    /// [`UpstreamConfig::redacted_values`].
+    pub secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for UpstreamConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamConfig")
+            .field("name", &self.name)
+            .field("transport", &self.transport)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("allow_private", &self.allow_private)
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
 }
 
 /// Default [`UpstreamConfig::connect_timeout`].
@@ -53,6 +113,7 @@ impl UpstreamConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             allow_private: false,
+            secrets: Vec::new(),
         }
     }
 
@@ -97,6 +158,44 @@ impl UpstreamConfig {
     pub fn with_allow_private(mut self, allow: bool) -> Self {
         self.allow_private = allow;
         self
+    }
+
+    /// Adds values to blank out of results and errors (see [`Self::secrets`]).
+    pub fn with_secrets<I, S>(mut self, secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.secrets.extend(secrets.into_iter().map(Into::into));
+        self
+    }
+
+    /// Every value blanked out of this upstream's results and errors: [`Self::secrets`] plus
+    /// the values of environment variables and headers with credential-like names
+    /// ([`toolshed_outbound::secret::is_credential_name`]). Values shorter than 3 characters
+    /// are left out (blanking them would garble ordinary text).
+    pub fn redacted_values(&self) -> Vec<String> {
+        let pairs: &[(String, String)] = match &self.transport {
+            Transport::Stdio { env, .. } => env,
+            Transport::Http { headers, .. } => headers,
+        };
+        let mut out: Vec<String> = pairs
+            .iter()
+            .filter(|(k, _)| is_credential_name(k))
+            .map(|(_, v)| v.clone())
+            .chain(self.secrets.iter().cloned())
+            .filter(|v| v.len() >= 3)
+            .collect();
+        // An `Authorization: Bearer x` header also leaks as `x` alone.
+        let tails: Vec<String> = out
+            .iter()
+            .filter_map(|v| v.split_once(' ').map(|(_, t)| t.trim().to_string()))
+            .filter(|t| t.len() >= 3)
+            .collect();
+        out.extend(tails);
+        out.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        out.dedup();
+        out
     }
 
     /// Checks what can be checked without connecting.
@@ -164,6 +263,57 @@ mod tests {
         assert!(c.allow_private);
         assert_eq!(c.call_timeout, Duration::from_secs(3));
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn debug_hides_env_and_header_values() {
+        let c = UpstreamConfig::new(
+            "gh",
+            Transport::Stdio {
+                command: "server".into(),
+                args: vec!["--stdio".into()],
+                env: vec![
+                    ("GITHUB_TOKEN".into(), "ghp-very-secret".into()),
+                    ("LOG_LEVEL".into(), "debug-level".into()),
+                ],
+                cwd: None,
+            },
+        )
+        .with_secrets(["extra-secret-value"]);
+        let text = format!("{c:?}");
+        assert!(
+            text.contains("GITHUB_TOKEN") && text.contains("--stdio"),
+            "{text}"
+        );
+        for v in ["ghp-very-secret", "debug-level", "extra-secret-value"] {
+            assert!(!text.contains(v), "{v} in {text}");
+        }
+        // Only credential-named values and listed secrets are blanked out of results.
+        assert_eq!(
+            c.redacted_values(),
+            vec!["extra-secret-value".to_string(), "ghp-very-secret".into()]
+        );
+
+        let h = UpstreamConfig::new(
+            "web",
+            Transport::Http {
+                url: "https://example.com/mcp".into(),
+                headers: vec![
+                    ("Authorization".into(), "Bearer tok-123456".into()),
+                    ("X-Tenant".into(), "acme".into()),
+                ],
+            },
+        );
+        let text = format!("{h:?}");
+        assert!(
+            text.contains("Authorization") && !text.contains("tok-123456"),
+            "{text}"
+        );
+        assert!(!text.contains("acme"), "{text}");
+        assert_eq!(
+            h.redacted_values(),
+            vec!["Bearer tok-123456".to_string(), "tok-123456".into()]
+        );
     }
 
     #[test]

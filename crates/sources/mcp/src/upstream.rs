@@ -13,8 +13,10 @@
 //! (2025-06-18) through [`MAX_PROTOCOL_VERSION`] (2026-07-28). The handshake is the classic
 //! `initialize`, proposing 2025-11-25 (rmcp's newest revision that still has `initialize`); a
 //! server answers with the revision it speaks (the npm reference servers answer 2025-06-18 or
-//! 2025-11-25). A server that rejects `initialize` with "unsupported protocol version" (a
-//! 2026-07-28-only server) is retried with rmcp's `server/discover` lifecycle, preferring
+//! 2025-11-25). A server that refuses `initialize` itself — "unsupported protocol version"
+//! (-32022), "method not found" (-32601), or an invalid-request answer naming the protocol
+//! version ([`refuses_initialize`]): a 2026-07-28-only server — is retried with rmcp's
+//! `server/discover` lifecycle, preferring
 //! 2026-07-28; in that mode `tools/list_changed` arrives through a `subscriptions/listen`
 //! stream, which Toolshed opens when the server advertises `tools.listChanged`. Revisions
 //! outside the range are refused with [`McpSourceError::UnsupportedProtocol`]. Notifications
@@ -59,6 +61,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use toolshed_core::{Tool, ToolContext, ToolError, ToolErrorKind, ToolHandler};
+use toolshed_outbound::secret::redact;
 
 use crate::config::{Transport, UpstreamConfig};
 use crate::error::McpSourceError;
@@ -126,6 +129,8 @@ struct Shared {
     restarts: AtomicU64,
     known_tools: Mutex<Option<Vec<McpTool>>>,
     events: mpsc::UnboundedSender<Event>,
+    /// [`UpstreamConfig::redacted_values`], blanked out of results and errors.
+    redact: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -193,7 +198,9 @@ impl Upstream {
             last_error: "connecting".into(),
         });
         let (changes, _) = watch::channel(0u64);
+        let redact = cfg.redacted_values();
         let shared = Arc::new(Shared {
+            redact,
             cfg,
             state,
             changes,
@@ -505,7 +512,19 @@ async fn connect_once(
             };
             match attempt(cfg, client.clone(), mode, deadline).await {
                 Ok(c) => c,
-                Err(AttemptError::VersionRejected(e) | AttemptError::Fatal(e)) => return Err(e),
+                // Both lifecycles failed: say so, with the reason of each.
+                Err(AttemptError::VersionRejected(e) | AttemptError::Fatal(e)) => {
+                    return Err(match e {
+                        McpSourceError::Handshake { name, message } => McpSourceError::Handshake {
+                            name,
+                            message: format!(
+                                "{message} (after `initialize` was refused: {})",
+                                handshake_message(&first)
+                            ),
+                        },
+                        other => other,
+                    })
+                }
             }
         }
         Err(AttemptError::Fatal(e)) => return Err(e),
@@ -525,6 +544,14 @@ async fn connect_once(
         listen_for_list_changes(&conn, client);
     }
     Ok(conn)
+}
+
+/// The message of a handshake error without the "upstream 'x': MCP handshake failed" prefix.
+fn handshake_message(e: &McpSourceError) -> String {
+    match e {
+        McpSourceError::Handshake { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// In the 2026-07-28 lifecycle, notifications only flow inside a `subscriptions/listen`.
@@ -564,12 +591,27 @@ fn classify_init_error(name: &str, e: ClientInitializeError, detail: &str) -> At
     };
     match &e {
         ClientInitializeError::JsonRpcError(data)
-            if data.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
+            if refuses_initialize(data.code, &data.message) =>
         {
             AttemptError::VersionRejected(err)
         }
         _ => AttemptError::Fatal(err),
     }
+}
+
+/// Whether an error answering `initialize` says "not this handshake" rather than "broken":
+/// "unsupported protocol version" (-32022), "method not found" (-32601: a server that never
+/// had `initialize`), or an invalid-request/params answer that names the protocol version or
+/// the method. These are worth a `server/discover` attempt; anything else is reported as is.
+pub fn refuses_initialize(code: ErrorCode, message: &str) -> bool {
+    if code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION || code == ErrorCode::METHOD_NOT_FOUND {
+        return true;
+    }
+    let message = message.to_ascii_lowercase();
+    (code == ErrorCode::INVALID_REQUEST || code == ErrorCode::INVALID_PARAMS)
+        && (message.contains("protocol version")
+            || message.contains("protocolversion")
+            || message.contains("initialize"))
 }
 
 async fn attempt(
@@ -773,9 +815,51 @@ struct UpstreamToolHandler {
     retry_safe: bool,
 }
 
+/// Replaces every occurrence of a secret inside the strings of `v`.
+fn redact_strings(v: &mut Value, secrets: &[&str]) {
+    match v {
+        Value::String(s) if secrets.iter().any(|x| s.contains(x)) => *s = redact(s, secrets),
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
+        _ => {}
+    }
+}
+
 #[async_trait::async_trait]
 impl ToolHandler for UpstreamToolHandler {
+    /// Forwards the call; configured secrets the upstream echoes are blanked out of the
+    /// result and of errors.
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        let secrets: Vec<&str> = self
+            .upstream
+            .inner
+            .shared
+            .redact
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let outcome = self.forward(ctx, args).await;
+        if secrets.is_empty() {
+            return outcome;
+        }
+        match outcome {
+            Ok(mut v) => {
+                redact_strings(&mut v, &secrets);
+                Ok(v)
+            }
+            Err(mut e) => {
+                e.message = redact(&e.message, &secrets);
+                if let Some(d) = e.data.as_mut() {
+                    redact_strings(d, &secrets);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl UpstreamToolHandler {
+    async fn forward(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
         let shared = &self.upstream.inner.shared;
         let ns = shared.cfg.name.as_str();
         let budget = shared.cfg.call_timeout.min(ctx.timeout);
@@ -905,6 +989,34 @@ mod tests {
         for v in ["2024-11-05", "2025-03-26", "2026-12-01"] {
             assert!(!protocol_supported(v), "{v}");
         }
+    }
+
+    #[test]
+    fn refusals_of_initialize_are_recognised() {
+        assert!(refuses_initialize(
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+            "x"
+        ));
+        assert!(refuses_initialize(
+            ErrorCode::METHOD_NOT_FOUND,
+            "Method not found"
+        ));
+        assert!(refuses_initialize(
+            ErrorCode::INVALID_REQUEST,
+            "Unsupported protocol version: 2025-11-25"
+        ));
+        assert!(refuses_initialize(
+            ErrorCode::INVALID_PARAMS,
+            "initialize is not supported; use server/discover"
+        ));
+        assert!(!refuses_initialize(
+            ErrorCode::INVALID_PARAMS,
+            "missing field clientInfo"
+        ));
+        assert!(!refuses_initialize(
+            ErrorCode::INTERNAL_ERROR,
+            "protocol version"
+        ));
     }
 
     #[test]

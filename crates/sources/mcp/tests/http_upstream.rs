@@ -124,3 +124,46 @@ async fn unreachable_endpoint_fails_within_connect_timeout() {
     assert!(e.to_string().contains("gone"));
     assert!(started.elapsed() < Duration::from_secs(4));
 }
+
+#[tokio::test]
+async fn custom_headers_reach_the_server_and_echoed_credentials_are_blanked_out() {
+    let server = HttpServer::start(&[]).await;
+    let cfg = UpstreamConfig::new(
+        "web",
+        toolshed_mcp_source::Transport::Http {
+            url: server.url.clone(),
+            headers: vec![
+                ("X-Tenant".into(), "acme-corp".into()),
+                ("Authorization".into(), "Bearer tok-http-secret-41".into()),
+            ],
+        },
+    )
+    .with_allow_private(true)
+    .with_connect_timeout(Duration::from_secs(10));
+    let up = Upstream::connect(cfg).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    let out = call(tool(&tools, "web.http_headers"), json!({}))
+        .await
+        .unwrap();
+    let headers = &out["headers"];
+    assert_eq!(headers["x-tenant"], "acme-corp", "{out}");
+    // The server saw the credential (it echoes a header it received), and the echo is blanked.
+    assert_eq!(headers["authorization"], "[REDACTED]", "{out}");
+    assert!(!out.to_string().contains("tok-http-secret-41"), "{out}");
+    // The MCP transport's own headers are there too.
+    assert!(headers["mcp-session-id"].is_string(), "{out}");
+    up.shutdown().await;
+
+    // Transport-managed headers cannot be configured.
+    let cfg = UpstreamConfig::new(
+        "web",
+        toolshed_mcp_source::Transport::Http {
+            url: server.url.clone(),
+            headers: vec![("Mcp-Protocol-Version".into(), "2020-01-01".into())],
+        },
+    )
+    .with_allow_private(true);
+    let e = Upstream::connect(cfg).await.unwrap_err();
+    assert!(matches!(e, McpSourceError::InvalidConfig { .. }), "{e}");
+    assert!(e.to_string().contains("Mcp-Protocol-Version"), "{e}");
+}

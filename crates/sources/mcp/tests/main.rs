@@ -2,5 +2,6 @@
 
 mod common;
 mod http_upstream;
+mod protocol_versions;
 mod reference_servers;
 mod stdio_upstream;

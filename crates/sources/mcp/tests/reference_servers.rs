@@ -1,23 +1,36 @@
-//! The npm reference servers, when installed under /tmp/mcp-tools (by
-//! `scripts/mcp-tools.sh install`). Without them each test prints a note and returns.
+//! The npm reference servers (`@modelcontextprotocol/server-memory`, `server-everything`), when
+//! installed under `$MCP_TOOLS` (default `/tmp/mcp-tools`) by
+//! `../shared/scripts/mcp-tools.sh install`; `scripts/test.sh` installs them before
+//! `cargo test` when that script exists. Without them each test prints a `note: ... skipping`
+//! line and returns.
 
 use crate::common;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
 use serde_json::json;
 use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
 
-const BIN: &str = "/tmp/mcp-tools/node_modules/.bin";
+/// `$MCP_TOOLS/node_modules/.bin`, `$MCP_TOOLS` defaulting to `/tmp/mcp-tools`.
+fn bin_dir() -> PathBuf {
+    let root = std::env::var_os("MCP_TOOLS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/mcp-tools"));
+    root.join("node_modules").join(".bin")
+}
 
 fn installed(name: &str) -> Option<String> {
-    let path = format!("{BIN}/{name}");
-    if Path::new(&path).exists() {
-        Some(path)
+    let path = bin_dir().join(name);
+    if path.exists() {
+        Some(path.display().to_string())
     } else {
-        eprintln!("note: {path} is not installed; skipping this reference-server test");
+        eprintln!(
+            "note: {} is not installed (../shared/scripts/mcp-tools.sh install); skipping this reference-server test",
+            path.display()
+        );
         None
     }
 }

@@ -27,6 +27,8 @@ async fn lists_and_maps_tools() {
             "test.echo",
             "test.fail",
             "test.get_status_v2",
+            "test.getenv",
+            "test.http_headers",
             "test.sleep",
             "test.toggle_extra",
             "test.whoami",
@@ -342,5 +344,44 @@ async fn notifications_before_the_initialize_answer_are_tolerated() {
             .unwrap(),
         json!("still fine")
     );
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_child_gets_its_env_and_echoed_secrets_are_blanked_out() {
+    let cfg = toolshed_mcp_source::UpstreamConfig::new(
+        "envy",
+        toolshed_mcp_source::Transport::Stdio {
+            command: TEST_UPSTREAM.into(),
+            args: Vec::new(),
+            env: vec![
+                ("UPSTREAM_REGION".into(), "eu-west-3".into()),
+                ("UPSTREAM_API_TOKEN".into(), "tok-env-secret-9f2".into()),
+                ("UPSTREAM_FROM_REF".into(), "value-from-env-ref".into()),
+            ],
+            cwd: None,
+        },
+    )
+    .with_secrets(["value-from-env-ref"]);
+    let up = Upstream::connect(cfg).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    let getenv = tool(&tools, "envy.getenv");
+    // An ordinary value reaches the child and comes back as is.
+    let out = call(getenv, json!({"name": "UPSTREAM_REGION"}))
+        .await
+        .unwrap();
+    assert_eq!(out["value"], "eu-west-3", "{out}");
+    // Credential-named and listed values reach the child, but an echo of them is blanked.
+    for var in ["UPSTREAM_API_TOKEN", "UPSTREAM_FROM_REF"] {
+        let out = call(getenv, json!({"name": var})).await.unwrap();
+        assert_eq!(out["value"], "[REDACTED]", "{var}: {out}");
+    }
+    // The parent's environment is inherited.
+    let out = call(getenv, json!({"name": "PATH"})).await.unwrap();
+    assert!(out["value"].is_string(), "{out}");
+    let out = call(getenv, json!({"name": "UPSTREAM_UNSET"}))
+        .await
+        .unwrap();
+    assert!(out["value"].is_null(), "{out}");
     up.shutdown().await;
 }

@@ -94,8 +94,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    fn secrets(&self) -> Vec<&str> {
-        self.secrets.iter().map(Secret::expose).collect()
+    /// The configured secrets plus the OAuth2 access tokens fetched so far.
+    fn secrets(&self) -> Vec<Secret> {
+        let mut out = self.secrets.clone();
+        out.extend(self.outbound.issued_tokens());
+        out
     }
 }
 
@@ -180,7 +183,8 @@ fn redact_strings(v: &mut Value, secrets: &[&str]) {
 impl OpenApiHandler {
     /// A result with the source's own secrets blanked out, in case the API reflects them.
     fn redacted_value(&self, mut v: Value) -> Value {
-        let secrets = self.shared.secrets();
+        let owned = self.shared.secrets();
+        let secrets: Vec<&str> = owned.iter().map(Secret::expose).collect();
         if !secrets.is_empty() {
             redact_strings(&mut v, &secrets);
         }
@@ -188,7 +192,8 @@ impl OpenApiHandler {
     }
 
     fn redacted(&self, mut e: ToolError) -> ToolError {
-        let secrets = self.shared.secrets();
+        let owned = self.shared.secrets();
+        let secrets: Vec<&str> = owned.iter().map(Secret::expose).collect();
         if secrets.is_empty() {
             return e;
         }

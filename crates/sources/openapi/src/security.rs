@@ -437,10 +437,9 @@ impl Security {
             };
             bindings.insert(name.clone(), binding);
         }
-        let default = match doc.get("security") {
-            None => None,
-            Some(v) => Some(Self::parse_requirement(v, "the document", &mut malformed)),
-        };
+        let default = doc
+            .get("security")
+            .map(|v| Self::parse_requirement(v, "the document", &mut malformed));
         Ok(Self {
             schemes,
             bindings,

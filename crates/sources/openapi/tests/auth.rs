@@ -182,3 +182,75 @@ async fn echoed_secrets_are_redacted_from_errors() {
     );
     assert_clean("echo", &format!("{e:?}"));
 }
+
+/// An OAuth2 access token is fetched at runtime, so it is not among the configured secrets; an
+/// API that echoes it (in a result or in an error) must not leak it either.
+#[tokio::test]
+async fn echoed_oauth2_access_tokens_are_redacted() {
+    use axum::routing::{get, post};
+    let app = axum::Router::new()
+        .route(
+            "/oauth/token",
+            post(|| async {
+                axum::Json(json!({"access_token": "runtime-access-tok-8812", "expires_in": 3600}))
+            }),
+        )
+        .route(
+            "/store/inventory",
+            get(|h: axum::http::HeaderMap| async move {
+                let auth = h
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                axum::Json(
+                    json!({"you_sent": auth, "token_only": auth.trim_start_matches("Bearer ")}),
+                )
+            }),
+        )
+        .route(
+            "/pet/{id}",
+            get(|h: axum::http::HeaderMap| async move {
+                let auth = h
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                (
+                    axum::http::StatusCode::FORBIDDEN,
+                    format!("token {auth} may not read pets"),
+                )
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = format!("http://{addr}");
+    let auth = AuthConfig::OAuth2ClientCredentials {
+        token_url: format!("{base}/oauth/token"),
+        client_id: "client-1".into(),
+        client_secret: Secret::new(CLIENT_SECRET),
+        scopes: vec![],
+        audience: None,
+    };
+    let imp = import_local("petstore.oas3.0.json", &base, auth);
+    let out = call(tool(&imp, "petstore.store.get_inventory"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!({"you_sent": "Bearer [REDACTED]", "token_only": "[REDACTED]"})
+    );
+    let e = call(
+        tool(&imp, "petstore.pet.get_pet_by_id"),
+        json!({"petId": 1}),
+    )
+    .await
+    .unwrap_err();
+    let text = format!("{e:?} {e}");
+    assert!(
+        text.contains("403") && text.contains("[REDACTED]"),
+        "{text}"
+    );
+    assert!(!text.contains("runtime-access-tok-8812"), "{text}");
+}

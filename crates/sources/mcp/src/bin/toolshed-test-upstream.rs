@@ -6,7 +6,12 @@
 //!                                        "LISTENING http://<bound address>/mcp" on stdout
 //! toolshed-test-upstream --hang          accept stdin but never answer (hangs at start)
 //! toolshed-test-upstream --crash         print an error on stderr and exit 3 at start
-//! toolshed-test-upstream --modern-only   only speak MCP 2026-07-28 (no `initialize`)
+//! toolshed-test-upstream --modern-only   only speak MCP 2026-07-28 (`initialize` is refused
+//!                                        with "unsupported protocol version", -32022)
+//! toolshed-test-upstream --no-initialize only speak MCP 2026-07-28 and answer `initialize`
+//!                                        with "method not found" (-32601)
+//! toolshed-test-upstream --max-version V support the known MCP revisions up to V only
+//!                                        (e.g. 2025-06-18: `initialize` answers V)
 //! toolshed-test-upstream --early-notify  send notifications before answering `initialize`
 //! toolshed-test-upstream --crash-if-exists PATH
 //!                                        crash at start while PATH exists (restart tests)
@@ -15,7 +20,9 @@
 //! Tools: `echo` (read-only), `add` (structured content and an output schema),
 //! `delete_everything` (destructive), `fail` (answers `isError: true`), `getStatus.v2`
 //! (idempotent, JSON text, odd name), `whoami` (its pid), `sleep` (waits `ms`) and
-//! `toggle_extra`, which adds or removes the tool `extra` and sends `tools/list_changed`.
+//! `toggle_extra`, which adds or removes the tool `extra` and sends `tools/list_changed`,
+//! `getenv` (read-only: the value of the environment variable `name`, or null) and
+//! `http_headers` (read-only: the HTTP request headers of the call, `{}` over stdio).
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,9 +30,10 @@ use std::sync::Arc;
 
 use axum::serve::ListenerExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -36,7 +44,10 @@ use serde_json::{json, Map, Value};
 #[derive(Clone, Default)]
 struct TestUpstream {
     extra: Arc<AtomicBool>,
-    modern_only: bool,
+    /// The revisions this server speaks; empty means every revision rmcp knows.
+    versions: Vec<ProtocolVersion>,
+    /// Answer `initialize` with "method not found", like a server that never had it.
+    no_initialize: bool,
 }
 
 fn schema(v: Value) -> Arc<Map<String, Value>> {
@@ -114,7 +125,34 @@ impl TestUpstream {
         );
         toggle.annotations = Some(hints(Some(false), Some(false), None));
 
-        let mut tools = vec![echo, add, delete, fail, status, whoami, sleep, toggle];
+        let mut getenv = Tool::new(
+            "getenv",
+            "Returns the value of the environment variable `name` (null when unset).",
+            schema(
+                json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            ),
+        );
+        getenv.annotations = Some(hints(Some(true), None, None));
+
+        let mut http_headers = Tool::new(
+            "http_headers",
+            "Returns the HTTP request headers this call arrived with ({} over stdio).",
+            schema(json!({"type": "object"})),
+        );
+        http_headers.annotations = Some(hints(Some(true), None, None));
+
+        let mut tools = vec![
+            echo,
+            add,
+            delete,
+            fail,
+            status,
+            whoami,
+            sleep,
+            toggle,
+            getenv,
+            http_headers,
+        ];
         if self.extra.load(Ordering::SeqCst) {
             tools.push(Tool::new(
                 "extra",
@@ -132,21 +170,41 @@ fn text(s: impl Into<String>) -> CallToolResponse {
 
 impl ServerHandler for TestUpstream {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
+        let config = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
         )
-        .with_server_info(Implementation::new("toolshed-test-upstream", "0.1.0"))
+        .with_server_info(Implementation::new("toolshed-test-upstream", "0.1.0"));
+        match self.versions.last() {
+            Some(newest) => config.with_protocol_version(newest.clone()),
+            None => config,
+        }
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        if self.modern_only {
-            Cow::Owned(vec![ProtocolVersion::V_2026_07_28])
-        } else {
+        if self.versions.is_empty() {
             Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        } else {
+            Cow::Owned(self.versions.clone())
         }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.no_initialize {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "Method not found: initialize",
+                None,
+            ));
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn list_tools(
@@ -198,6 +256,26 @@ impl ServerHandler for TestUpstream {
                 let _ = context.peer.notify_tool_list_changed().await;
                 Ok(text(if now { "extra added" } else { "extra removed" }))
             }
+            "getenv" => {
+                let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+                Ok(CallToolResponse::Complete(CallToolResult::structured(
+                    json!({"name": name, "value": std::env::var(name).ok()}),
+                )))
+            }
+            "http_headers" => {
+                let mut seen = Map::new();
+                if let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+                    for (k, v) in &parts.headers {
+                        seen.insert(
+                            k.as_str().to_string(),
+                            Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()),
+                        );
+                    }
+                }
+                Ok(CallToolResponse::Complete(CallToolResult::structured(
+                    json!({"headers": seen}),
+                )))
+            }
             "extra" if self.extra.load(Ordering::SeqCst) => Ok(text("extra!")),
             other => Err(ErrorData::invalid_params(
                 format!("unknown tool '{other}'"),
@@ -230,9 +308,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::io::copy(&mut tokio::io::stdin(), &mut sink).await?;
         std::future::pending::<()>().await;
     }
+    let no_initialize = has("--no-initialize");
+    let versions = if has("--modern-only") || no_initialize {
+        vec![ProtocolVersion::V_2026_07_28]
+    } else if let Some(i) = args.iter().position(|a| a == "--max-version") {
+        let Some(max) = args.get(i + 1) else {
+            eprintln!("--max-version needs a revision, e.g. 2025-06-18");
+            std::process::exit(2);
+        };
+        let max: ProtocolVersion = serde_json::from_value(Value::String(max.clone()))?;
+        let known = ProtocolVersion::known_up_to(&max);
+        if known.is_empty() {
+            eprintln!("--max-version {max}: no known MCP revision is that old");
+            std::process::exit(2);
+        }
+        known.to_vec()
+    } else {
+        Vec::new()
+    };
     let server = TestUpstream {
         extra: Arc::new(AtomicBool::new(false)),
-        modern_only: has("--modern-only"),
+        versions,
+        no_initialize,
     };
     if let Some(i) = args.iter().position(|a| a == "--http") {
         let addr = args.get(i + 1).map(String::as_str).unwrap_or("127.0.0.1:0");
