@@ -1,79 +1,128 @@
-//! HTTP to n8n's public API (`{base}/api/v1`), authenticated with `X-N8N-API-KEY`.
+//! HTTP to n8n: the public API (`{base}/api/v1`, authenticated with `X-N8N-API-KEY`) and, when a
+//! login is configured, the two editor endpoints the node catalog needs (`POST /rest/login`, then
+//! `GET /types/nodes.json` with the `n8n-auth` session cookie).
 //!
-//! The client never follows redirects (a redirect would carry the key to another host), maps
-//! HTTP failures to [`N8nError`]s that say what to do, and scrubs the key out of anything it
+//! The client never follows redirects (a redirect would carry the key or the cookie to another
+//! host), reads reply bodies only up to the configured cap, maps HTTP failures to
+//! [`N8nError`]s that say what to do, and scrubs the key and the password out of anything it
 //! reports.
 
-use std::time::Duration;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use crate::catalog::NodeCatalog;
 use crate::error::N8nError;
+use crate::{N8nConfig, N8nLogin};
 
-/// A configured connection to one n8n instance. Cheap to clone.
+/// How long a fetched node catalog is reused before it is read again.
+pub const CATALOG_TTL: Duration = Duration::from_secs(600);
+
+/// The session cookie n8n's editor API authenticates with.
+pub const SESSION_COOKIE: &str = "n8n-auth";
+
+/// A configured connection to one n8n instance. Cheap to clone (clones share the session and
+/// the cached node catalog).
 #[derive(Clone)]
 pub struct N8nClient {
     http: reqwest::Client,
     /// `…/api/v1`, no trailing slash.
     api_base: String,
+    /// The instance root (no `/api/v1`), for the editor endpoints.
+    site_root: String,
     /// What the user configured, for messages.
     base_url: String,
     api_key: String,
     timeout: Duration,
+    max_body: u64,
+    login: Option<N8nLogin>,
+    /// `n8n-auth=<token>` once signed in.
+    session: Arc<Mutex<Option<String>>>,
+    catalog: Arc<Mutex<Option<CachedCatalog>>>,
 }
+
+/// A node catalog and when it was read.
+type CachedCatalog = (Instant, Arc<NodeCatalog>);
 
 impl std::fmt::Debug for N8nClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("N8nClient")
             .field("api_base", &self.api_base)
             .field("api_key", &"[redacted]")
+            .field("login", &self.login)
             .finish()
     }
 }
 
 /// The `/api/v1` root for a configured base URL (with or without `/api/v1` already).
 pub fn api_base(base_url: &str) -> String {
+    format!("{}/api/v1", site_root(base_url))
+}
+
+/// The instance root for a configured base URL: no trailing slash, no `/api/v1`.
+pub fn site_root(base_url: &str) -> String {
     let trimmed = base_url.trim().trim_end_matches('/');
-    if trimmed.ends_with("/api/v1") {
-        trimmed.to_string()
-    } else {
-        format!("{trimmed}/api/v1")
-    }
+    trimmed
+        .strip_suffix("/api/v1")
+        .unwrap_or(trimmed)
+        .to_string()
 }
 
 impl N8nClient {
-    /// A client for `base_url` (e.g. `http://127.0.0.1:5678`).
-    ///
-    /// The HTTP client is the shared outbound one: its resolver refuses private, loopback and
-    /// metadata addresses unless `allow_private`, so a name that resolves there is refused too.
+    /// A client for `base_url` (e.g. `http://127.0.0.1:5678`) with the default body cap and no
+    /// login.
     pub fn new(
         base_url: &str,
         api_key: &str,
         timeout: Duration,
         allow_private: bool,
     ) -> Result<Self, N8nError> {
-        let outbound = toolshed_outbound::Outbound::new(toolshed_outbound::OutboundConfig {
+        Self::from_config(&N8nConfig {
             timeout,
             allow_private,
+            ..N8nConfig::new(base_url, api_key)
+        })
+    }
+
+    /// A client for a whole configuration.
+    ///
+    /// The HTTP client is the shared outbound one: its resolver refuses private, loopback and
+    /// metadata addresses unless `allow_private`, so a name that resolves there is refused too.
+    pub fn from_config(config: &N8nConfig) -> Result<Self, N8nError> {
+        let outbound = toolshed_outbound::Outbound::new(toolshed_outbound::OutboundConfig {
+            timeout: config.timeout,
+            allow_private: config.allow_private,
             max_redirects: 0,
+            max_response_bytes: config.max_response_bytes,
             user_agent: concat!("toolshed-n8n/", env!("CARGO_PKG_VERSION")).to_string(),
-            ..Default::default()
         })
         .map_err(|e| N8nError::InvalidConfig(format!("cannot build the HTTP client: {e}")))?;
         let http = outbound.client().clone();
         Ok(Self {
             http,
-            api_base: api_base(base_url),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.to_string(),
-            timeout,
+            api_base: api_base(&config.base_url),
+            site_root: site_root(&config.base_url),
+            base_url: config.base_url.trim().trim_end_matches('/').to_string(),
+            api_key: config.api_key.clone(),
+            timeout: config.timeout,
+            max_body: config.max_response_bytes,
+            login: config.login.clone(),
+            session: Arc::default(),
+            catalog: Arc::default(),
         })
     }
 
     /// The API root this client calls.
     pub fn api_root(&self) -> &str {
         &self.api_base
+    }
+
+    /// `true` when a login is configured, so the full node catalog can be read.
+    pub fn has_login(&self) -> bool {
+        self.login.is_some()
     }
 
     /// `GET path?query`.
@@ -105,39 +154,10 @@ impl N8nClient {
             req = req.json(b);
         }
         tracing::debug!(method = %method, path, "n8n request");
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) if e.is_timeout() => {
-                return Err(N8nError::Timeout {
-                    method: method.to_string(),
-                    path: path.to_string(),
-                    seconds: timeout.as_secs().max(1),
-                })
-            }
-            Err(e) => {
-                return Err(N8nError::Unreachable {
-                    url: self.base_url.clone(),
-                    reason: self.scrub(&error_chain(&e)),
-                })
-            }
-        };
+        let resp = self.send(req, &method, path, timeout).await?;
         let status = resp.status();
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) if e.is_timeout() => {
-                return Err(N8nError::Timeout {
-                    method: method.to_string(),
-                    path: path.to_string(),
-                    seconds: timeout.as_secs().max(1),
-                })
-            }
-            Err(e) => {
-                return Err(N8nError::Unreachable {
-                    url: self.base_url.clone(),
-                    reason: self.scrub(&error_chain(&e)),
-                })
-            }
-        };
+        let bytes = self.read_capped(resp, &method, path, timeout).await?;
+        let text = String::from_utf8_lossy(&bytes);
         if status.is_success() {
             if text.trim().is_empty() {
                 return Ok(Value::Null);
@@ -150,6 +170,205 @@ impl N8nClient {
             });
         }
         Err(self.status_error(&method, path, status, &text))
+    }
+
+    /// The instance's node catalog (`GET /types/nodes.json`, as the editor reads it), signing in
+    /// first when needed; cached for [`CATALOG_TTL`]. `Ok(None)` when no login is configured.
+    pub async fn node_catalog(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Arc<NodeCatalog>>, N8nError> {
+        if self.login.is_none() {
+            return Ok(None);
+        }
+        let cached = self.catalog.lock().expect("catalog lock").clone();
+        if let Some((at, c)) = cached {
+            if at.elapsed() < CATALOG_TTL {
+                return Ok(Some(c));
+            }
+        }
+        let timeout = timeout.map_or(self.timeout, |t| t.min(self.timeout));
+        let session = self.session.lock().expect("session lock").clone();
+        let cookie = match session {
+            Some(c) => c,
+            None => self.sign_in(timeout).await?,
+        };
+        let bytes = match self.fetch_catalog(&cookie, timeout).await {
+            // The session expired or was revoked: sign in again, once.
+            Err(N8nError::Unauthorized { .. }) => {
+                let cookie = self.sign_in(timeout).await?;
+                self.fetch_catalog(&cookie, timeout).await?
+            }
+            other => other?,
+        };
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| N8nError::Upstream {
+            method: "GET".into(),
+            path: "/types/nodes.json".into(),
+            status: 200,
+            message: format!("the node catalog is not JSON ({e})"),
+        })?;
+        let catalog =
+            Arc::new(
+                NodeCatalog::from_json(&value).map_err(|message| N8nError::Upstream {
+                    method: "GET".into(),
+                    path: "/types/nodes.json".into(),
+                    status: 200,
+                    message,
+                })?,
+            );
+        *self.catalog.lock().expect("catalog lock") = Some((Instant::now(), catalog.clone()));
+        Ok(Some(catalog))
+    }
+
+    /// `POST /rest/login`; stores and returns the `n8n-auth` cookie.
+    async fn sign_in(&self, timeout: Duration) -> Result<String, N8nError> {
+        let login = self.login.as_ref().expect("sign_in needs a login");
+        let method = Method::POST;
+        let path = "/rest/login";
+        let req = self
+            .http
+            .post(format!("{}{path}", self.site_root))
+            .header("Accept", "application/json")
+            .json(&json!({"emailOrLdapLoginId": login.email, "password": login.password}))
+            .timeout(timeout);
+        let resp = self.send(req, &method, path, timeout).await?;
+        let status = resp.status();
+        let cookie = resp
+            .headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|v| v.split(';').next())
+            .map(str::trim)
+            .find(|c| {
+                c.strip_prefix(SESSION_COOKIE)
+                    .and_then(|r| r.strip_prefix('='))
+                    .is_some_and(|v| !v.is_empty())
+            })
+            .map(str::to_string);
+        let body = self.read_capped(resp, &method, path, timeout).await?;
+        let failed = |message: String| N8nError::LoginFailed {
+            base_url: self.base_url.clone(),
+            email: login.email.clone(),
+            status: status.as_u16(),
+            message: self.scrub(&message),
+        };
+        if !status.is_success() {
+            return Err(failed(n8n_message(&String::from_utf8_lossy(&body))));
+        }
+        let cookie =
+            cookie.ok_or_else(|| failed(format!("the reply set no {SESSION_COOKIE} cookie")))?;
+        tracing::debug!(email = %login.email, "signed in to n8n for the node catalog");
+        *self.session.lock().expect("session lock") = Some(cookie.clone());
+        Ok(cookie)
+    }
+
+    /// `GET /types/nodes.json` with the session cookie, gzip accepted; the decoded bytes.
+    async fn fetch_catalog(&self, cookie: &str, timeout: Duration) -> Result<Vec<u8>, N8nError> {
+        let method = Method::GET;
+        let path = "/types/nodes.json";
+        let req = self
+            .http
+            .get(format!("{}{path}", self.site_root))
+            .header("Cookie", cookie)
+            .header("Accept", "application/json")
+            .header("Accept-Encoding", "gzip")
+            .timeout(timeout);
+        let resp = self.send(req, &method, path, timeout).await?;
+        let status = resp.status();
+        let gzip = resp
+            .headers()
+            .get(reqwest::header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
+        let body = self.read_capped(resp, &method, path, timeout).await?;
+        if !status.is_success() {
+            return Err(self.status_error(&method, path, status, &String::from_utf8_lossy(&body)));
+        }
+        if !gzip {
+            return Ok(body);
+        }
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .take(self.max_body + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| N8nError::Upstream {
+                method: method.to_string(),
+                path: path.into(),
+                status: status.as_u16(),
+                message: format!("the gzip body cannot be decoded ({e})"),
+            })?;
+        if out.len() as u64 > self.max_body {
+            return Err(N8nError::TooLarge {
+                method: method.to_string(),
+                path: path.into(),
+                limit: self.max_body,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        method: &Method,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, N8nError> {
+        req.send()
+            .await
+            .map_err(|e| self.transport_error(&e, method, path, timeout))
+    }
+
+    /// The body, read chunk by chunk and refused past the cap.
+    async fn read_capped(
+        &self,
+        mut resp: reqwest::Response,
+        method: &Method,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, N8nError> {
+        let too_large = || N8nError::TooLarge {
+            method: method.to_string(),
+            path: path.split('?').next().unwrap_or(path).to_string(),
+            limit: self.max_body,
+        };
+        if resp.content_length().is_some_and(|n| n > self.max_body) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| self.transport_error(&e, method, path, timeout))?
+        {
+            if body.len() as u64 + chunk.len() as u64 > self.max_body {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    fn transport_error(
+        &self,
+        e: &reqwest::Error,
+        method: &Method,
+        path: &str,
+        timeout: Duration,
+    ) -> N8nError {
+        if e.is_timeout() {
+            N8nError::Timeout {
+                method: method.to_string(),
+                path: path.to_string(),
+                seconds: timeout.as_secs().max(1),
+            }
+        } else {
+            N8nError::Unreachable {
+                url: self.base_url.clone(),
+                reason: self.scrub(&error_chain(e)),
+            }
+        }
     }
 
     fn status_error(
@@ -165,6 +384,15 @@ impl N8nClient {
         match status.as_u16() {
             401 => N8nError::Unauthorized {
                 base_url: self.base_url.clone(),
+            },
+            // A redirect is never followed (it would carry the key elsewhere).
+            s @ 300..=399 => N8nError::Upstream {
+                method,
+                path,
+                status: s,
+                message: format!(
+                    "n8n answered with a redirect, which is not followed (the API key would go with it); configure the final URL as base_url. {message}"
+                ),
             },
             403 => N8nError::Forbidden {
                 method,
@@ -191,13 +419,19 @@ impl N8nClient {
         }
     }
 
-    /// `s` with the API key replaced.
+    /// `s` with the API key and the password replaced.
     fn scrub(&self, s: &str) -> String {
-        if self.api_key.len() >= 4 {
-            s.replace(&self.api_key, "[redacted]")
-        } else {
-            s.to_string()
+        let mut out = s.to_string();
+        let password = self.login.as_ref().map(|l| l.password.as_str());
+        for secret in [Some(self.api_key.as_str()), password]
+            .into_iter()
+            .flatten()
+        {
+            if secret.len() >= 4 {
+                out = out.replace(secret, "[redacted]");
+            }
         }
+        out
     }
 }
 
@@ -240,6 +474,8 @@ mod tests {
         assert_eq!(api_base("http://h:5678"), "http://h:5678/api/v1");
         assert_eq!(api_base("http://h:5678/"), "http://h:5678/api/v1");
         assert_eq!(api_base("https://h/n8n/api/v1/"), "https://h/n8n/api/v1");
+        assert_eq!(site_root("https://h/n8n/api/v1/"), "https://h/n8n");
+        assert_eq!(site_root("http://h:5678/"), "http://h:5678");
     }
 
     #[test]

@@ -45,6 +45,21 @@ pub enum N8nError {
         status: u16,
         message: String,
     },
+    /// The reply was larger than the configured cap; reading stopped there.
+    #[error("n8n's reply to {method} {path} is larger than the {limit}-byte cap (max_response_bytes); ask for less (a smaller page, or without item data) or raise the cap")]
+    TooLarge {
+        method: String,
+        path: String,
+        limit: u64,
+    },
+    /// Signing in with the configured email and password failed.
+    #[error("n8n login as '{email}' at {base_url} failed ({status}: {message}); check [n8n] email and password (a user with MFA cannot sign in this way)")]
+    LoginFailed {
+        base_url: String,
+        email: String,
+        status: u16,
+        message: String,
+    },
     /// n8n failed (5xx) or answered something unreadable.
     #[error("n8n failed on {method} {path} ({status}): {message}")]
     Upstream {
@@ -63,7 +78,10 @@ impl N8nError {
             N8nError::Unauthorized { .. } | N8nError::Forbidden { .. } => {
                 ToolErrorKind::Unauthorized
             }
-            N8nError::Unreachable { .. } | N8nError::Upstream { .. } => ToolErrorKind::Upstream,
+            N8nError::Unreachable { .. }
+            | N8nError::Upstream { .. }
+            | N8nError::TooLarge { .. } => ToolErrorKind::Upstream,
+            N8nError::LoginFailed { .. } => ToolErrorKind::Unauthorized,
             N8nError::Timeout { .. } => ToolErrorKind::Timeout,
             N8nError::NoEndpoint { .. } | N8nError::NotFound(_) => ToolErrorKind::NotFound,
             N8nError::Rejected { status, .. } if *status == 409 => ToolErrorKind::Conflict,

@@ -95,12 +95,14 @@ impl<'a> Execution<'a> {
             .unwrap_or_default()
     }
 
-    /// The definition of node `name` in `workflowData`.
+    /// The definition of node `name` in `workflowData`; `None` for a sticky note (a canvas
+    /// decoration, not a node).
     pub fn node_def(&self, name: &str) -> Option<&'a Value> {
         self.raw["workflowData"]["nodes"]
             .as_array()?
             .iter()
             .find(|n| n["name"].as_str() == Some(name))
+            .filter(|n| n["type"].as_str() != Some(STICKY_NOTE))
     }
 
     /// The runs of node `name` (empty if it did not run).
@@ -119,10 +121,14 @@ impl<'a> Execution<'a> {
         if let Some(rd) = self.run_data() {
             for (name, runs) in rd {
                 let runs = runs.as_array().map(Vec::as_slice).unwrap_or(&[]);
-                let def = self.node_def(name);
-                if def.and_then(|d| d["type"].as_str()) == Some(STICKY_NOTE) {
+                let is_sticky = self.raw["workflowData"]["nodes"]
+                    .as_array()
+                    .and_then(|n| n.iter().find(|n| n["name"].as_str() == Some(name.as_str())))
+                    .is_some_and(|n| n["type"].as_str() == Some(STICKY_NOTE));
+                if is_sticky {
                     continue;
                 }
+                let def = self.node_def(name);
                 let order = runs
                     .first()
                     .map(|r| {
@@ -188,13 +194,16 @@ impl<'a> Execution<'a> {
 
     /// Input items of run `run` of node `name`, as `(sources, items)`.
     ///
-    /// Follows `source` to the feeding node's output branch and run; falls back to the run's
+    /// Follows `source` to the feeding node's output branch and run. Only when no source can be
+    /// followed (none recorded, or the feeding run is missing) does it fall back to the run's
     /// `inputOverride`, then to the node's entry in `executionData.nodeExecutionStack` (where a
-    /// node that failed before writing its input still has it).
+    /// node that failed before writing its run still has its input). A source that resolves to
+    /// an empty branch is an input of zero items, not a reason to look elsewhere.
     pub fn input_of(&self, name: &str, run: usize) -> (Vec<Value>, Vec<&'a Value>) {
         let runs = self.runs(name);
         let mut sources = Vec::new();
         let mut items: Vec<&'a Value> = Vec::new();
+        let mut resolved = false;
         if let Some(r) = runs.get(run) {
             if let Some(srcs) = r["source"].as_array() {
                 for (input_index, s) in srcs.iter().enumerate() {
@@ -216,24 +225,24 @@ impl<'a> Execution<'a> {
                         "itemCount": from.map_or(0, Vec::len),
                     }));
                     if let Some(from) = from {
+                        resolved = true;
                         items.extend(from.iter());
                     }
                 }
             }
-            if items.is_empty() {
+            if !resolved {
                 if let Some(branches) = r["inputOverride"]["main"].as_array() {
                     for b in branches {
                         if let Some(b) = b.as_array() {
                             items.extend(b.iter());
                         }
                     }
-                    if !items.is_empty() {
-                        sources.push(json!({"from": "inputOverride", "itemCount": items.len()}));
-                    }
+                    resolved = true;
+                    sources.push(json!({"from": "inputOverride", "itemCount": items.len()}));
                 }
             }
         }
-        if items.is_empty() {
+        if !resolved {
             let stack = self.raw["data"]["executionData"]["nodeExecutionStack"].as_array();
             if let Some(entry) =
                 stack.and_then(|s| s.iter().find(|e| e["node"]["name"].as_str() == Some(name)))
@@ -441,6 +450,58 @@ mod tests {
         assert!(sources
             .iter()
             .any(|s| s["from"] == "nodeExecutionStack" && s["itemCount"] == 1));
+    }
+
+    #[test]
+    fn input_override_is_used_when_no_source_can_be_followed() {
+        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        let run = &mut raw["data"]["resultData"]["runData"]["Validate Order"][0];
+        run["source"] = json!([{"previousNode": "Gone Node", "previousNodeOutput": 0}]);
+        run["inputOverride"] =
+            json!({"main": [[{"json": {"from": "override", "n": 1}}, {"json": {"n": 2}}]]});
+        let e = Execution::new(&raw);
+        let (sources, items) = e.input_of("Validate Order", 0);
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0]["json"]["from"], "override");
+        assert_eq!(sources[0]["node"], "Gone Node");
+        assert_eq!(sources[0]["itemCount"], 0);
+        assert_eq!(sources[1], json!({"from": "inputOverride", "itemCount": 2}));
+        assert!(!sources.iter().any(|s| s["from"] == "nodeExecutionStack"));
+    }
+
+    #[test]
+    fn an_empty_source_branch_is_zero_items_not_a_fallback() {
+        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        // The stack still holds the failed node's input, and an override is present: neither
+        // may replace what the feeding branch really carried (nothing).
+        assert!(raw["data"]["executionData"]["nodeExecutionStack"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|e| e["node"]["name"] == "Validate Order")));
+        raw["data"]["resultData"]["runData"]["Prepare Fields"][0]["data"]["main"][0] = json!([]);
+        raw["data"]["resultData"]["runData"]["Validate Order"][0]["inputOverride"] =
+            json!({"main": [[{"json": {"stale": true}}]]});
+        let e = Execution::new(&raw);
+        let (sources, items) = e.input_of("Validate Order", 0);
+        assert!(items.is_empty(), "{items:?}");
+        assert_eq!(sources.len(), 1);
+        assert_eq!(sources[0]["node"], "Prepare Fields");
+        assert_eq!(sources[0]["itemCount"], 0);
+    }
+
+    #[test]
+    fn sticky_notes_are_not_nodes() {
+        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        raw["workflowData"]["nodes"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({
+                "id": "sticky-1", "name": "Sticky Note", "type": STICKY_NOTE, "typeVersion": 1,
+                "position": [0, -200], "parameters": {"content": "## Read me"}
+            }));
+        let e = Execution::new(&raw);
+        assert!(e.node_def("Sticky Note").is_none());
+        assert!(e.node_def("Validate Order").is_some());
+        assert!(e.nodes().iter().all(|n| n.name != "Sticky Note"));
     }
 
     #[test]

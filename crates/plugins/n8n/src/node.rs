@@ -427,6 +427,30 @@ mod tests {
     }
 
     #[test]
+    fn a_sticky_note_is_not_a_node() {
+        let raw = fixture("execution-error-id2.with-sticky-note.raw.json");
+        let err = node_detail(&raw, &NodeRequest::new("Sticky Note")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Node 'Sticky Note' not found in execution '7'. Available nodes: Webhook, Prepare Fields, Validate Order"
+        );
+        let s = crate::summary::summarize(&raw);
+        assert!(!s.to_string().contains("Sticky Note"), "{s}");
+    }
+
+    #[test]
+    fn input_override_is_shown_when_the_source_is_gone() {
+        let raw = fixture("execution-error-id2.input-override.raw.json");
+        let d = node_detail(&raw, &NodeRequest::new("Validate Order")).unwrap();
+        assert_eq!(d["input"]["totalItems"], 1);
+        assert_eq!(
+            d["input"]["items"][0]["json"]["greeting"],
+            "hello from inputOverride"
+        );
+        assert_eq!(d["input"]["sources"][0]["from"], "inputOverride");
+    }
+
+    #[test]
     fn redacted_items_are_flagged() {
         let raw = fixture("execution-error-id2.includeData.redactExecutionData-true.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Validate Order")).unwrap();

@@ -3,4 +3,5 @@
 mod budgets;
 mod common;
 mod live;
+mod replay_tools;
 mod server;

@@ -1,5 +1,8 @@
 //! End to end through the tool handlers against a local server replaying real n8n 2.41.1
-//! replies (executions by id, workflows, 401 on a bad key, 403, unknown routes).
+//! replies (executions by id, workflows, 401 on a bad key, 403, unknown routes). The server is
+//! shared with [`crate::replay_tools`], which adds list filters and paging, execution and
+//! workflow actions, credentials, tags, projects, data tables and the editor's login and node
+//! catalog.
 
 use crate::common;
 
@@ -9,24 +12,28 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use common::{assert_clean, fixture, fixture_text};
 use serde_json::{json, Value};
 use toolshed_core::{Plugin, ToolContext, ToolError, ToolErrorKind, ToolPath};
 use toolshed_n8n::{plugin, N8nConfig};
 
-const KEY: &str = "test-key-0123456789";
+pub(crate) const KEY: &str = "test-key-0123456789";
 
+/// What the replay server saw, and the state of its data table.
 #[derive(Clone, Default)]
-struct Seen {
-    requests: Arc<Mutex<Vec<String>>>,
-    bodies: Arc<Mutex<Vec<Value>>>,
+pub(crate) struct Seen {
+    pub requests: Arc<Mutex<Vec<String>>>,
+    pub bodies: Arc<Mutex<Vec<Value>>>,
+    pub rows: Arc<Mutex<Vec<Value>>>,
+    pub logins: Arc<Mutex<usize>>,
+    pub catalog_reads: Arc<Mutex<usize>>,
 }
 
-type Reply = (StatusCode, Json<Value>);
+pub(crate) type Reply = (StatusCode, Json<Value>);
 
-fn authorized(headers: &HeaderMap) -> Result<(), Reply> {
+pub(crate) fn authorized(headers: &HeaderMap) -> Result<(), Reply> {
     match headers.get("x-n8n-api-key").and_then(|v| v.to_str().ok()) {
         Some(KEY) => Ok(()),
         _ => Err((
@@ -36,11 +43,11 @@ fn authorized(headers: &HeaderMap) -> Result<(), Reply> {
     }
 }
 
-fn ok(v: Value) -> Reply {
+pub(crate) fn ok(v: Value) -> Reply {
     (StatusCode::OK, Json(v))
 }
 
-fn not_found() -> Reply {
+pub(crate) fn not_found() -> Reply {
     (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found"})))
 }
 
@@ -67,20 +74,11 @@ async fn execution(
         ("5", true) => "execution-erroroutput-nodeoperationerror-id5.includeData.raw.json",
         ("6", true) if ignore_limit => "execution-big-id6.includeData.raw.json.gz",
         ("6", true) => "execution-big-id6.includeData.dataTooLargeToDisplay.raw.json",
+        ("7", true) => "execution-error-id2.with-sticky-note.raw.json",
+        ("8", true) => "execution-error-id2.input-override.raw.json",
         _ => return not_found(),
     };
     ok(fixture(name))
-}
-
-async fn executions(State(seen): State<Seen>, headers: HeaderMap, uri: Uri) -> Reply {
-    seen.requests.lock().unwrap().push(uri.to_string());
-    if let Err(e) = authorized(&headers) {
-        return e;
-    }
-    ok(json!({"data": [
-        fixture("execution-error-id2.metadata-only.json"),
-        fixture("execution-success-id1.metadata-only.json"),
-    ], "nextCursor": null}))
 }
 
 fn wf1() -> Value {
@@ -146,22 +144,6 @@ async fn workflow(
     }
 }
 
-async fn archive(headers: HeaderMap, Path(id): Path<String>) -> Reply {
-    if let Err(e) = authorized(&headers) {
-        return e;
-    }
-    if id != "HUxyBqXXCHeIHixX" {
-        return (
-            StatusCode::NOT_FOUND,
-            Json(json!({"message": "Workflow not found"})),
-        );
-    }
-    let mut w = wf1();
-    w["isArchived"] = json!(true);
-    w["active"] = json!(false);
-    ok(w)
-}
-
 async fn variables(headers: HeaderMap) -> Reply {
     if let Err(e) = authorized(&headers) {
         return e;
@@ -181,19 +163,52 @@ async fn credentials(headers: HeaderMap) -> Reply {
     ok(json!({"data": [c], "nextCursor": null}))
 }
 
-async fn start() -> (String, Seen) {
+/// Starts the replay server; its base URL and what it saw.
+pub(crate) async fn start() -> (String, Seen) {
+    use crate::replay_tools as r;
     let seen = Seen::default();
     let app = Router::new()
-        .route("/api/v1/executions", get(executions))
-        .route("/api/v1/executions/{id}", get(execution))
+        .route("/api/v1/executions", get(r::executions))
+        .route(
+            "/api/v1/executions/{id}",
+            get(execution).delete(r::execution_delete),
+        )
+        .route(
+            "/api/v1/executions/{id}/{action}",
+            post(r::execution_action),
+        )
         .route("/api/v1/workflows", get(workflows).post(workflows))
         .route(
             "/api/v1/workflows/{id}",
             get(workflow).put(workflow).delete(workflow),
         )
-        .route("/api/v1/workflows/{id}/archive", post(archive))
+        .route("/api/v1/workflows/{id}/{verb}", post(r::workflow_action))
         .route("/api/v1/variables", get(variables))
         .route("/api/v1/credentials", get(credentials))
+        .route(
+            "/api/v1/credentials/{id}",
+            get(r::credential).delete(r::credential),
+        )
+        .route("/api/v1/credentials/schema/{ty}", get(r::credential_schema))
+        .route("/api/v1/tags", get(r::tags))
+        .route("/api/v1/projects", get(r::projects))
+        .route("/api/v1/data-tables", get(r::data_tables))
+        .route("/api/v1/data-tables/{id}/columns", get(r::columns))
+        .route(
+            "/api/v1/data-tables/{id}/rows",
+            get(r::rows_query).post(r::rows_insert),
+        )
+        .route(
+            "/api/v1/data-tables/{id}/rows/update",
+            patch(r::rows_update),
+        )
+        .route("/api/v1/data-tables/{id}/rows/upsert", post(r::rows_upsert))
+        .route(
+            "/api/v1/data-tables/{id}/rows/delete",
+            axum::routing::delete(r::rows_delete),
+        )
+        .route("/rest/login", post(r::login))
+        .route("/types/nodes.json", get(r::node_types))
         .fallback(|| async { (StatusCode::NOT_FOUND, Json(json!({"message": "not found"}))) })
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -202,17 +217,21 @@ async fn start() -> (String, Seen) {
     (format!("http://{addr}"), seen)
 }
 
-fn n8n(base: &str, key: &str) -> Plugin {
-    plugin(N8nConfig {
-        base_url: base.into(),
-        api_key: key.into(),
+/// The plugin for a replay server (private addresses allowed).
+pub(crate) fn config(base: &str, key: &str) -> N8nConfig {
+    N8nConfig {
         timeout: Duration::from_secs(10),
         allow_private: true,
-    })
-    .unwrap()
+        ..N8nConfig::new(base, key)
+    }
 }
 
-async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
+pub(crate) fn n8n(base: &str, key: &str) -> Plugin {
+    plugin(config(base, key)).unwrap()
+}
+
+/// Calls one tool's handler.
+pub(crate) async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
     let tool = p
         .tools
         .iter()
@@ -317,18 +336,20 @@ async fn errors_name_the_cause() {
         .unwrap_err();
     assert_eq!(e.kind, ToolErrorKind::NotFound);
     assert!(e.message.contains("GET /executions/999"));
-    // A route the server does not have.
-    let e = call(
-        &p,
-        "n8n.workflows.unarchive",
-        json!({"workflowId": "HUxyBqXXCHeIHixX"}),
-    )
-    .await
-    .unwrap_err();
+    // A route the server does not have (n8n's lowercase "not found").
+    let client = toolshed_n8n::N8nClient::from_config(&config(&base, KEY)).unwrap();
+    let e = client.get("/no-such-route", &[]).await.unwrap_err();
+    let e: ToolError = e.into();
     assert_eq!(e.kind, ToolErrorKind::NotFound);
     assert!(e
         .message
-        .contains("this n8n version has no endpoint POST /workflows/HUxyBqXXCHeIHixX/unarchive"));
+        .contains("this n8n version has no endpoint GET /no-such-route"));
+    // A missing resource is not a missing route.
+    let e = call(&p, "n8n.workflows.unarchive", json!({"workflowId": "nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::NotFound);
+    assert!(e.message.contains("Workflow not found"), "{}", e.message);
     let e = call(&p, "n8n.variables.list", json!({})).await.unwrap_err();
     assert_eq!(e.kind, ToolErrorKind::Unauthorized);
     assert!(e.message.contains("scope") && e.message.contains("license"));
@@ -446,8 +467,15 @@ async fn lists_are_compact_and_secret_free() {
     let l = call(&p, "n8n.executions.list", json!({"status": "error"}))
         .await
         .unwrap();
-    assert_eq!(l["executions"][0]["id"], "2");
-    assert_eq!(l["executions"][0]["duration"], 58);
+    let ids: Vec<&str> = l["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["4", "2"]);
+    assert_eq!(l["executions"][1]["duration"], 58);
+    assert_eq!(l["executions"][1]["status"], "error");
     let c = call(&p, "n8n.credentials.list", json!({})).await.unwrap();
     assert_eq!(c["credentials"][0]["type"], "httpHeaderAuth");
     assert!(!c.to_string().contains("very-secret-value"));

@@ -4,7 +4,12 @@
 //!
 //! Hand-written tools win: operations listed by [`toolshed_n8n::hand_written_paths`] are removed
 //! from the document before import, and an imported tool whose path equals a hand-written
-//! tool's path is dropped (with a warning).
+//! tool's path is dropped (with a warning). Together they cover all 154 operations of the
+//! bundled 2.41.1 document.
+//!
+//! Imported operations use the same transport rules as the hand-written client: no redirect is
+//! followed (the `X-N8N-API-KEY` header would go with it to wherever it points) and reply bodies
+//! are capped at [`toolshed_n8n::DEFAULT_MAX_RESPONSE_BYTES`].
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -13,6 +18,8 @@ use serde_json::Value;
 use toolshed_core::Plugin;
 use toolshed_openapi::ImportOptions;
 use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret};
+
+pub use toolshed_n8n::{cleartext_warning, N8nLogin};
 
 use crate::error::SourcesError;
 use crate::load::import_openapi_blocking;
@@ -77,25 +84,42 @@ pub fn without_operations(doc: &Value, drop: &[&str]) -> Value {
     doc
 }
 
-/// Builds the n8n plugin with every operation of the public API reachable.
-pub async fn n8n_plugin(settings: &N8nSettings) -> Result<N8nPlugin, SourcesError> {
-    let name = toolshed_n8n::PLUGIN_ID;
-    let mut plugin = toolshed_n8n::plugin(toolshed_n8n::N8nConfig {
-        base_url: settings.base_url.clone(),
-        api_key: settings.api_key.clone(),
+/// The transport of the imported operations: never follow a redirect (the API key header would
+/// go with it), cap reply bodies like the hand-written client does.
+pub fn imported_outbound_config(settings: &N8nSettings) -> OutboundConfig {
+    OutboundConfig {
         timeout: settings.timeout,
         allow_private: settings.allow_private,
+        max_redirects: 0,
+        max_response_bytes: toolshed_n8n::DEFAULT_MAX_RESPONSE_BYTES,
+        ..OutboundConfig::default()
+    }
+}
+
+/// Builds the n8n plugin with every operation of the public API reachable.
+pub async fn n8n_plugin(settings: &N8nSettings) -> Result<N8nPlugin, SourcesError> {
+    n8n_plugin_with_login(settings, None).await
+}
+
+/// [`n8n_plugin`] with an optional user login, which gives node discovery the instance's full
+/// node catalog (see [`toolshed_n8n::catalog`]).
+pub async fn n8n_plugin_with_login(
+    settings: &N8nSettings,
+    login: Option<N8nLogin>,
+) -> Result<N8nPlugin, SourcesError> {
+    let name = toolshed_n8n::PLUGIN_ID;
+    let mut plugin = toolshed_n8n::plugin(toolshed_n8n::N8nConfig {
+        timeout: settings.timeout,
+        allow_private: settings.allow_private,
+        login,
+        ..toolshed_n8n::N8nConfig::new(settings.base_url.clone(), settings.api_key.clone())
     })
     .map_err(|e| SourcesError::invalid(name, e.to_string()))?;
     let doc = toolshed_openapi::parse_document(toolshed_n8n::public_api_spec())
         .map_err(|e| SourcesError::import(name, format!("bundled public API document: {e}")))?;
     let doc = without_operations(&doc, &toolshed_n8n::hand_written_paths());
-    let outbound = Outbound::new(OutboundConfig {
-        timeout: settings.timeout,
-        allow_private: settings.allow_private,
-        ..OutboundConfig::default()
-    })
-    .map_err(|e| SourcesError::import(name, e))?;
+    let outbound = Outbound::new(imported_outbound_config(settings))
+        .map_err(|e| SourcesError::import(name, e))?;
     let opts = ImportOptions {
         namespace: name.to_string(),
         // The document's servers are relative (`/api/v1`), so the base URL is always given.
@@ -138,6 +162,162 @@ pub async fn n8n_plugin(settings: &N8nSettings) -> Result<N8nPlugin, SourcesErro
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::{Arc, Mutex};
+    use toolshed_core::ToolContext;
+
+    fn settings(base_url: String) -> N8nSettings {
+        N8nSettings {
+            base_url,
+            api_key: "n8n-key-must-not-travel".into(),
+            allow_private: true,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Hand-written and imported tools together cover every operation of the 2.41.1 document:
+    /// the imported ones are exactly the full import minus the hand-written operations.
+    #[tokio::test]
+    async fn hand_written_and_imported_tools_cover_all_154_operations() {
+        let doc = toolshed_openapi::parse_document(toolshed_n8n::public_api_spec()).unwrap();
+        assert_eq!(toolshed_openapi::count_operations(&doc), 154);
+        let hand = toolshed_n8n::HAND_WRITTEN;
+        let rest = without_operations(&doc, &toolshed_n8n::hand_written_paths());
+        assert_eq!(
+            toolshed_openapi::count_operations(&rest),
+            154 - hand.len(),
+            "every hand-written operation is in the document, once"
+        );
+        let s = settings("https://n8n.example.com".into());
+        let full = toolshed_openapi::import(
+            &doc,
+            &ImportOptions {
+                namespace: "n8n".into(),
+                base_url: Some("https://n8n.example.com/api/v1".into()),
+                ..ImportOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(full.tools.len(), 154, "skipped: {:?}", full.skipped);
+        let full_paths: HashSet<String> =
+            full.tools.iter().map(|t| t.def.path.to_string()).collect();
+
+        let n8n = n8n_plugin(&s).await.unwrap();
+        assert!(
+            n8n.warnings
+                .iter()
+                .all(|w| !w.contains("skipped") && !w.contains("dropped")),
+            "{:?}",
+            n8n.warnings
+        );
+        let imported: Vec<&str> = n8n
+            .plugin
+            .tools
+            .iter()
+            .filter(|t| t.def.origin == "source:n8n")
+            .map(|t| t.def.path.as_str())
+            .collect();
+        assert_eq!(imported.len(), n8n.imported);
+        assert_eq!(n8n.imported + hand.len(), 154);
+        assert!(imported.iter().all(|p| full_paths.contains(*p)));
+        let written: HashSet<&str> = n8n
+            .plugin
+            .tools
+            .iter()
+            .filter(|t| t.def.origin == "plugin:n8n")
+            .map(|t| t.def.path.as_str())
+            .collect();
+        for (op, tool) in hand {
+            assert!(
+                written.contains(tool),
+                "{op} has no hand-written tool {tool}"
+            );
+        }
+        // The full import minus what was imported is one tool per hand-written operation.
+        let replaced = full_paths.len() - imported.len();
+        assert_eq!(replaced, hand.len());
+    }
+
+    /// An imported operation answered with a redirect does not carry the key to its target.
+    #[tokio::test]
+    async fn imported_operations_do_not_follow_redirects() {
+        let hits: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = hits.clone();
+        let target = axum::Router::new().fallback(move |h: axum::http::HeaderMap| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(format!("{h:?}"));
+                axum::Json(json!({"id": "t1", "name": "x"}))
+            }
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target_addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, target).await.unwrap() });
+        let redirect = axum::Router::new().fallback(move || async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [(
+                    axum::http::header::LOCATION,
+                    format!("http://{target_addr}/api/v1/tags"),
+                )],
+            )
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, redirect).await.unwrap() });
+
+        let s = settings(format!("http://{addr}"));
+        assert_eq!(imported_outbound_config(&s).max_redirects, 0);
+        let n8n = n8n_plugin(&s).await.unwrap();
+        let create_tag = n8n
+            .plugin
+            .tools
+            .iter()
+            .find(|t| t.def.path.as_str().ends_with("create_tag"))
+            .unwrap();
+        assert_eq!(create_tag.def.origin, "source:n8n");
+        let ctx = ToolContext::new("t".into(), create_tag.def.path.clone());
+        let out = create_tag
+            .handler
+            .call(ctx, json!({"name": "urgent"}))
+            .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            hits.lock().unwrap().is_empty(),
+            "the redirect was followed: {:?}",
+            hits.lock().unwrap()
+        );
+        let e = out.unwrap_err();
+        assert!(
+            !e.message.contains("n8n-key-must-not-travel"),
+            "{}",
+            e.message
+        );
+    }
+
+    /// The workflow keys the plugin writes are exactly the writable keys of the 2.41.1 schemas.
+    #[test]
+    fn writable_workflow_keys_match_the_spec() {
+        use toolshed_n8n::tools::workflows::{WRITABLE_NODE_KEYS, WRITABLE_SETTINGS};
+        let doc = toolshed_openapi::parse_document(toolshed_n8n::public_api_spec()).unwrap();
+        let writable = |schema: &str| -> Vec<String> {
+            let mut keys: Vec<String> = doc["components"]["schemas"][schema]["properties"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(_, v)| v["readOnly"] != true)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.sort();
+            keys
+        };
+        let sorted = |keys: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(WRITABLE_SETTINGS), writable("workflowSettings"));
+        assert_eq!(sorted(WRITABLE_NODE_KEYS), writable("node"));
+    }
 
     #[test]
     fn listed_operations_are_removed() {

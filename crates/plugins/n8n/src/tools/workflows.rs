@@ -1,9 +1,13 @@
 //! Workflow tools: `list`, `get` (compact), `create`, `update`, `activate`/`deactivate`,
 //! `archive`/`unarchive` and `delete`.
 //!
-//! `create` and `update` send only the fields n8n 2.41's public API accepts (`name`, `nodes`,
-//! `connections`, `settings` limited to its known keys, `staticData`); `update` fills what the
-//! caller left out from the current workflow, so a rename does not wipe the nodes.
+//! `create` and `update` send only the fields n8n 2.41.1's public API accepts (`name`, `nodes`
+//! with the node keys of its `node` schema, `connections`, `settings` limited to the keys of its
+//! `workflowSettings` schema, `staticData`, and `description` on update); `update` fills what the
+//! caller left out from the current workflow, so a rename does not wipe the nodes. Checked
+//! against a live 2.41.1: nodes are replaced whole (a node key left out is lost, hence every
+//! node key of the schema is kept, `continueOnFail` included), while `settings` keys, `pinData`,
+//! `staticData`, `description` and `nodeGroups` left out of a PUT are kept by n8n.
 
 use std::sync::Arc;
 
@@ -14,7 +18,8 @@ use toolshed_core::{Annotations, Tool, ToolContext, ToolError};
 use super::{call, def, make, merge, object, opt_str, paging, paging_query, path_id, pick};
 use crate::client::N8nClient;
 
-/// Settings keys the 2.41.1 spec accepts (it rejects any other).
+/// Settings keys the 2.41.1 spec accepts (it rejects any other). `binaryMode` is accepted but
+/// ignored by n8n (derived internally); it is passed through so a round trip is not refused.
 pub const WRITABLE_SETTINGS: &[&str] = &[
     "saveExecutionProgress",
     "saveManualExecutions",
@@ -24,6 +29,7 @@ pub const WRITABLE_SETTINGS: &[&str] = &[
     "errorWorkflow",
     "timezone",
     "executionOrder",
+    "binaryMode",
     "callerPolicy",
     "callerIds",
     "timeSavedMode",
@@ -34,7 +40,8 @@ pub const WRITABLE_SETTINGS: &[&str] = &[
     "credentialResolverId",
 ];
 
-/// Node keys the 2.41.1 spec accepts in a workflow body.
+/// Node keys the 2.41.1 spec accepts in a workflow body (all of its `node` schema but the
+/// read-only `createdAt`/`updatedAt`).
 pub const WRITABLE_NODE_KEYS: &[&str] = &[
     "id",
     "name",
@@ -49,10 +56,12 @@ pub const WRITABLE_NODE_KEYS: &[&str] = &[
     "retryOnFail",
     "maxTries",
     "waitBetweenTries",
+    "continueOnFail",
     "onError",
     "position",
     "parameters",
     "credentials",
+    "customTelemetryTags",
 ];
 
 pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
@@ -132,11 +141,12 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
             def(
                 "workflows.update",
                 "Update Workflow",
-                "Replace parts of a workflow: give any of name, nodes, connections, settings, staticData; the rest is kept from the current version. Nodes keep their id, webhookId and position when a node of the same name exists.",
+                "Replace parts of a workflow: give any of name, description, nodes, connections, settings, staticData; the rest is kept from the current version. Nodes keep their id, webhookId and position when a node of the same name exists.",
                 object(
                     json!({
                         "workflowId": wf_id.clone(),
                         "name": {"type": "string", "description": "New name."},
+                        "description": {"type": "string", "description": "New description."},
                         "nodes": nodes,
                         "connections": connections,
                         "settings": settings,
@@ -407,6 +417,9 @@ pub fn update_body(current: &Value, args: &Value) -> Result<Value, ToolError> {
         "connections": if args["connections"].is_object() { args["connections"].clone() } else { current["connections"].clone() },
         "settings": writable_settings(if args["settings"].is_object() { &args["settings"] } else { &current["settings"] }),
     });
+    if let Some(d) = args["description"].as_str() {
+        body["description"] = json!(d);
+    }
     if args.get("staticData").is_some() {
         body["staticData"] = args["staticData"].clone();
     } else if !current["staticData"].is_null() {
@@ -513,8 +526,42 @@ mod tests {
 
     #[test]
     fn settings_are_limited_to_known_keys() {
-        let s = writable_settings(&json!({"binaryMode": "separate", "timezone": "UTC"}));
-        assert_eq!(s, json!({"timezone": "UTC", "executionOrder": "v1"}));
+        let s = writable_settings(
+            &json!({"binaryMode": "separate", "timezone": "UTC", "unknownKey": 1, "versionId": "x"}),
+        );
+        assert_eq!(
+            s,
+            json!({"binaryMode": "separate", "timezone": "UTC", "executionOrder": "v1"})
+        );
         assert!(writable_nodes(&json!([{"type": "x"}]), None).is_err());
+    }
+
+    #[test]
+    fn an_update_keeps_every_node_field() {
+        let current = json!({"name": "w", "connections": {}, "settings": {"binaryMode": "separate"}, "nodes": [
+            {"id": "n1", "name": "Set", "type": "n8n-nodes-base.set", "typeVersion": 3.4, "position": [0, 0],
+             "parameters": {}, "continueOnFail": true, "alwaysOutputData": true, "notes": "keep me",
+             "notesInFlow": true, "retryOnFail": true, "maxTries": 3, "waitBetweenTries": 500,
+             "executeOnce": true, "customTelemetryTags": {"tag": [{"key": "team", "value": "ops"}]},
+             "createdAt": "2026-11-22T00:00:00Z"}
+        ]});
+        let body = update_body(&current, &json!({"name": "renamed", "description": "d"})).unwrap();
+        let node = body["nodes"][0].as_object().unwrap();
+        for key in [
+            "continueOnFail",
+            "alwaysOutputData",
+            "notes",
+            "notesInFlow",
+            "retryOnFail",
+            "maxTries",
+            "waitBetweenTries",
+            "executeOnce",
+            "customTelemetryTags",
+        ] {
+            assert_eq!(node[key], current["nodes"][0][key], "{key}");
+        }
+        assert!(!node.contains_key("createdAt"));
+        assert_eq!(body["description"], "d");
+        assert_eq!(body["settings"]["binaryMode"], "separate");
     }
 }

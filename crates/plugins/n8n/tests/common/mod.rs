@@ -18,6 +18,8 @@ pub const EXECUTIONS: &[&str] = &[
     "execution-big-id6.includeData.dataTooLargeToDisplay.raw.json",
     "execution-error-id2.metadata-only.json",
     "execution-success-id1.metadata-only.json",
+    "execution-error-id2.with-sticky-note.raw.json",
+    "execution-error-id2.input-override.raw.json",
 ];
 
 /// A fixture as text; `.gz` files are gunzipped.
