@@ -4,29 +4,83 @@
 //! caller's access is applied as a filter inside the ranking, so counts and hits only ever speak
 //! of tools the caller may see.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolshed_core::{Catalog, ToolDef};
-use toolshed_search::{param_docs_from_schema, Query, SearchDoc, SearchIndex};
+use toolshed_search::hybrid::doc_text;
+use toolshed_search::vectors;
+use toolshed_search::{
+    param_docs_from_schema, HybridConfig, HybridIndex, Query, SearchDoc, SearchIndex, TextEmbedder,
+};
 
 use crate::{Caller, Engine, EngineError};
 
-/// The search index of one catalog snapshot.
+/// The search indexes of one catalog snapshot: BM25F always, plus the hybrid (BM25F fused with
+/// embeddings) once a configured embedder has embedded every tool of the snapshot.
+#[derive(Clone)]
+pub(crate) struct Ranker {
+    pub lexical: Arc<SearchIndex>,
+    pub hybrid: Option<Arc<HybridIndex>>,
+}
+
+struct Built {
+    version: u64,
+    ranker: Ranker,
+}
+
+/// The semantic stage: the embedder, and the vectors of tool texts embedded so far (kept
+/// across catalog versions, so a change embeds only the tools it adds or alters).
+struct Semantic {
+    embedder: Arc<dyn TextEmbedder>,
+    /// Vectors by [`vectors::text_key`] of the embedded text.
+    vectors: Mutex<HashMap<u64, Arc<[f32]>>>,
+    /// Where vectors are kept between runs (none: recomputed each run).
+    file: Option<PathBuf>,
+    /// The catalog version whose embeddings are done (or failed), for waiters.
+    done: Mutex<Option<(u64, Option<String>)>>,
+    changed: Condvar,
+}
+
+/// Search indexes per catalog snapshot, shared by every caller. The lexical index is built on
+/// the first search of a snapshot; embeddings are computed on a background thread, and
+/// searches rank lexically until they are ready.
 #[derive(Default)]
 pub(crate) struct SearchCache {
-    slot: Mutex<Option<(u64, Arc<SearchIndex>)>>,
+    slot: Arc<Mutex<Option<Built>>>,
+    semantic: Option<Arc<Semantic>>,
 }
 
 impl SearchCache {
-    fn get(&self, catalog: &Catalog) -> Arc<SearchIndex> {
+    pub(crate) fn with_embedder(embedder: Arc<dyn TextEmbedder>, file: Option<PathBuf>) -> Self {
+        let model = embedder.model_id();
+        let file = file.filter(|_| !model.is_empty());
+        let stored = file
+            .as_deref()
+            .map(|f| vectors::load(f, &model, embedder.dim()))
+            .unwrap_or_default();
+        Self {
+            slot: Arc::default(),
+            semantic: Some(Arc::new(Semantic {
+                embedder,
+                vectors: Mutex::new(stored),
+                file,
+                done: Mutex::default(),
+                changed: Condvar::new(),
+            })),
+        }
+    }
+
+    fn get(&self, catalog: &Catalog) -> Ranker {
         let mut slot = self.slot.lock();
-        if let Some((v, idx)) = slot.as_ref() {
-            if *v == catalog.version() {
-                return idx.clone();
+        if let Some(b) = slot.as_ref() {
+            if b.version == catalog.version() {
+                return b.ranker.clone();
             }
         }
         let docs: Vec<SearchDoc> = catalog
@@ -41,10 +95,124 @@ impl SearchCache {
                 }
             })
             .collect();
-        let idx = Arc::new(SearchIndex::build(&docs));
-        *slot = Some((catalog.version(), idx.clone()));
-        idx
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        let ranker = Ranker {
+            lexical: lexical.clone(),
+            hybrid: None,
+        };
+        *slot = Some(Built {
+            version: catalog.version(),
+            ranker: ranker.clone(),
+        });
+        if let Some(semantic) = &self.semantic {
+            let (semantic, slot, version) =
+                (semantic.clone(), self.slot.clone(), catalog.version());
+            std::thread::Builder::new()
+                .name("toolshed-embed".into())
+                .spawn(move || embed_snapshot(&semantic, &slot, version, &docs, lexical))
+                .map_err(|e| tracing::warn!(error = %e, "cannot start the embedding thread"))
+                .ok();
+        }
+        ranker
     }
+
+    /// Waits until the embeddings of `version` are done; `Ok(false)` on timeout, `Err` with the
+    /// embedder's error when they failed. Without an embedder there is nothing to wait for.
+    fn wait_semantic(&self, version: u64, timeout: Duration) -> Result<bool, String> {
+        let Some(semantic) = &self.semantic else {
+            return Ok(true);
+        };
+        let deadline = std::time::Instant::now() + timeout;
+        let mut done = semantic.done.lock();
+        loop {
+            match done.as_ref() {
+                Some((v, None)) if *v == version => return Ok(true),
+                Some((v, Some(e))) if *v == version => return Err(e.clone()),
+                _ => {}
+            }
+            if semantic.changed.wait_until(&mut done, deadline).timed_out() {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// Embeds the tools of one snapshot (reusing vectors of unchanged texts) and installs the
+/// hybrid index if the snapshot is still current.
+fn embed_snapshot(
+    semantic: &Semantic,
+    slot: &Mutex<Option<Built>>,
+    version: u64,
+    docs: &[SearchDoc],
+    lexical: Arc<SearchIndex>,
+) {
+    let texts: Vec<String> = docs.iter().map(doc_text).collect();
+    let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
+    let dim = semantic.embedder.dim();
+    let missing: Vec<(u64, &str)> = {
+        let cache = semantic.vectors.lock();
+        let mut seen = std::collections::HashSet::new();
+        keys.iter()
+            .zip(&texts)
+            .filter(|(k, _)| !cache.contains_key(k) && seen.insert(**k))
+            .map(|(k, t)| (*k, t.as_str()))
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    let batch: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
+    let outcome = semantic.embedder.embed_texts(&batch).and_then(|fresh| {
+        if fresh.len() != missing.len() * dim {
+            return Err(toolshed_search::EmbedError(format!(
+                "the embedder returned {} values for {} texts of dimension {dim}",
+                fresh.len(),
+                missing.len()
+            )));
+        }
+        let mut cache = semantic.vectors.lock();
+        for ((k, _), v) in missing.iter().zip(fresh.chunks_exact(dim.max(1))) {
+            cache.insert(*k, Arc::from(v));
+        }
+        let mut out = Vec::with_capacity(keys.len() * dim);
+        for k in &keys {
+            out.extend_from_slice(&cache[k]);
+        }
+        // Keep only what the current snapshot uses, and store it for the next run.
+        let current: std::collections::HashSet<u64> = keys.iter().copied().collect();
+        cache.retain(|k, _| current.contains(k));
+        if let Some(file) = semantic.file.as_deref().filter(|_| !missing.is_empty()) {
+            if let Err(e) = vectors::save(file, &semantic.embedder.model_id(), dim, &cache) {
+                tracing::warn!(file = %file.display(), error = %e, "cannot store tool embeddings");
+            }
+        }
+        Ok(out)
+    });
+    let error = match outcome {
+        Ok(vectors) => {
+            let hybrid = HybridIndex::from_vectors(
+                lexical,
+                semantic.embedder.clone(),
+                vectors,
+                HybridConfig::default(),
+            );
+            let mut slot = slot.lock();
+            if let Some(b) = slot.as_mut().filter(|b| b.version == version) {
+                b.ranker.hybrid = Some(Arc::new(hybrid));
+            }
+            tracing::info!(
+                tools = docs.len(),
+                embedded = missing.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "semantic search ready"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "tool embeddings failed: search stays lexical");
+            Some(e.to_string())
+        }
+    };
+    *semantic.done.lock() = Some((version, error));
+    semantic.changed.notify_all();
 }
 
 /// One search hit, compact.
@@ -128,10 +296,30 @@ impl Engine {
             .namespaces(|p| caller.allows(p.as_str()))
     }
 
-    /// Builds the search index of the current snapshot now rather than on the first search.
+    /// Builds the search index of the current snapshot now rather than on the first search
+    /// (and, with an embedder, starts embedding its tools in the background).
     pub fn warm_search(&self) {
         let catalog = self.inner.catalog.load();
         self.inner.search.get(&catalog);
+    }
+
+    /// Waits until search over the current snapshot ranks with embeddings too: `Ok(true)`
+    /// when ready (or when no embedder is configured), `Ok(false)` on timeout, `Err` with the
+    /// embedder's error when embedding failed (search then stays lexical).
+    pub fn wait_semantic_search(&self, timeout: Duration) -> Result<bool, String> {
+        let catalog = self.inner.catalog.load();
+        self.inner.search.get(&catalog);
+        self.inner.search.wait_semantic(catalog.version(), timeout)
+    }
+
+    /// `"hybrid"` when searches of the current snapshot fuse embeddings with BM25F, else
+    /// `"lexical"`.
+    pub fn search_mode(&self) -> &'static str {
+        let catalog = self.inner.catalog.load();
+        match self.inner.search.get(&catalog).hybrid {
+            Some(_) => "hybrid",
+            None => "lexical",
+        }
     }
 
     /// Ranked search in the caller's view.
@@ -143,19 +331,26 @@ impl Engine {
         namespace: Option<&str>,
     ) -> SearchAnswer {
         let catalog = self.inner.catalog.load();
-        let index = self.inner.search.get(&catalog);
+        let ranker = self.inner.search.get(&catalog);
         let filter = |i: usize| {
             caller.access.is_all()
                 || catalog
                     .get_index(i)
                     .is_some_and(|e| caller.allows(e.tool.def.path.as_str()))
         };
-        let result = index.search(&Query {
+        let query = Query {
             text,
             limit: limit.clamp(1, 100),
             namespace,
             filter: Some(&filter),
-        });
+        };
+        let result = match &ranker.hybrid {
+            Some(hybrid) => hybrid.search(&query).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "query embedding failed: ranking lexically");
+                ranker.lexical.search(&query)
+            }),
+            None => ranker.lexical.search(&query),
+        };
         let hits = result
             .hits
             .iter()
@@ -240,5 +435,214 @@ mod tests {
             one_line("Creates an issue in a repository. Requires push access."),
             "Creates an issue in a repository."
         );
+    }
+}
+
+#[cfg(test)]
+mod semantic_tests {
+    use super::*;
+    use serde_json::json;
+    use toolshed_core::{Annotations, CatalogBuilder, Policy, SharedCatalog, Tool, ToolPath};
+    use toolshed_search::EmbedError;
+
+    use crate::{EngineConfig, Face};
+
+    /// A stand-in model: words vote for a concept axis; counts how many texts it embedded.
+    #[derive(Debug, Default)]
+    struct Concepts {
+        embedded: std::sync::atomic::AtomicUsize,
+    }
+
+    const AXES: [&[&str]; 2] = [
+        &["time", "clock", "late", "hour", "moment"],
+        &["rain", "weather", "forecast", "wind"],
+    ];
+
+    impl TextEmbedder for Concepts {
+        fn dim(&self) -> usize {
+            AXES.len() + 1
+        }
+
+        fn model_id(&self) -> String {
+            "concepts-1".into()
+        }
+
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            self.embedded
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            let mut out = Vec::new();
+            for t in texts {
+                let mut v = vec![0f32; self.dim()];
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    let w = w.to_lowercase();
+                    let axis = AXES.iter().position(|a| a.contains(&w.as_str()));
+                    v[axis.unwrap_or(AXES.len())] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                out.extend(v.iter().map(|x| x / n));
+            }
+            Ok(out)
+        }
+    }
+
+    fn tool(path: &str, description: &str) -> Tool {
+        Tool::from_fn(
+            toolshed_core::ToolDef::new(ToolPath::parse(path).unwrap(), path, description)
+                .with_input(json!({"type": "object"}))
+                .with_annotations(Annotations::READ_ONLY),
+            |_ctx, _args| async { Ok(json!(null)) },
+        )
+    }
+
+    fn catalog(extra: bool) -> toolshed_core::Catalog {
+        let mut b = CatalogBuilder::new();
+        b.add_tool(tool("clock.current", "Return the current hour in a zone."));
+        b.add_tool(tool("sky.outlook", "Rain and wind outlook for a city."));
+        b.add_tool(tool("hidden.hour", "The hour, for admins only."));
+        if extra {
+            b.add_tool(tool("sky.alerts", "Storm alerts."));
+        }
+        b.build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn hybrid_search_ranks_by_meaning_in_the_callers_view_and_reembeds_only_changes() {
+        let shared = Arc::new(SharedCatalog::new(catalog(false)));
+        let policy = Policy::new(
+            vec![toolshed_core::Role {
+                id: "r".into(),
+                name: "R".into(),
+                patterns: vec!["clock.**".into(), "sky.**".into()],
+            }],
+            vec![toolshed_core::Principal {
+                id: "alice".into(),
+                roles: vec!["r".into()],
+            }],
+        )
+        .unwrap();
+        let store = toolshed_store::Store::open("sqlite::memory:")
+            .await
+            .unwrap();
+        let model = Arc::new(Concepts::default());
+        let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
+            .with_embedder(model.clone(), None);
+        let alice = engine.caller("alice", Face::Cli);
+
+        // No word of the query is in the clock tool: lexical ranking alone cannot find it.
+        let query = "how late is it at the moment";
+        let before = engine.search(&alice, query, 5, None);
+        assert!(
+            before.hits.iter().all(|h| h.path != "clock.current"),
+            "{before:?}"
+        );
+
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_secs(10)),
+            Ok(true)
+        );
+        assert_eq!(engine.search_mode(), "hybrid");
+        let after = engine.search(&alice, query, 5, None);
+        assert_eq!(after.hits[0].path, "clock.current", "{after:?}");
+        // The caller's view still applies: the hidden tool never shows.
+        assert!(after.hits.iter().all(|h| h.path != "hidden.hour"));
+        // Three tools, then one query.
+        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 4);
+
+        // A new snapshot embeds only the tool it adds.
+        shared.store(catalog(true));
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_secs(10)),
+            Ok(true)
+        );
+        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 5);
+        let r = engine.search(&alice, "weather", 5, Some("sky"));
+        assert!(r.hits.iter().all(|h| h.path.starts_with("sky.")), "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn stored_vectors_spare_the_next_run_from_embedding_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tool-vectors.bin");
+        let policy = || {
+            Policy::new(
+                vec![toolshed_core::Role {
+                    id: "all".into(),
+                    name: "All".into(),
+                    patterns: vec!["*".into()],
+                }],
+                vec![toolshed_core::Principal {
+                    id: "alice".into(),
+                    roles: vec!["all".into()],
+                }],
+            )
+            .unwrap()
+        };
+        for expected in [3, 0] {
+            let model = Arc::new(Concepts::default());
+            let store = toolshed_store::Store::open("sqlite::memory:")
+                .await
+                .unwrap();
+            let shared = Arc::new(SharedCatalog::new(catalog(false)));
+            let engine = Engine::new(shared, policy(), store, EngineConfig::default())
+                .with_embedder(model.clone(), Some(file.clone()));
+            assert_eq!(
+                engine.wait_semantic_search(Duration::from_secs(10)),
+                Ok(true)
+            );
+            assert_eq!(
+                model.embedded.load(std::sync::atomic::Ordering::SeqCst),
+                expected
+            );
+            let alice = engine.caller("alice", Face::Cli);
+            let r = engine.search(&alice, "what hour is it", 1, None);
+            assert_eq!(r.hits[0].path, "clock.current");
+        }
+        // A damaged file only costs time.
+        std::fs::write(&file, b"TSVEC1\nconcepts-1\n3\n123").unwrap();
+        let model = Arc::new(Concepts::default());
+        let store = toolshed_store::Store::open("sqlite::memory:")
+            .await
+            .unwrap();
+        let engine = Engine::new(
+            Arc::new(SharedCatalog::new(catalog(false))),
+            policy(),
+            store,
+            EngineConfig::default(),
+        )
+        .with_embedder(model.clone(), Some(file));
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_secs(10)),
+            Ok(true)
+        );
+        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn without_an_embedder_search_is_lexical_and_nothing_waits() {
+        let shared = Arc::new(SharedCatalog::new(catalog(false)));
+        let store = toolshed_store::Store::open("sqlite::memory:")
+            .await
+            .unwrap();
+        let policy = Policy::new(
+            vec![toolshed_core::Role {
+                id: "all".into(),
+                name: "All".into(),
+                patterns: vec!["*".into()],
+            }],
+            vec![toolshed_core::Principal {
+                id: "alice".into(),
+                roles: vec!["all".into()],
+            }],
+        )
+        .unwrap();
+        let engine = Engine::new(shared, policy, store, EngineConfig::default());
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_millis(1)),
+            Ok(true)
+        );
+        assert_eq!(engine.search_mode(), "lexical");
     }
 }

@@ -163,7 +163,11 @@ fn debug_miss(set: &Set, qtext: &str, ranked: &[usize], rel: &HashSet<usize>) {
     }
     println!("Q {qtext}");
     for d in ranked.iter().take(5) {
-        println!("   {} {}", if rel.contains(d) { "+" } else { "-" }, set.ids[*d]);
+        println!(
+            "   {} {}",
+            if rel.contains(d) { "+" } else { "-" },
+            set.ids[*d]
+        );
     }
     for d in rel
         .iter()
@@ -200,7 +204,7 @@ fn evaluate_hybrid(
     use toolshed_search::HybridIndex;
 
     let start = Instant::now();
-    let lexical = SearchIndex::build_with(&set.docs, config);
+    let lexical = std::sync::Arc::new(SearchIndex::build_with(&set.docs, config));
     let lexical_build = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let index = HybridIndex::build_with(&set.docs, lexical, embedder.clone(), hybrid_config)
@@ -323,7 +327,11 @@ fn main() {
             "--fusion" => {
                 use toolshed_search::Fusion;
                 let (kind, rest) = value.split_once(',').unwrap_or((value, ""));
-                let v = if rest.is_empty() { Vec::new() } else { floats(rest) };
+                let v = if rest.is_empty() {
+                    Vec::new()
+                } else {
+                    floats(rest)
+                };
                 let mut v = v.into_iter();
                 if kind == "rrf" {
                     hybrid_config.fusion = Fusion::Rrf {
@@ -365,7 +373,10 @@ fn main() {
             Some(model)
         }
         None => {
-            println!("{} unset: lexical figures only", toolshed_search::semantic::MODEL_ENV);
+            println!(
+                "{} unset: lexical figures only",
+                toolshed_search::semantic::MODEL_ENV
+            );
             None
         }
     };

@@ -1,8 +1,10 @@
-//! Hybrid ranking (feature `semantic`): BM25F fused with sentence-embedding similarity.
+//! Hybrid ranking: BM25F fused with sentence-embedding similarity.
 //!
-//! A [`HybridIndex`] holds a lexical [`SearchIndex`], an [`Embedder`] and one unit vector per
+//! A [`HybridIndex`] holds a lexical [`SearchIndex`], a [`TextEmbedder`] and one unit vector per
 //! tool, computed once when the index is built from [`doc_text`] (name, description and path
-//! words). A search embeds the query, takes the lexical top `lexical_depth` and the semantic
+//! words). The embedder is a trait so that the fusion is always built and tested; the real
+//! sentence-transformers model ([`crate::semantic::Embedder`]) comes with the `semantic`
+//! feature. A search embeds the query, takes the lexical top `lexical_depth` and the semantic
 //! (cosine) top `semantic_depth` among the documents the query may see, and fuses the two
 //! rankings over their union (see [`Fusion`]). Lexical evidence keeps exact identifiers and
 //! rare words strong; the embedding finds tools that the query describes in other words.
@@ -13,8 +15,37 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::index::{top_k, Hit, Query, SearchDoc, SearchIndex, SearchResult};
-use crate::semantic::{dot, Embedder, SemanticError};
 use crate::tokenize::split_words;
+
+/// Why a text could not be embedded (the model's own error, as text).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("embedding failed: {0}")]
+pub struct EmbedError(pub String);
+
+/// Turns texts into unit-length vectors of one fixed dimension.
+pub trait TextEmbedder: Send + Sync + std::fmt::Debug {
+    /// Length of every vector.
+    fn dim(&self) -> usize;
+
+    /// The unit vectors of `texts`, concatenated: text `i` is `out[i * dim .. (i + 1) * dim]`.
+    fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError>;
+
+    /// Names the model and its weights, so that stored vectors are reused only for the same
+    /// model (see [`crate::vectors`]); empty when the vectors should not be stored.
+    fn model_id(&self) -> String {
+        String::new()
+    }
+
+    /// The unit vector of one text.
+    fn embed_text(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed_texts(&[text])
+    }
+}
+
+/// Dot product; equal to the cosine for unit vectors.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
 
 /// How the lexical and semantic rankings are combined.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,8 +104,8 @@ pub fn doc_text(doc: &SearchDoc) -> String {
 /// A lexical index plus tool embeddings; searches fuse both rankings.
 #[derive(Debug, Clone)]
 pub struct HybridIndex {
-    lexical: SearchIndex,
-    embedder: Arc<Embedder>,
+    lexical: Arc<SearchIndex>,
+    embedder: Arc<dyn TextEmbedder>,
     /// Unit vectors, `dim` per document, in document order.
     vectors: Vec<f32>,
     config: HybridConfig,
@@ -85,23 +116,27 @@ impl HybridIndex {
     /// been built from the same `docs`. Default fusion parameters.
     pub fn build(
         docs: &[SearchDoc],
-        lexical: SearchIndex,
-        embedder: Arc<Embedder>,
-    ) -> Result<Self, SemanticError> {
+        lexical: Arc<SearchIndex>,
+        embedder: Arc<dyn TextEmbedder>,
+    ) -> Result<Self, EmbedError> {
         Self::build_with(docs, lexical, embedder, HybridConfig::default())
     }
 
     /// [`HybridIndex::build`] with explicit fusion parameters.
     pub fn build_with(
         docs: &[SearchDoc],
-        lexical: SearchIndex,
-        embedder: Arc<Embedder>,
+        lexical: Arc<SearchIndex>,
+        embedder: Arc<dyn TextEmbedder>,
         config: HybridConfig,
-    ) -> Result<Self, SemanticError> {
-        assert_eq!(docs.len(), lexical.len(), "lexical index built from other docs");
+    ) -> Result<Self, EmbedError> {
+        assert_eq!(
+            docs.len(),
+            lexical.len(),
+            "lexical index built from other docs"
+        );
         let texts: Vec<String> = docs.iter().map(doc_text).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = embedder.embed_batch(&refs)?;
+        let vectors = embedder.embed_texts(&refs)?;
         Ok(Self::from_vectors(lexical, embedder, vectors, config))
     }
 
@@ -111,8 +146,8 @@ impl HybridIndex {
     /// # Panics
     /// When `vectors` does not hold one vector per document of `lexical`.
     pub fn from_vectors(
-        lexical: SearchIndex,
-        embedder: Arc<Embedder>,
+        lexical: Arc<SearchIndex>,
+        embedder: Arc<dyn TextEmbedder>,
         vectors: Vec<f32>,
         config: HybridConfig,
     ) -> Self {
@@ -135,7 +170,7 @@ impl HybridIndex {
         &self.lexical
     }
 
-    pub fn embedder(&self) -> &Arc<Embedder> {
+    pub fn embedder(&self) -> &Arc<dyn TextEmbedder> {
         &self.embedder
     }
 
@@ -151,11 +186,11 @@ impl HybridIndex {
     /// Embeds the query text and runs [`HybridIndex::search_embedded`].
     ///
     /// A query without text (only a namespace) is answered by the lexical index alone.
-    pub fn search(&self, q: &Query<'_>) -> Result<SearchResult, SemanticError> {
+    pub fn search(&self, q: &Query<'_>) -> Result<SearchResult, EmbedError> {
         if q.text.trim().is_empty() {
             return Ok(self.lexical.search(q));
         }
-        let v = self.embedder.embed(q.text)?;
+        let v = self.embedder.embed_text(q.text)?;
         Ok(self.search_embedded(q, &v))
     }
 
@@ -312,6 +347,98 @@ mod tests {
             order(fuse(&lexical, &semantic, |_| 0.0, &lexical_only)),
             [1, 2, 3, 4]
         );
+    }
+
+    /// A stand-in model: each word votes for the concept it belongs to (unknown words for a
+    /// last "other" axis), and the vector is normalised. Enough to tell paraphrases apart
+    /// from unrelated texts without a real model.
+    #[derive(Debug)]
+    struct Concepts;
+
+    const CONCEPTS: [&[&str]; 3] = [
+        &["time", "clock", "late", "hour", "now", "moment", "date"],
+        &["rain", "weather", "forecast", "wind", "sunny"],
+        &["mail", "email", "send", "message", "inbox"],
+    ];
+
+    impl TextEmbedder for Concepts {
+        fn dim(&self) -> usize {
+            CONCEPTS.len() + 1
+        }
+
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            let mut out = Vec::new();
+            for t in texts {
+                if t.contains("FAIL") {
+                    return Err(EmbedError("cannot embed".into()));
+                }
+                let mut v = vec![0f32; self.dim()];
+                for w in split_words(t) {
+                    let axis = CONCEPTS
+                        .iter()
+                        .position(|c| c.contains(&w.as_str()))
+                        .unwrap_or(CONCEPTS.len());
+                    v[axis] += 1.0;
+                }
+                let norm = dot(&v, &v).sqrt().max(1e-6);
+                out.extend(v.iter().map(|x| x / norm));
+            }
+            Ok(out)
+        }
+    }
+
+    fn doc(path: &str, description: &str) -> SearchDoc {
+        SearchDoc {
+            path: path.into(),
+            name: path.rsplit('.').next().unwrap().into(),
+            description: description.into(),
+            params: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn fused_search_finds_what_words_alone_miss_and_keeps_exact_matches() {
+        let docs = [
+            doc("clock.current", "Return the current hour in a zone."),
+            doc("sky.outlook", "Rain and wind outlook for a city."),
+            doc("post.deliver", "Send an email message to a contact."),
+            doc("tables.rows.query", "Query rows of a data table."),
+        ];
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        let index = HybridIndex::build(&docs, lexical.clone(), Arc::new(Concepts)).unwrap();
+        assert_eq!(index.vectors().len(), docs.len() * 4);
+
+        // No word in common with the clock tool: BM25F alone cannot find it.
+        let q = Query::new("how late is it at the moment", 3);
+        assert!(lexical.search(&q).hits.iter().all(|h| h.doc != 0));
+        assert_eq!(index.search(&q).unwrap().hits[0].doc, 0);
+
+        // Exact words still win.
+        let q = Query::new("query table rows", 3);
+        assert_eq!(index.search(&q).unwrap().hits[0].doc, 3);
+
+        // Namespace filters apply to the semantic side too.
+        let q = Query {
+            namespace: Some("sky"),
+            ..Query::new("what time is it now", 3)
+        };
+        let r = index.search(&q).unwrap();
+        assert!(r.hits.iter().all(|h| h.doc == 1), "{r:?}");
+
+        // A query without text is lexical; an embedding failure is an error, not a panic.
+        assert!(index.search(&Query::new("FAIL now", 3)).is_err());
+    }
+
+    #[test]
+    fn building_reports_embedding_failures() {
+        let docs = [doc("a.fail", "FAIL")];
+        let err = HybridIndex::build(
+            &docs,
+            Arc::new(SearchIndex::build(&docs)),
+            Arc::new(Concepts),
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "embedding failed: cannot embed");
     }
 
     #[test]

@@ -291,7 +291,6 @@ impl SearchIndex {
 
     /// Whether `doc` passes the query's namespace and filter; `None` when the query names a
     /// namespace the index does not have (then nothing passes).
-    #[cfg(feature = "semantic")]
     pub(crate) fn visibility<'q>(
         &'q self,
         q: &'q Query<'q>,

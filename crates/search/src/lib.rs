@@ -20,7 +20,6 @@
 //! ```
 
 pub mod expand;
-#[cfg(feature = "semantic")]
 pub mod hybrid;
 pub mod index;
 pub mod params;
@@ -28,13 +27,12 @@ pub mod params;
 pub mod semantic;
 pub mod stem;
 pub mod tokenize;
+pub mod vectors;
 
+pub use hybrid::{EmbedError, Fusion, HybridConfig, HybridIndex, TextEmbedder};
 pub use index::{
     Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
 };
 pub use params::param_docs_from_schema;
 #[cfg(feature = "semantic")]
-pub use {
-    hybrid::{Fusion, HybridConfig, HybridIndex},
-    semantic::{Embedder, SemanticError},
-};
+pub use semantic::{Embedder, SemanticError};

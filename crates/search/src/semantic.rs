@@ -62,6 +62,8 @@ pub struct Embedder {
     dim: usize,
     max_tokens: usize,
     dir: PathBuf,
+    /// The directory, the dimension and the size of the weights.
+    id: String,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -106,12 +108,12 @@ impl Embedder {
         let device = Device::Cpu;
 
         let config_path = dir.join("config.json");
-        let config: Config = serde_json::from_slice(&read(&config_path)?)
-            .map_err(|e| malformed(&config_path, e))?;
+        let config: Config =
+            serde_json::from_slice(&read(&config_path)?).map_err(|e| malformed(&config_path, e))?;
 
         let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer =
-            Tokenizer::from_bytes(read(&tokenizer_path)?).map_err(|e| malformed(&tokenizer_path, e))?;
+        let mut tokenizer = Tokenizer::from_bytes(read(&tokenizer_path)?)
+            .map_err(|e| malformed(&tokenizer_path, e))?;
 
         let mut max_tokens = DEFAULT_MAX_TOKENS;
         let st_path = dir.join("sentence_bert_config.json");
@@ -161,6 +163,12 @@ impl Embedder {
             (pickle, vb)
         };
         let model = BertModel::load(vb, &config).map_err(|e| malformed(&weights_path, e))?;
+        let weights_len = std::fs::metadata(&weights_path).map_or(0, |m| m.len());
+        let id = format!(
+            "{} dim={} weights={weights_len}",
+            dir.display(),
+            config.hidden_size
+        );
 
         Ok(Self {
             model,
@@ -169,6 +177,7 @@ impl Embedder {
             dim: config.hidden_size,
             max_tokens,
             dir: dir.to_path_buf(),
+            id,
         })
     }
 
@@ -254,21 +263,35 @@ impl Embedder {
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
         let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
         let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12f32, f32::MAX)?;
+        let norm = mean
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
         let unit = mean.broadcast_div(&norm)?;
         Ok(unit.flatten_all()?.to_vec1::<f32>()?)
     }
 }
 
-/// Dot product; equal to the cosine for unit vectors.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+impl crate::hybrid::TextEmbedder for Embedder {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn model_id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, crate::hybrid::EmbedError> {
+        self.embed_batch(texts)
+            .map_err(|e| crate::hybrid::EmbedError(e.to_string()))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hybrid::HybridIndex;
+    use crate::hybrid::{dot, HybridIndex};
     use crate::{Query, SearchDoc, SearchIndex};
     use std::sync::{Arc, OnceLock};
 
@@ -277,7 +300,9 @@ mod tests {
         static MODEL: OnceLock<Option<Arc<Embedder>>> = OnceLock::new();
         let m = MODEL.get_or_init(|| match Embedder::from_env() {
             None => None,
-            Some(r) => Some(Arc::new(r.expect("the model in TOOLSHED_SEARCH_MODEL loads"))),
+            Some(r) => Some(Arc::new(
+                r.expect("the model in TOOLSHED_SEARCH_MODEL loads"),
+            )),
         });
         if m.is_none() {
             eprintln!(
@@ -364,7 +389,7 @@ mod tests {
             lex.hits.first().is_none_or(|h| h.doc != 0),
             "lexical ranking already finds it: {lex:?}"
         );
-        let hybrid = HybridIndex::build(&docs, SearchIndex::build(&docs), m).unwrap();
+        let hybrid = HybridIndex::build(&docs, Arc::new(SearchIndex::build(&docs)), m).unwrap();
         let r = hybrid.search(&Query::new(query, 5)).unwrap();
         assert_eq!(r.hits[0].doc, 0, "{r:?}");
         let r = hybrid
