@@ -1,11 +1,26 @@
 //! The audit writer: calls enqueue entries (never blocking on the database); a background task
 //! writes them to the store in batches. Arguments are redacted before they are queued.
+//!
+//! The queue is bounded ([`crate::EngineConfig::audit_queue`]). When the database cannot keep
+//! up and the queue is full, the **oldest** queued entry is dropped to make room: calls never
+//! wait on the audit log, the newest activity is kept, and every dropped entry is counted
+//! ([`AuditSink::dropped`]) and reported in the log. [`AuditSink::flush`] waits until everything
+//! queued so far is written (or dropped); the binary flushes on graceful shutdown.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{watch, Notify};
 use toolshed_store::{AuditEntry, Store};
+
+/// Entries written to the store in one statement at most.
+const BATCH: usize = 512;
+/// How long the writer waits for more entries before writing a small batch.
+const GATHER: Duration = Duration::from_millis(20);
 
 const MAX_ARGS_CHARS: usize = 2_000;
 
@@ -62,72 +77,124 @@ pub fn audit_args(v: &Value) -> String {
     s
 }
 
-enum Msg {
-    Entry(AuditEntry),
-    Flush(oneshot::Sender<()>),
+struct Queue {
+    entries: Mutex<VecDeque<AuditEntry>>,
+    capacity: usize,
+    /// Entries ever recorded.
+    enqueued: AtomicU64,
+    /// Entries dropped because the queue was full.
+    dropped: AtomicU64,
+    /// Entries settled: written, failed to write, or dropped. Flushes wait on it.
+    settled: watch::Sender<u64>,
+    /// Wakes the writer.
+    wake: Notify,
+    /// A flush is waiting: write without gathering.
+    urgent: AtomicBool,
+}
+
+impl Queue {
+    fn settle(&self, n: usize) {
+        self.settled.send_modify(|v| *v += n as u64);
+    }
 }
 
 /// Handle to the background writer.
 #[derive(Clone)]
 pub struct AuditSink {
-    tx: mpsc::UnboundedSender<Msg>,
+    queue: Arc<Queue>,
 }
 
 impl AuditSink {
-    /// Starts the writer on the current tokio runtime.
-    pub fn start(store: Store) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    /// Starts the writer on the current tokio runtime with a queue of `capacity` entries.
+    pub fn start(store: Store, capacity: usize) -> Self {
+        let (settled, _) = watch::channel(0);
+        let queue = Arc::new(Queue {
+            entries: Mutex::new(VecDeque::new()),
+            capacity: capacity.max(1),
+            enqueued: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            settled,
+            wake: Notify::new(),
+            urgent: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&queue);
         tokio::spawn(async move {
-            let mut batch: Vec<AuditEntry> = Vec::with_capacity(256);
-            let mut waiters: Vec<oneshot::Sender<()>> = Vec::new();
             loop {
-                let first = match rx.recv().await {
-                    Some(m) => m,
-                    None => break,
+                let Some(q) = weak.upgrade() else { break };
+                let waiting = q.entries.lock().is_empty();
+                if waiting {
+                    // Wake up now and then to notice that every handle is gone.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), q.wake.notified()).await;
+                    continue;
+                }
+                if !q.urgent.load(Ordering::SeqCst) && q.entries.lock().len() < BATCH {
+                    tokio::time::sleep(GATHER).await;
+                }
+                q.urgent.store(false, Ordering::SeqCst);
+                let batch: Vec<AuditEntry> = {
+                    let mut entries = q.entries.lock();
+                    let n = entries.len().min(BATCH);
+                    entries.drain(..n).collect()
                 };
-                let push =
-                    |m: Msg,
-                     batch: &mut Vec<AuditEntry>,
-                     waiters: &mut Vec<oneshot::Sender<()>>| match m {
-                        Msg::Entry(e) => batch.push(e),
-                        Msg::Flush(w) => waiters.push(w),
-                    };
-                push(first, &mut batch, &mut waiters);
-                // Gather what else is queued, up to a batch, for a short moment.
-                let deadline = tokio::time::Instant::now() + Duration::from_millis(20);
-                while batch.len() < 512 && waiters.is_empty() {
-                    match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some(m)) => push(m, &mut batch, &mut waiters),
-                        _ => break,
-                    }
+                if let Err(e) = store.append_audit(&batch).await {
+                    tracing::error!(error = %e, lost = batch.len(), "audit write failed");
                 }
-                while let Ok(m) = rx.try_recv() {
-                    push(m, &mut batch, &mut waiters);
-                }
-                if !batch.is_empty() {
-                    if let Err(e) = store.append_audit(&batch).await {
-                        tracing::error!(error = %e, lost = batch.len(), "audit write failed");
-                    }
-                    batch.clear();
-                }
-                for w in waiters.drain(..) {
-                    let _ = w.send(());
-                }
+                q.settle(batch.len());
             }
         });
-        Self { tx }
+        Self { queue }
     }
 
+    /// Queues an entry; when the queue is full the oldest queued entry is dropped.
     pub fn record(&self, e: AuditEntry) {
-        let _ = self.tx.send(Msg::Entry(e));
+        let q = &self.queue;
+        let overflow = {
+            let mut entries = q.entries.lock();
+            let overflow = if entries.len() >= q.capacity {
+                entries.pop_front()
+            } else {
+                None
+            };
+            entries.push_back(e);
+            q.enqueued.fetch_add(1, Ordering::SeqCst);
+            overflow
+        };
+        if let Some(old) = overflow {
+            let n = q.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if n == 1 || n.is_multiple_of(1000) {
+                tracing::warn!(
+                    dropped = n,
+                    capacity = q.capacity,
+                    oldest = %old.id,
+                    "audit queue full: dropping the oldest entries"
+                );
+            }
+            q.settle(1);
+        }
+        q.wake.notify_one();
     }
 
-    /// Waits until everything queued so far is written.
+    /// Entries dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.queue.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Entries waiting to be written.
+    pub fn queued(&self) -> usize {
+        self.queue.entries.lock().len()
+    }
+
+    /// Waits until everything queued so far is written (or dropped).
     pub async fn flush(&self) {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send(Msg::Flush(tx)).is_ok() {
-            let _ = rx.await;
+        let q = &self.queue;
+        let target = q.enqueued.load(Ordering::SeqCst);
+        let mut rx = q.settled.subscribe();
+        if *rx.borrow() >= target {
+            return;
         }
+        q.urgent.store(true, Ordering::SeqCst);
+        q.wake.notify_one();
+        let _ = rx.wait_for(|v| *v >= target).await;
     }
 }
 
@@ -145,6 +212,60 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("\"name\":\"x\""));
+    }
+
+    fn entry(i: usize) -> AuditEntry {
+        AuditEntry {
+            id: format!("a{i:05}"),
+            ts: i as i64,
+            principal: "p".into(),
+            face: "cli".into(),
+            path: format!("demo.t{i}"),
+            execution_id: None,
+            args: "{}".into(),
+            outcome: "ok".into(),
+            error: None,
+            duration_us: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn flush_writes_everything_queued() {
+        let store = Store::open("sqlite::memory:").await.unwrap();
+        let sink = AuditSink::start(store.clone(), 10_000);
+        for i in 0..1500 {
+            sink.record(entry(i));
+        }
+        sink.flush().await;
+        assert_eq!(sink.queued(), 0);
+        assert_eq!(store.recent_audit(5000).await.unwrap().len(), 1500);
+        assert_eq!(sink.dropped(), 0);
+        // A flush with nothing queued returns at once.
+        tokio::time::timeout(Duration::from_millis(100), sink.flush())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_the_oldest_and_counts() {
+        let store = Store::open("sqlite::memory:").await.unwrap();
+        let sink = AuditSink::start(store.clone(), 4);
+        // On this single-threaded runtime the writer cannot run between these calls.
+        for i in 0..10 {
+            sink.record(entry(i));
+        }
+        assert_eq!(sink.queued(), 4);
+        assert_eq!(sink.dropped(), 6);
+        sink.flush().await;
+        let mut kept: Vec<String> = store
+            .recent_audit(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
+        kept.sort();
+        assert_eq!(kept, vec!["demo.t6", "demo.t7", "demo.t8", "demo.t9"]);
     }
 
     #[test]

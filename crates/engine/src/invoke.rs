@@ -140,9 +140,13 @@ impl Engine {
             };
         }
         let timeout = self.inner.config.call_timeout;
+        let tokens = match &self.inner.credentials {
+            Some(c) => Some(c.scoped(&def.origin)),
+            None => self.inner.tokens.clone(),
+        };
         let ctx = ToolContext::new(caller.principal.clone(), def.path.clone())
             .with_execution(execution_id)
-            .with_tokens(self.inner.tokens.clone())
+            .with_tokens(tokens)
             .with_timeout(timeout);
         let out = match tokio::time::timeout(timeout, entry.tool.handler.call(ctx, args)).await {
             Err(_) => {

@@ -17,10 +17,12 @@
 //! - [`discovery`]: listing, ranked search and compact descriptions in the caller's view.
 //! - [`audit`]: redaction and the batched background audit writer.
 //! - [`caller`]: principals with their compiled access, and the face they use.
+//! - [`credentials`]: auth providers' credentials, scoped per tool origin, for `ctx.token(..)`.
 //! - [`error`] — [`EngineError`], with codes and JSON for faces.
 
 pub mod audit;
 pub mod caller;
+pub mod credentials;
 pub mod discovery;
 pub mod error;
 pub mod executions;
@@ -35,6 +37,7 @@ use toolshed_sandbox::Limits;
 use toolshed_store::Store;
 
 pub use caller::{Caller, Face, KeyRing};
+pub use credentials::{CredentialConfig, CredentialError, Credentials};
 pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{Decision, Outcome, PendingCall, PendingSummary};
@@ -51,6 +54,8 @@ pub struct EngineConfig {
     /// How long past the longest possible run (wall clock or call timeout) a resumed execution
     /// must be silent before it counts as interrupted and may be resumed again.
     pub recovery_grace: Duration,
+    /// Audit entries that may wait for the database; beyond it the oldest are dropped (counted).
+    pub audit_queue: usize,
 }
 
 impl Default for EngineConfig {
@@ -60,6 +65,7 @@ impl Default for EngineConfig {
             approval_ttl: Duration::from_secs(24 * 3600),
             limits: Limits::default(),
             recovery_grace: Duration::from_secs(60),
+            audit_queue: 10_000,
         }
     }
 }
@@ -71,6 +77,7 @@ pub(crate) struct Inner {
     pub config: EngineConfig,
     pub audit: audit::AuditSink,
     pub tokens: Option<Arc<dyn TokenSource>>,
+    pub credentials: Option<Arc<Credentials>>,
     pub search: discovery::SearchCache,
 }
 
@@ -88,7 +95,7 @@ impl Engine {
         store: Store,
         config: EngineConfig,
     ) -> Self {
-        let audit = audit::AuditSink::start(store.clone());
+        let audit = audit::AuditSink::start(store.clone(), config.audit_queue);
         Self {
             inner: Arc::new(Inner {
                 catalog,
@@ -97,6 +104,7 @@ impl Engine {
                 config,
                 audit,
                 tokens: None,
+                credentials: None,
                 search: discovery::SearchCache::default(),
             }),
         }
@@ -122,6 +130,20 @@ impl Engine {
         Self {
             inner: Arc::new(Inner {
                 search: discovery::SearchCache::with_embedder(embedder),
+                ..inner
+            }),
+        }
+    }
+
+    /// Sets the auth providers' credentials; each call sees only what its tool's origin may use
+    /// (a plugin's providers serve that plugin's tools). Takes precedence over [`Self::with_tokens`].
+    pub fn with_credentials(self, credentials: Arc<Credentials>) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| {
+            panic!("with_credentials must be called before the engine is shared")
+        });
+        Self {
+            inner: Arc::new(Inner {
+                credentials: Some(credentials),
                 ..inner
             }),
         }
@@ -156,5 +178,19 @@ impl Engine {
     /// Waits until queued audit entries are written.
     pub async fn flush_audit(&self) {
         self.inner.audit.flush().await;
+    }
+
+    /// Audit entries dropped because the audit queue was full.
+    pub fn audit_dropped(&self) -> u64 {
+        self.inner.audit.dropped()
+    }
+
+    /// Graceful shutdown: writes every queued audit entry. Call it before the process exits.
+    pub async fn shutdown(&self) {
+        self.flush_audit().await;
+        let dropped = self.audit_dropped();
+        if dropped > 0 {
+            tracing::warn!(dropped, "audit entries were dropped because the queue was full");
+        }
     }
 }

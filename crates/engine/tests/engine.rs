@@ -860,3 +860,149 @@ async fn interrupted_direct_call_keeps_its_recorded_decision() {
     assert_eq!(completed(&done), &json!({"destroyed": "db"}));
     assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
 }
+
+/// Plugins declare auth providers; configured credentials reach their handlers through
+/// `ctx.token(..)`, scoped to the plugin; an unconfigured provider is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_handlers_get_their_providers_tokens() {
+    use toolshed_core::{AuthProviderDef, Plugin};
+    use toolshed_engine::{CredentialConfig, Credentials};
+
+    // A local OAuth2 token endpoint that counts its fetches.
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let f = fetches.clone();
+    let app = axum::Router::new().route(
+        "/token",
+        axum::routing::post(move |body: String| {
+            let f = f.clone();
+            async move {
+                f.fetch_add(1, Ordering::SeqCst);
+                assert!(body.contains("grant_type=client_credentials"), "{body}");
+                axum::Json(json!({"access_token": "oauth-tok", "expires_in": 3600}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let asks = |provider: &'static str| {
+        move |ctx: toolshed_core::ToolContext, _args: Value| async move {
+            Ok(json!(ctx.token(provider).await?))
+        }
+    };
+    let tool = |path: &str| {
+        ToolDef::new(ToolPath::parse(path).unwrap(), "Ask", "Asks for a token.")
+            .with_input(json!({"type": "object"}))
+            .with_annotations(Annotations::READ_ONLY)
+    };
+    let crm = Plugin::new("crm", "CRM", "A CRM.")
+        .with_auth(AuthProviderDef::new("crm", "api_key", "The CRM API key."))
+        .with_auth(AuthProviderDef::new(
+            "crm_oauth",
+            "oauth2_client_credentials",
+            "CRM service account.",
+        ))
+        .with_auth(AuthProviderDef::new(
+            "crm_unset",
+            "api_key",
+            "Never configured.",
+        ))
+        .with_tool(Tool::from_fn(tool("crm.key"), asks("crm")))
+        .with_tool(Tool::from_fn(tool("crm.oauth"), asks("crm_oauth")))
+        .with_tool(Tool::from_fn(tool("crm.unset"), asks("crm_unset")));
+    let other = Plugin::new("other", "Other", "Another plugin.")
+        .with_tool(Tool::from_fn(tool("other.steal"), asks("crm")));
+    let mut b = CatalogBuilder::new();
+    b.add_plugin(&crm).add_plugin(&other);
+
+    let mut creds = Credentials::new();
+    creds.declare_plugin(&crm).declare_plugin(&other);
+    creds
+        .configure(
+            "crm",
+            &CredentialConfig::ApiKey {
+                key: "crm-key-123".into(),
+            },
+        )
+        .unwrap()
+        .configure(
+            "crm_oauth",
+            &CredentialConfig::OAuth2ClientCredentials {
+                token_url: format!("http://127.0.0.1:{port}/token"),
+                client_id: "id".into(),
+                client_secret: "secret".into(),
+                scopes: vec![],
+                audience: None,
+                allow_private: true,
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        creds.unconfigured(),
+        vec![("crm_unset".to_string(), "crm".to_string())]
+    );
+    let e = Engine::new(
+        Arc::new(SharedCatalog::new(b.build().unwrap())),
+        policy(),
+        Store::open("sqlite::memory:").await.unwrap(),
+        EngineConfig::default(),
+    )
+    .with_credentials(Arc::new(creds));
+    let root = e.caller("root", Face::Cli);
+
+    let out = e.call(&root, "crm.key", json!({})).await.unwrap();
+    assert_eq!(completed(&out), &json!("crm-key-123"));
+    for _ in 0..2 {
+        let out = e.call(&root, "crm.oauth", json!({})).await.unwrap();
+        assert_eq!(completed(&out), &json!("oauth-tok"));
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "the token is cached");
+    // Scripts reach the same handlers through the same path.
+    let out = e
+        .run_script(&root, "return await tools.crm.key({})")
+        .await
+        .unwrap();
+    assert_eq!(completed(&out), &json!("crm-key-123"));
+
+    let err = e.call(&root, "crm.unset", json!({})).await.unwrap_err();
+    assert_eq!(err.code(), "unauthorized");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'crm_unset'") && msg.contains("[auth.crm_unset]"),
+        "{msg}"
+    );
+    let err = e.call(&root, "other.steal", json!({})).await.unwrap_err();
+    assert_eq!(err.code(), "unauthorized");
+    assert!(err.to_string().contains("belongs to plugin 'crm'"), "{err}");
+    // A secret from an unset environment variable is a clear setup error.
+    let err = Credentials::new()
+        .configure(
+            "crm",
+            &CredentialConfig::ApiKey {
+                key: "env:TOOLSHED_TEST_SURELY_UNSET_VAR".into(),
+            },
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("'crm'") && err.contains("TOOLSHED_TEST_SURELY_UNSET_VAR"),
+        "{err}"
+    );
+}
+
+/// A graceful shutdown writes every queued audit entry.
+#[tokio::test]
+async fn shutdown_flushes_the_audit_queue() {
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    for i in 0..300 {
+        e.call(&alice, "demo.echo", json!({"msg": format!("m{i}")}))
+            .await
+            .unwrap();
+    }
+    e.shutdown().await;
+    assert_eq!(e.store().recent_audit(1000).await.unwrap().len(), 300);
+    assert_eq!(e.audit_dropped(), 0);
+}
