@@ -3,7 +3,8 @@
 //!
 //! The catalog holds the tables plugin, the n8n plugin (with the rest of n8n's public API) when
 //! `[n8n]` is configured, and every source of `[[sources]]` and of the store, loaded through a
-//! [`Registry`]. A serving process keeps it current: upstream MCP servers that change their
+//! [`Registry`]. Plugins' auth providers get their credentials from `[auth.<provider>]`
+//! ([`credentials`]). A serving process keeps it current: upstream MCP servers that change their
 //! tools and sources added or removed by another process are picked up without a restart.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use toolshed_core::{Plugin, SharedCatalog};
-use toolshed_engine::Engine;
+use toolshed_engine::{Credentials, Engine};
 use toolshed_sources::{declare_with_store, Registry, Sealer, SourceReport, SourceStore};
 use toolshed_store::Store;
 
@@ -69,6 +70,22 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     plugins
 }
 
+/// The credentials of `[auth.<provider>]` for the providers the plugins declare (and any other
+/// provider a source asks for by id). A credential that cannot be read is an error naming it.
+pub fn credentials(config: &Config, plugins: &[Plugin]) -> anyhow::Result<Arc<Credentials>> {
+    let mut c = Credentials::new();
+    for p in plugins {
+        c.declare_plugin(p);
+    }
+    for (provider, cfg) in &config.auth {
+        c.configure(provider, cfg).context("[auth] section")?;
+    }
+    for (provider, plugin) in c.unconfigured() {
+        tracing::debug!(%provider, %plugin, "auth provider without credentials");
+    }
+    Ok(Arc::new(c))
+}
+
 /// Prints one line per source to stderr.
 pub fn print_reports(reports: &[SourceReport]) {
     for r in reports {
@@ -81,6 +98,7 @@ impl App {
         let store = open_store(&config).await?;
         let sources = source_store(&config, &store)?;
         let plugins = plugins(&config, &store).await;
+        let credentials = credentials(&config, &plugins)?;
         let registry = Registry::new();
         let (declared, rejected) = declare_with_store(&config.sources, &sources)
             .await
@@ -91,8 +109,12 @@ impl App {
             .attach(plugins, catalog.clone())
             .context("building the tool catalog")?;
         print_reports(&registry.reports());
+        for r in catalog.load().renamed() {
+            tracing::debug!("{r}");
+        }
         let policy = config.policy()?;
-        let engine = Engine::new(catalog, policy, store.clone(), config.engine_config());
+        let engine = Engine::new(catalog, policy, store.clone(), config.engine_config())
+            .with_credentials(credentials);
         Ok(Self {
             config,
             store,

@@ -2,6 +2,7 @@
 //! `TOOLSHED_HTTP__ADDR=0.0.0.0:8080`). With no file at all every setting has a working default:
 //! SQLite in the data directory, one local principal with access to everything.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 use toolshed_core::{Policy, Principal, Role};
-use toolshed_engine::{EngineConfig, KeyRing};
+use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing};
 use toolshed_sandbox::Limits;
 use toolshed_sources::SourceSpec;
 
@@ -29,7 +30,7 @@ pub enum ConfigError {
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
-const TOP_LEVEL_KEYS: [&str; 11] = [
+const TOP_LEVEL_KEYS: &[&str] = &[
     "data_dir",
     "database_url",
     "principal",
@@ -41,6 +42,7 @@ const TOP_LEVEL_KEYS: [&str; 11] = [
     "principals",
     "sources",
     "n8n",
+    "auth",
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,6 +58,11 @@ pub struct Config {
     pub mcp: McpConfig,
     pub limits: LimitsConfig,
     pub approvals: ApprovalsConfig,
+    /// Credentials of auth providers, by provider id (`[auth.<id>]`, tagged by `type`:
+    /// `api_key` with `key`, `bearer` with `token`, or `oauth2_client_credentials` with
+    /// `token_url`, `client_id`, `client_secret`, `scopes`). Plugin handlers get them with
+    /// `ctx.token("<id>")`; secrets accept `env:NAME`.
+    pub auth: BTreeMap<String, CredentialConfig>,
     pub roles: Vec<Role>,
     pub principals: Vec<PrincipalConfig>,
     /// Tool sources declared in the file (`[[sources]]`); more are added at runtime with
@@ -99,6 +106,8 @@ pub struct McpConfig {
 pub struct LimitsConfig {
     pub memory_mb: usize,
     pub wall_clock_ms: u64,
+    /// CPU time a script may spend executing JavaScript (waiting on tools does not count).
+    pub cpu_ms: u64,
     pub max_tool_calls: u32,
     pub call_timeout_ms: u64,
 }
@@ -107,6 +116,9 @@ pub struct LimitsConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ApprovalsConfig {
     pub ttl_secs: u64,
+    /// Seconds past the longest possible run after which a resumed execution that stopped
+    /// (e.g. the process died) counts as interrupted and may be resumed again.
+    pub recovery_grace_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,6 +142,7 @@ impl Default for Config {
             mcp: McpConfig::default(),
             limits: LimitsConfig::default(),
             approvals: ApprovalsConfig::default(),
+            auth: BTreeMap::new(),
             roles: vec![],
             principals: vec![],
             sources: vec![],
@@ -153,6 +166,7 @@ impl Default for LimitsConfig {
         Self {
             memory_mb: l.memory_bytes / (1024 * 1024),
             wall_clock_ms: l.wall_clock.as_millis() as u64,
+            cpu_ms: l.cpu_time.as_millis() as u64,
             max_tool_calls: l.max_tool_calls,
             call_timeout_ms: 30_000,
         }
@@ -163,6 +177,7 @@ impl Default for ApprovalsConfig {
     fn default() -> Self {
         Self {
             ttl_secs: 24 * 3600,
+            recovery_grace_secs: 60,
         }
     }
 }
@@ -292,13 +307,16 @@ impl Config {
         let limits = Limits {
             memory_bytes: self.limits.memory_mb * 1024 * 1024,
             wall_clock: Duration::from_millis(self.limits.wall_clock_ms),
+            cpu_time: Duration::from_millis(self.limits.cpu_ms),
             max_tool_calls: self.limits.max_tool_calls,
             ..Limits::default()
         };
         EngineConfig {
             call_timeout: Duration::from_millis(self.limits.call_timeout_ms),
             approval_ttl: Duration::from_secs(self.approvals.ttl_secs),
+            recovery_grace: Duration::from_secs(self.approvals.recovery_grace_secs),
             limits,
+            ..EngineConfig::default()
         }
     }
 }
@@ -316,6 +334,55 @@ mod tests {
             c.key_ring().unwrap().principal(None).as_deref(),
             Some("local")
         );
+    }
+
+    #[test]
+    fn limits_approvals_and_auth_reach_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+[limits]
+memory_mb = 8
+cpu_ms = 250
+max_tool_calls = 7
+[approvals]
+recovery_grace_secs = 3
+[auth.crm]
+type = "api_key"
+key = "env:TOOLSHED_CONFIG_TEST_CRM_KEY"
+[auth.svc]
+type = "oauth2_client_credentials"
+token_url = "https://auth.example.com/token"
+client_id = "id"
+client_secret = "s"
+scopes = ["read"]
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        let e = c.engine_config();
+        assert_eq!(e.limits.memory_bytes, 8 * 1024 * 1024);
+        assert_eq!(e.limits.cpu_time, Duration::from_millis(250));
+        assert_eq!(e.limits.max_tool_calls, 7);
+        assert_eq!(e.recovery_grace, Duration::from_secs(3));
+        assert_eq!(
+            c.auth["crm"],
+            CredentialConfig::ApiKey {
+                key: "env:TOOLSHED_CONFIG_TEST_CRM_KEY".into()
+            }
+        );
+        assert!(matches!(
+            &c.auth["svc"],
+            CredentialConfig::OAuth2ClientCredentials { scopes, .. } if scopes == &["read"]
+        ));
+        let d = Config::default().engine_config();
+        assert_eq!(d.limits.cpu_time, Duration::from_secs(10));
+        assert_eq!(d.recovery_grace, Duration::from_secs(60));
+        std::fs::write(&f, "[auth.x]\ntype = \"magic\"\n").unwrap();
+        let e = Config::load(Some(&f)).unwrap_err().to_string();
+        assert!(e.contains("magic"), "{e}");
     }
 
     #[test]

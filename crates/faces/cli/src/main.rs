@@ -251,7 +251,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             .as_ref()
                             .map(|c| (c.path.clone(), c.args.to_string()))
                             .unwrap_or_default();
-                        println!("{}  {}  {path} {args}", p.execution_id, p.kind);
+                        println!(
+                            "{}  {}  {}  {path} {args}",
+                            p.execution_id, p.status, p.kind
+                        );
                     }
                 }
                 ExitCode::SUCCESS
@@ -266,7 +269,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Normally answered before the app is built (see above); kept for exhaustiveness.
         Command::Sources { action } => sources_cmd::run(&app.config, action, json_out).await?,
     };
-    app.engine.flush_audit().await;
+    // Graceful shutdown: every queued audit entry is written before the process exits.
+    app.engine.shutdown().await;
     app.shutdown().await;
     app.store.close().await;
     Ok(code)
@@ -350,6 +354,29 @@ fn pretty(v: &Value) -> String {
     }
 }
 
+/// Ctrl-C, or SIGTERM (what service managers and containers send) on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 async fn serve(app: &App, stdio: bool, http: Option<String>, direct: bool) -> anyhow::Result<()> {
     let options = toolshed_mcp::McpOptions { direct };
     app.engine.warm_search();
@@ -385,9 +412,7 @@ async fn serve(app: &App, stdio: bool, http: Option<String>, direct: bool) -> an
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
 }
