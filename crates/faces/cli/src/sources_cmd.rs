@@ -2,6 +2,7 @@
 //! sources kept in the store. Config-file sources (`[[sources]]`) are listed and refreshed too,
 //! but only the config file changes them.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use toolshed_sources::{
     dry_run, AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, Progress,
-    Report, SourceSpec, SourceStore,
+    Report, SchemeAuthSpec, SourceSpec, SourceStore,
 };
 
 use crate::app::{open_store, source_store};
@@ -29,7 +30,7 @@ pub enum SourcesAction {
     /// Add a source; it is imported first and only stored when the import succeeds.
     Add {
         #[command(subcommand)]
-        kind: AddKind,
+        kind: Box<AddKind>,
     },
     /// List the sources of the config file and of the store (secrets are never shown).
     List,
@@ -50,12 +51,16 @@ pub enum AddKind {
         /// Replaces the document's servers.
         #[arg(long)]
         base_url: Option<String>,
-        /// `Authorization: Bearer` token (`env:VAR` reads it from the environment).
-        #[arg(long, value_name = "TOKEN", conflicts_with = "api_key_header")]
-        bearer: Option<String>,
-        /// An API key header, e.g. `X-Api-Key=env:PETS_KEY`.
-        #[arg(long, value_name = "NAME=VALUE")]
-        api_key_header: Option<String>,
+        #[command(flatten)]
+        auth: AuthArgs,
+        /// Credentials for one security scheme of the document, by its name: `SCHEME:FIELD=VALUE`
+        /// (repeat for more fields and schemes). Fields: `value` (apiKey), `token` (http bearer),
+        /// `username` + `password` (http basic), `client_id` + `client_secret` (oauth2 client
+        /// credentials, optional `token_url`, `scopes` comma-separated, `audience`). Secret
+        /// fields accept `env:VAR`. Instead of the single-auth flags.
+        #[arg(long = "scheme", value_name = "SCHEME:FIELD=VALUE")]
+        schemes: Vec<String>,
+        /// Time one request may take.
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
         #[command(flatten)]
@@ -73,14 +78,16 @@ pub enum AddKind {
         /// Where calls go (and what is introspected without --sdl/--introspection).
         #[arg(long)]
         endpoint: Option<String>,
-        /// `Authorization: Bearer` token (`env:VAR` allowed).
-        #[arg(long, value_name = "TOKEN")]
-        bearer: Option<String>,
+        #[command(flatten)]
+        auth: AuthArgs,
         /// Extra header on every request (`env:VAR` allowed in the value).
         #[arg(long = "header", value_name = "NAME=VALUE")]
         headers: Vec<String>,
         #[arg(long)]
         selection_depth: Option<usize>,
+        /// Time one request may take (introspection included).
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
         #[command(flatten)]
         common: CommonAdd,
     },
@@ -105,9 +112,192 @@ pub enum AddKind {
         /// Extra HTTP header (`env:VAR` allowed in the value).
         #[arg(long = "header", value_name = "NAME=VALUE")]
         headers: Vec<String>,
+        /// Time to start (or reach) the server and complete the MCP handshake.
+        #[arg(long, value_name = "MS")]
+        connect_timeout_ms: Option<u64>,
+        /// Time one tool call may take.
+        #[arg(long, value_name = "MS")]
+        call_timeout_ms: Option<u64>,
         #[command(flatten)]
         common: CommonAdd,
     },
+}
+
+/// One auth for every request of an OpenAPI or GraphQL source; give at most one form. Secret
+/// values accept `env:VAR`; literal ones are sealed in the store.
+#[derive(Args, Debug, Default)]
+pub struct AuthArgs {
+    /// `Authorization: Bearer` token.
+    #[arg(long, value_name = "TOKEN")]
+    bearer: Option<String>,
+    /// An API key header, e.g. `X-Api-Key=env:PETS_KEY`.
+    #[arg(long, value_name = "NAME=VALUE")]
+    api_key_header: Option<String>,
+    /// An API key in the query string, e.g. `api_key=env:PETS_KEY`.
+    #[arg(long, value_name = "NAME=VALUE")]
+    api_key_query: Option<String>,
+    /// An API key cookie, e.g. `session=env:PETS_SESSION`.
+    #[arg(long, value_name = "NAME=VALUE")]
+    api_key_cookie: Option<String>,
+    /// HTTP basic auth: `USER:PASSWORD` (the password may be `env:VAR`).
+    #[arg(long, value_name = "USER:PASSWORD")]
+    basic: Option<String>,
+    /// OAuth2 client credentials: the token endpoint (with --oauth2-client-id and
+    /// --oauth2-client-secret).
+    #[arg(long, value_name = "URL")]
+    oauth2_token_url: Option<String>,
+    #[arg(long, value_name = "ID")]
+    oauth2_client_id: Option<String>,
+    #[arg(long, value_name = "SECRET")]
+    oauth2_client_secret: Option<String>,
+    /// A scope to ask for (repeatable, or comma-separated).
+    #[arg(long = "oauth2-scope", value_name = "SCOPE")]
+    oauth2_scopes: Vec<String>,
+    #[arg(long, value_name = "AUDIENCE")]
+    oauth2_audience: Option<String>,
+}
+
+impl AuthArgs {
+    /// The auth these flags describe, or `None`; an error names conflicting or missing flags.
+    fn spec(&self) -> anyhow::Result<Option<AuthSpec>> {
+        let key = |text: &Option<String>, flag: &str, location: KeyLocation| {
+            text.as_ref()
+                .map(|t| {
+                    pair(t, flag).map(|(name, value)| AuthSpec::ApiKey {
+                        name,
+                        value,
+                        location,
+                    })
+                })
+                .transpose()
+        };
+        let oauth2_given = self.oauth2_token_url.is_some()
+            || self.oauth2_client_id.is_some()
+            || self.oauth2_client_secret.is_some()
+            || !self.oauth2_scopes.is_empty()
+            || self.oauth2_audience.is_some();
+        let oauth2 = if oauth2_given {
+            let need = |v: &Option<String>, flag: &str| {
+                v.clone().with_context(|| {
+                    format!("OAuth2 client credentials need {flag} (with --oauth2-token-url, --oauth2-client-id and --oauth2-client-secret)")
+                })
+            };
+            Some(AuthSpec::Oauth2ClientCredentials {
+                token_url: need(&self.oauth2_token_url, "--oauth2-token-url")?,
+                client_id: need(&self.oauth2_client_id, "--oauth2-client-id")?,
+                client_secret: need(&self.oauth2_client_secret, "--oauth2-client-secret")?,
+                scopes: split_list(&self.oauth2_scopes),
+                audience: self.oauth2_audience.clone(),
+            })
+        } else {
+            None
+        };
+        let basic = self
+            .basic
+            .as_ref()
+            .map(|b| match b.split_once(':') {
+                Some((user, password)) if !user.is_empty() => Ok(AuthSpec::Basic {
+                    username: user.to_string(),
+                    password: password.to_string(),
+                }),
+                _ => bail!("--basic expects USER:PASSWORD, got '{b}'"),
+            })
+            .transpose()?;
+        let given: Vec<(&str, AuthSpec)> = [
+            (
+                "--bearer",
+                self.bearer
+                    .as_ref()
+                    .map(|t| AuthSpec::Bearer { token: t.clone() }),
+            ),
+            (
+                "--api-key-header",
+                key(
+                    &self.api_key_header,
+                    "--api-key-header",
+                    KeyLocation::Header,
+                )?,
+            ),
+            (
+                "--api-key-query",
+                key(&self.api_key_query, "--api-key-query", KeyLocation::Query)?,
+            ),
+            (
+                "--api-key-cookie",
+                key(
+                    &self.api_key_cookie,
+                    "--api-key-cookie",
+                    KeyLocation::Cookie,
+                )?,
+            ),
+            ("--basic", basic),
+            ("--oauth2-*", oauth2),
+        ]
+        .into_iter()
+        .filter_map(|(flag, a)| a.map(|a| (flag, a)))
+        .collect();
+        match given.len() {
+            0 => Ok(None),
+            1 => Ok(given.into_iter().next().map(|(_, a)| a)),
+            _ => bail!(
+                "give one auth, not {}: {}",
+                given.len(),
+                given.iter().map(|(f, _)| *f).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+}
+
+/// Repeated and comma-separated values, trimmed, empty ones dropped.
+fn split_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// `--scheme SCHEME:FIELD=VALUE` flags as credentials per security scheme.
+fn scheme_specs(flags: &[String]) -> anyhow::Result<BTreeMap<String, SchemeAuthSpec>> {
+    let mut out: BTreeMap<String, SchemeAuthSpec> = BTreeMap::new();
+    for flag in flags {
+        let Some((scheme, rest)) = flag.split_once(':') else {
+            bail!("--scheme expects SCHEME:FIELD=VALUE (e.g. api_key:value=env:KEY), got '{flag}'");
+        };
+        let scheme = scheme.trim();
+        if scheme.is_empty() {
+            bail!("--scheme '{flag}' has no scheme name before ':'");
+        }
+        let (field, value) = pair(rest, "--scheme SCHEME:")?;
+        let creds = out.entry(scheme.to_string()).or_default();
+        let slot = match field.as_str() {
+            "value" => &mut creds.value,
+            "token" => &mut creds.token,
+            "username" => &mut creds.username,
+            "password" => &mut creds.password,
+            "client_id" => &mut creds.client_id,
+            "client_secret" => &mut creds.client_secret,
+            "token_url" => &mut creds.token_url,
+            "audience" => &mut creds.audience,
+            "scopes" => {
+                creds
+                    .scopes
+                    .get_or_insert_with(Vec::new)
+                    .extend(split_list(&[value]));
+                continue;
+            }
+            other => bail!(
+                "--scheme {scheme}: unknown field '{other}'; use value, token, username, password, client_id, client_secret, token_url, scopes or audience"
+            ),
+        };
+        if slot.is_some() {
+            bail!("--scheme {scheme}: '{field}' is given twice");
+        }
+        *slot = Some(value);
+    }
+    Ok(out)
 }
 
 /// Flags every `sources add` takes.
@@ -175,22 +365,19 @@ fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)> {
             name,
             spec,
             base_url,
-            bearer,
-            api_key_header,
+            auth,
+            schemes,
             timeout_ms,
             common,
         } => {
-            let auth = match (bearer, api_key_header) {
-                (Some(t), _) => Some(AuthSpec::Bearer { token: t.clone() }),
-                (None, Some(h)) => {
-                    let (k, v) = pair(h, "--api-key-header")?;
-                    Some(AuthSpec::ApiKey {
-                        name: k,
-                        value: v,
-                        location: KeyLocation::Header,
-                    })
-                }
-                (None, None) => None,
+            let auth = match (auth.spec()?, schemes.is_empty()) {
+                (a, true) => a,
+                (None, false) => Some(AuthSpec::Schemes {
+                    schemes: scheme_specs(schemes)?,
+                }),
+                (Some(_), false) => bail!(
+                    "give either --scheme credentials or one auth (--bearer, --api-key-*, --basic, --oauth2-*), not both"
+                ),
             };
             let s = OpenApiSpec {
                 name: name.clone(),
@@ -208,9 +395,10 @@ fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)> {
             sdl,
             introspection,
             endpoint,
-            bearer,
+            auth,
             headers,
             selection_depth,
+            timeout_ms,
             common,
         } => {
             let Some(endpoint) = endpoint.clone() else {
@@ -225,12 +413,10 @@ fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)> {
                     .iter()
                     .map(|h| pair(h, "--header"))
                     .collect::<anyhow::Result<_>>()?,
-                auth: bearer
-                    .as_ref()
-                    .map(|t| AuthSpec::Bearer { token: t.clone() }),
+                auth: auth.spec()?,
                 selection_depth: *selection_depth,
                 allow_private: common.allow_private,
-                timeout_ms: None,
+                timeout_ms: *timeout_ms,
                 overrides: common.overrides(),
             };
             (SourceSpec::Graphql(s), common)
@@ -243,6 +429,8 @@ fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)> {
             cwd,
             url,
             headers,
+            connect_timeout_ms,
+            call_timeout_ms,
             common,
         } => {
             let s = McpSpec {
@@ -260,8 +448,9 @@ fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)> {
                     .map(|h| pair(h, "--header"))
                     .collect::<anyhow::Result<_>>()?,
                 allow_private: common.allow_private,
+                connect_timeout_ms: *connect_timeout_ms,
+                call_timeout_ms: *call_timeout_ms,
                 overrides: common.overrides(),
-                ..Default::default()
             };
             (SourceSpec::Mcp(s), common)
         }
@@ -651,6 +840,130 @@ mod tests {
             })
         );
         assert!(o.overrides[0].hidden);
+    }
+
+    fn openapi_auth(extra: &[&str]) -> anyhow::Result<Option<AuthSpec>> {
+        let mut args = vec!["add", "openapi", "pets", "--spec", "/x/p.json"];
+        args.extend_from_slice(extra);
+        let SourcesAction::Add { kind } = parse(&args) else {
+            panic!("expected add");
+        };
+        let (spec, _) = spec_of(&kind)?;
+        let SourceSpec::Openapi(o) = spec else {
+            panic!("expected openapi")
+        };
+        Ok(o.auth)
+    }
+
+    #[test]
+    fn every_auth_form_has_flags() {
+        assert_eq!(
+            openapi_auth(&["--api-key-query", "api_key=k1"]).unwrap(),
+            Some(AuthSpec::ApiKey {
+                name: "api_key".into(),
+                value: "k1".into(),
+                location: KeyLocation::Query
+            })
+        );
+        assert_eq!(
+            openapi_auth(&["--api-key-cookie", "sid=env:SID"]).unwrap(),
+            Some(AuthSpec::ApiKey {
+                name: "sid".into(),
+                value: "env:SID".into(),
+                location: KeyLocation::Cookie
+            })
+        );
+        assert_eq!(
+            openapi_auth(&["--basic", "ann:pa:ss"]).unwrap(),
+            Some(AuthSpec::Basic {
+                username: "ann".into(),
+                password: "pa:ss".into()
+            })
+        );
+        assert_eq!(
+            openapi_auth(&[
+                "--oauth2-token-url",
+                "https://id.example.com/token",
+                "--oauth2-client-id",
+                "toolshed",
+                "--oauth2-client-secret",
+                "env:CS",
+                "--oauth2-scope",
+                "read,write",
+                "--oauth2-scope",
+                "admin",
+                "--oauth2-audience",
+                "pets",
+            ])
+            .unwrap(),
+            Some(AuthSpec::Oauth2ClientCredentials {
+                token_url: "https://id.example.com/token".into(),
+                client_id: "toolshed".into(),
+                client_secret: "env:CS".into(),
+                scopes: vec!["read".into(), "write".into(), "admin".into()],
+                audience: Some("pets".into()),
+            })
+        );
+        let Some(AuthSpec::Schemes { schemes }) = openapi_auth(&[
+            "--scheme",
+            "api_key:value=env:KEY",
+            "--scheme",
+            "oauth:client_id=toolshed",
+            "--scheme",
+            "oauth:client_secret=s3",
+            "--scheme",
+            "oauth:scopes=read:pets,write:pets",
+        ])
+        .unwrap() else {
+            panic!("expected schemes")
+        };
+        assert_eq!(schemes["api_key"].value.as_deref(), Some("env:KEY"));
+        assert_eq!(schemes["oauth"].client_secret.as_deref(), Some("s3"));
+        assert_eq!(
+            schemes["oauth"].scopes,
+            Some(vec!["read:pets".to_string(), "write:pets".into()])
+        );
+    }
+
+    #[test]
+    fn auth_flag_mistakes_are_clear() {
+        let e = openapi_auth(&["--bearer", "t", "--basic", "a:b"]).unwrap_err();
+        assert!(e.to_string().contains("--bearer, --basic"), "{e}");
+        let e = openapi_auth(&["--oauth2-client-id", "c"]).unwrap_err();
+        assert!(e.to_string().contains("--oauth2-token-url"), "{e}");
+        let e = openapi_auth(&["--basic", "nocolon"]).unwrap_err();
+        assert!(e.to_string().contains("USER:PASSWORD"), "{e}");
+        let e = openapi_auth(&["--scheme", "k:value=1", "--bearer", "t"]).unwrap_err();
+        assert!(e.to_string().contains("not both"), "{e}");
+        let e = openapi_auth(&["--scheme", "novalue"]).unwrap_err();
+        assert!(e.to_string().contains("SCHEME:FIELD=VALUE"), "{e}");
+        let e = openapi_auth(&["--scheme", "k:colour=blue"]).unwrap_err();
+        assert!(e.to_string().contains("unknown field 'colour'"), "{e}");
+        let e = openapi_auth(&["--scheme", "k:value=1", "--scheme", "k:value=2"]).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn graphql_takes_auth_and_a_timeout() {
+        let SourcesAction::Add { kind } = parse(&[
+            "add",
+            "graphql",
+            "g",
+            "--endpoint",
+            "https://g.example.com/graphql",
+            "--basic",
+            "u:p",
+            "--timeout-ms",
+            "1500",
+        ]) else {
+            panic!("expected add");
+        };
+        let (spec, _) = spec_of(&kind).unwrap();
+        let SourceSpec::Graphql(g) = spec else {
+            panic!("expected graphql")
+        };
+        assert_eq!(g.timeout_ms, Some(1500));
+        assert!(matches!(g.auth, Some(AuthSpec::Basic { .. })));
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod mcp_e2e;
 mod n8n_live;
 mod n8n_mcp;
 mod policy_faces;
+mod sources_auth;
 mod sources_mcp;
 mod sources_openapi;
 mod support;

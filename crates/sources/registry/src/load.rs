@@ -20,8 +20,8 @@ use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Se
 use crate::error::SourcesError;
 use crate::secrets::resolve;
 use crate::spec::{
-    AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, SchemeAuthKind,
-    SchemeAuthSpec, SourceSpec,
+    is_env_ref, AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec,
+    SchemeAuthKind, SchemeAuthSpec, SourceSpec,
 };
 
 /// Progress of an import: (operations done, operations total).
@@ -350,7 +350,12 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<Loaded, SourcesError> {
         opts.selection_depth = d;
     }
     for (k, v) in &s.headers {
-        opts.headers.push((k.clone(), resolve(name, v)?));
+        let value = resolve(name, v)?;
+        // A value kept in the environment is a secret whatever the header is called.
+        if is_env_ref(v) {
+            opts.secrets.push(value.clone());
+        }
+        opts.headers.push((k.clone(), value));
     }
     opts.auth = match &s.auth {
         None => AuthConfig::None,
@@ -382,26 +387,34 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<Loaded, SourcesError> {
 }
 
 /// The `toolshed-mcp-source` configuration of a spec, secrets resolved.
+///
+/// Values given as `env:NAME` become [`UpstreamConfig::secrets`] (blanked out of results);
+/// values of credential-named variables and headers are blanked out by the upstream itself.
 pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
     let name = s.name.as_str();
+    let mut secrets = Vec::new();
+    let mut resolve_all = |pairs: &BTreeMap<String, String>| {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let value = resolve(name, v)?;
+                if is_env_ref(v) {
+                    secrets.push(value.clone());
+                }
+                Ok((k.clone(), value))
+            })
+            .collect::<Result<Vec<_>, SourcesError>>()
+    };
     let transport = match (&s.command, &s.url) {
         (Some(command), _) => Transport::Stdio {
             command: command.clone(),
             args: s.args.clone(),
-            env: s
-                .env
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), resolve(name, v)?)))
-                .collect::<Result<_, SourcesError>>()?,
+            env: resolve_all(&s.env)?,
             cwd: s.cwd.clone(),
         },
         (None, Some(url)) => Transport::Http {
             url: url.clone(),
-            headers: s
-                .headers
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), resolve(name, v)?)))
-                .collect::<Result<_, SourcesError>>()?,
+            headers: resolve_all(&s.headers)?,
         },
         (None, None) => {
             return Err(SourcesError::invalid(
@@ -410,7 +423,9 @@ pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
             ))
         }
     };
-    let mut cfg = UpstreamConfig::new(name, transport).with_allow_private(s.allow_private);
+    let mut cfg = UpstreamConfig::new(name, transport)
+        .with_allow_private(s.allow_private)
+        .with_secrets(secrets);
     if let Some(ms) = s.connect_timeout_ms {
         cfg = cfg.with_connect_timeout(Duration::from_millis(ms));
     }
