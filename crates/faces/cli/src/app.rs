@@ -50,7 +50,17 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     let mut plugins = vec![toolshed_tables::plugin(store.clone())];
     match config.n8n_settings() {
         Ok(None) => {}
-        Ok(Some(settings)) => match toolshed_sources::n8n_plugin(&settings).await {
+        Ok(Some(settings)) => match async {
+            if let Some(w) = toolshed_sources::n8n::cleartext_warning(&settings.base_url) {
+                eprintln!("plugin n8n: WARNING: {w}");
+            }
+            let login = config.n8n_login().map_err(|e| e.to_string())?;
+            toolshed_sources::n8n::n8n_plugin_with_login(&settings, login)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await
+        {
             Ok(n8n) => {
                 eprintln!(
                     "plugin n8n: {} tools ({} imported from the public API), {} warnings",

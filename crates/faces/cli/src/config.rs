@@ -27,6 +27,12 @@ pub enum ConfigError {
     MissingKeyEnv { principal: String, var: String },
     #[error("[n8n] api_key: environment variable {var} is not set")]
     MissingN8nKeyEnv { var: String },
+    #[error("[n8n] password: environment variable {var} is not set")]
+    MissingN8nPasswordEnv { var: String },
+    #[error(
+        "[n8n] email and password go together: set both (for the full node catalog) or neither"
+    )]
+    N8nLoginIncomplete,
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
@@ -73,10 +79,12 @@ pub struct Config {
     pub n8n: Option<N8nConfigFile>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct N8nConfigFile {
-    /// The instance, e.g. `https://n8n.example.com` (`/api/v1` is added).
+    /// The instance, e.g. `https://n8n.example.com` (`/api/v1` is added). Use https for any
+    /// host but loopback: over plain http the API key (and the password) travel in clear text,
+    /// and startup prints a warning saying so.
     pub base_url: String,
     /// The public API key; `env:NAME` reads it from the environment.
     pub api_key: String,
@@ -84,6 +92,34 @@ pub struct N8nConfigFile {
     pub allow_private: bool,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Optional login of an n8n user (no MFA): with it, node discovery searches the instance's
+    /// full node catalog (the editor's `/types/nodes.json`); without it, only the node types
+    /// the workflows use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// That user's password; `env:NAME` reads it from the environment. Never logged or shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for N8nConfigFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |v: &str| {
+            if v.starts_with("env:") {
+                v.to_string()
+            } else {
+                "[redacted]".to_string()
+            }
+        };
+        f.debug_struct("N8nConfigFile")
+            .field("base_url", &self.base_url)
+            .field("api_key", &secret(&self.api_key))
+            .field("allow_private", &self.allow_private)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("email", &self.email)
+            .field("password", &self.password.as_deref().map(secret))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -236,6 +272,31 @@ impl Config {
             allow_private: n.allow_private,
             timeout: Duration::from_millis(n.timeout_ms.unwrap_or(30_000)),
         }))
+    }
+
+    /// The n8n login (email and password resolved), when `[n8n]` has one.
+    pub fn n8n_login(&self) -> Result<Option<toolshed_sources::n8n::N8nLogin>, ConfigError> {
+        let Some(n) = &self.n8n else {
+            return Ok(None);
+        };
+        match (&n.email, &n.password) {
+            (None, None) => Ok(None),
+            (Some(email), Some(password)) if !email.trim().is_empty() && !password.is_empty() => {
+                let password = match password.strip_prefix("env:") {
+                    Some(var) => {
+                        std::env::var(var).map_err(|_| ConfigError::MissingN8nPasswordEnv {
+                            var: var.to_string(),
+                        })?
+                    }
+                    None => password.clone(),
+                };
+                Ok(Some(toolshed_sources::n8n::N8nLogin {
+                    email: email.trim().to_string(),
+                    password,
+                }))
+            }
+            _ => Err(ConfigError::N8nLoginIncomplete),
+        }
     }
 
     /// The data directory: configured, `$XDG_DATA_HOME/toolshed`, `~/.local/share/toolshed`, or
@@ -479,6 +540,40 @@ args = ["-y", "server-memory"]
         assert_eq!(c.sources[1].kind(), "mcp");
         let e = c.n8n_settings().unwrap_err().to_string();
         assert!(e.contains("TOOLSHED_CONFIG_TEST_N8N_KEY_UNSET"), "{e}");
+        assert_eq!(c.n8n_login().unwrap(), None);
+    }
+
+    #[test]
+    fn n8n_login_resolves_the_password_and_never_shows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        let write = |extra: &str| {
+            std::fs::write(
+                &f,
+                format!("[n8n]\nbase_url = \"https://n8n.example.com\"\napi_key = \"k\"\n{extra}"),
+            )
+            .unwrap();
+            Config::load(Some(&f)).unwrap()
+        };
+        let c = write("email = \"owner@example.com\"\npassword = \"literal-pw-123\"\n");
+        let l = c.n8n_login().unwrap().unwrap();
+        assert_eq!(l.email, "owner@example.com");
+        assert_eq!(l.password, "literal-pw-123");
+        assert!(!format!("{c:?}").contains("literal-pw-123"));
+        let c = write(
+            "email = \"owner@example.com\"\npassword = \"env:TOOLSHED_CONFIG_TEST_N8N_PW_UNSET\"\n",
+        );
+        let e = c.n8n_login().unwrap_err().to_string();
+        assert!(
+            e.contains("[n8n] password") && e.contains("TOOLSHED_CONFIG_TEST_N8N_PW_UNSET"),
+            "{e}"
+        );
+        let c = write("email = \"owner@example.com\"\n");
+        assert!(c
+            .n8n_login()
+            .unwrap_err()
+            .to_string()
+            .contains("email and password go together"));
     }
 
     #[test]

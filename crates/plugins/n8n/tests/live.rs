@@ -81,7 +81,10 @@ async fn live_n8n_round_trip() {
     .unwrap();
     let failed = failed["executions"].as_array().unwrap().clone();
     println!("failed executions: {}", failed.len());
-    assert!(!failed.is_empty(), "the seed triggers failing runs");
+    assert!(
+        !failed.is_empty(),
+        "N8N_URL is set but {url} has no failed execution to summarize (seed it with n8n-live.sh seed)"
+    );
     for e in &failed {
         let id = e["id"].as_str().unwrap().to_string();
         let s = call(&p, "n8n.executions.get", json!({"executionId": id}))
