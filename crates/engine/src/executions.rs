@@ -122,6 +122,28 @@ pub struct PendingSummary {
     pub expires_at: Option<i64>,
 }
 
+/// One execution of the caller, as shown by `GET /v1/executions/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionInfo {
+    pub execution_id: String,
+    pub principal: String,
+    pub kind: String,
+    /// `paused`, `running`, `interrupted`, `completed`, `failed` or `expired`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    /// How many calls completed (journaled).
+    pub completed_calls: usize,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub expires_at: Option<i64>,
+}
+
 fn paused_message(id: &str, p: &PendingCall) -> String {
     format!(
         "'{}' is destructive and needs approval. Ask a human, then call resume with executionId '{id}' and decision \"approve\" or \"deny\".",
@@ -681,6 +703,52 @@ impl Engine {
         };
         self.save(rec, true).await?;
         Ok(result)
+    }
+
+    /// One of the caller's executions, whatever its state. Another principal's execution answers
+    /// like a missing one.
+    pub async fn execution(&self, caller: &Caller, id: &str) -> Result<ExecutionInfo, EngineError> {
+        let now = now_ms();
+        self.inner.store.expire_executions(now).await?;
+        let unknown = || EngineError::UnknownExecution { id: id.to_string() };
+        let r = self
+            .inner
+            .store
+            .get_execution(id)
+            .await?
+            .filter(|r| r.principal == caller.principal.as_ref())
+            .ok_or_else(unknown)?;
+        let status = match r.status {
+            ExecutionStatus::Running if self.is_stale(&r, now) => "interrupted",
+            other => other.as_str(),
+        };
+        Ok(ExecutionInfo {
+            status: status.to_string(),
+            completed_calls: r.journal.as_array().map_or(0, Vec::len),
+            pending: r.pending.and_then(|p| serde_json::from_value(p).ok()),
+            execution_id: r.id,
+            principal: r.principal,
+            kind: r.kind,
+            result: r.result,
+            error: r.error,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            expires_at: r.expires_at,
+        })
+    }
+
+    /// The newest audit entries of the caller's principal.
+    pub async fn audit_of(
+        &self,
+        caller: &Caller,
+        limit: usize,
+    ) -> Result<Vec<toolshed_store::AuditEntry>, EngineError> {
+        let limit = limit.clamp(1, 10_000) as i64;
+        Ok(self
+            .inner
+            .store
+            .recent_audit_of(Some(&caller.principal), limit)
+            .await?)
     }
 
     /// Whether a `running` execution has been silent for longer than any run can last, i.e. the

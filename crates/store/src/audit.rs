@@ -56,10 +56,20 @@ impl Store {
 
     /// The newest entries first.
     pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.recent_audit_of(None, limit).await
+    }
+
+    /// The newest entries first, only those of `principal` when given.
+    pub async fn recent_audit_of(
+        &self,
+        principal: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(
             "SELECT id, ts, principal, face, path, execution_id, args, outcome, error, duration_us \
-             FROM audit ORDER BY ts DESC, id DESC LIMIT $1",
+             FROM audit WHERE ($1 = '' OR principal = $1) ORDER BY ts DESC, id DESC LIMIT $2",
         )
+        .bind(principal.unwrap_or(""))
         .bind(limit)
         .fetch_all(&self.pool)
         .await
@@ -106,6 +116,16 @@ mod tests {
         e2.id = "2".into();
         e2.ts = 6;
         s.append_audit(&[e.clone(), e2.clone()]).await.unwrap();
-        assert_eq!(s.recent_audit(10).await.unwrap(), vec![e2, e]);
+        assert_eq!(
+            s.recent_audit(10).await.unwrap(),
+            vec![e2.clone(), e.clone()]
+        );
+        let mut other = e.clone();
+        other.id = "3".into();
+        other.principal = "q".into();
+        s.append_audit(&[other.clone()]).await.unwrap();
+        assert_eq!(s.recent_audit_of(Some("p"), 10).await.unwrap(), vec![e2, e]);
+        assert_eq!(s.recent_audit_of(Some("q"), 10).await.unwrap(), vec![other]);
+        assert_eq!(s.recent_audit_of(None, 1).await.unwrap().len(), 1);
     }
 }

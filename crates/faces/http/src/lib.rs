@@ -8,12 +8,15 @@
 //! | `GET /v1/tools/{path}?schemas=true` | compact description |
 //! | `POST /v1/tools/{path}/call` | call with a JSON object body |
 //! | `POST /v1/scripts` | run `{"script": "..."}` |
-//! | `GET /v1/executions` | paused executions of the caller |
+//! | `GET /v1/executions` | paused (and running or interrupted) executions of the caller |
+//! | `GET /v1/executions/{id}` | one execution of the caller: status, pending call, result |
 //! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny"}` |
+//! | `GET /v1/audit?limit=` | the caller's newest audit entries |
 //!
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code.
 
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -38,7 +41,9 @@ pub fn router(engine: Engine, keys: KeyRing) -> Router {
         .route("/v1/tools/{path}/call", post(call))
         .route("/v1/scripts", post(run_script))
         .route("/v1/executions", get(pending))
+        .route("/v1/executions/{id}", get(execution))
         .route("/v1/executions/{id}/resume", post(resume))
+        .route("/v1/audit", get(audit))
         .with_state(AppState { engine, keys })
 }
 
@@ -79,6 +84,12 @@ fn bad_request(message: impl Into<String>) -> ApiError {
     )
 }
 
+/// Query strings that do not parse (`limit=ten`) are a JSON 400 like every other error.
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(t)| t)
+        .map_err(|e| bad_request(format!("invalid query string: {}", e.body_text())))
+}
+
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     let key = KeyRing::key_from_headers(h("authorization"), h("x-api-key"));
@@ -110,9 +121,10 @@ struct SearchParams {
 async fn search(
     State(s): State<AppState>,
     headers: HeaderMap,
-    Query(q): Query<SearchParams>,
+    q: Result<Query<SearchParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
+    let q = query(q)?;
     match q.query.as_deref().filter(|t| !t.trim().is_empty()) {
         Some(text) => {
             let answer =
@@ -138,9 +150,10 @@ async fn describe(
     State(s): State<AppState>,
     headers: HeaderMap,
     Path(path): Path<String>,
-    Query(q): Query<DescribeParams>,
+    q: Result<Query<DescribeParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
+    let q = query(q)?;
     Ok(Json(s.engine.describe(&caller, &path, q.schemas)?).into_response())
 }
 
@@ -177,6 +190,31 @@ async fn run_script(
 async fn pending(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
     Ok(Json(json!({"executions": s.engine.pending(&caller).await?})).into_response())
+}
+
+async fn execution(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    Ok(Json(s.engine.execution(&caller, &id).await?).into_response())
+}
+
+#[derive(Deserialize)]
+struct AuditParams {
+    limit: Option<usize>,
+}
+
+async fn audit(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    q: Result<Query<AuditParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let q = query(q)?;
+    let entries = s.engine.audit_of(&caller, q.limit.unwrap_or(50)).await?;
+    Ok(Json(json!({ "entries": entries })).into_response())
 }
 
 async fn resume(

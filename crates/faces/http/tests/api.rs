@@ -1,0 +1,585 @@
+//! The HTTP API in process: every `/v1` route on a bound listener, driven with reqwest. Two
+//! principals with API keys (`alice`, `bob`) may use `demo.*`; `secret.*` exists but is outside
+//! their role and must answer exactly like a missing tool.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use toolshed_core::{
+    Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
+};
+use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_store::Store;
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+    deletes: Arc<AtomicUsize>,
+}
+
+fn def(path: &str, name: &str, ann: Annotations, input: Value) -> ToolDef {
+    ToolDef::new(
+        ToolPath::parse(path).unwrap(),
+        name,
+        format!("{name}: the {path} tool."),
+    )
+    .with_input(input)
+    .with_annotations(ann)
+}
+
+async fn start() -> Api {
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let mut b = CatalogBuilder::new();
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.echo",
+            "Echo Message",
+            Annotations::READ_ONLY,
+            json!({"type": "object", "properties": {"msg": {"type": "string", "minLength": 1}}, "required": ["msg"]}),
+        ),
+        |_ctx, args| async move { Ok(json!({"echo": args["msg"]})) },
+    ));
+    let d = deletes.clone();
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.delete",
+            "Delete Everything",
+            Annotations::DESTRUCTIVE,
+            json!({"type": "object", "properties": {"what": {"type": "string"}}}),
+        ),
+        move |_ctx, args| {
+            let d = d.clone();
+            async move {
+                d.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"deleted": args["what"]}))
+            }
+        },
+    ));
+    b.add_tool(Tool::from_fn(
+        def(
+            "secret.read",
+            "Read Secret",
+            Annotations::READ_ONLY,
+            json!({"type": "object"}),
+        ),
+        |_ctx, _args| async { Ok(json!("hidden")) },
+    ));
+    let policy = Policy::new(
+        vec![Role {
+            id: "demo".into(),
+            name: "Demo".into(),
+            patterns: vec!["demo.*".into()],
+        }],
+        vec![
+            Principal {
+                id: "alice".into(),
+                roles: vec!["demo".into()],
+            },
+            Principal {
+                id: "bob".into(),
+                roles: vec!["demo".into()],
+            },
+        ],
+    )
+    .unwrap();
+    let engine = Engine::new(
+        Arc::new(SharedCatalog::new(b.build().unwrap())),
+        policy,
+        Store::open("sqlite::memory:").await.unwrap(),
+        EngineConfig::default(),
+    );
+    let keys = KeyRing::new(
+        [
+            ("k-alice".to_string(), "alice".to_string()),
+            ("k-bob".to_string(), "bob".to_string()),
+        ],
+        None,
+    );
+    let app = toolshed_http::router(engine, keys);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Api {
+        base,
+        http: reqwest::Client::new(),
+        deletes,
+    }
+}
+
+impl Api {
+    async fn get(&self, path: &str, key: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn post(&self, path: &str, key: &str, body: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        (status, v)
+    }
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn every_route_needs_a_known_key() {
+    let api = start().await;
+    let routes = [
+        ("GET", "/v1/tools"),
+        ("GET", "/v1/tools?query=echo"),
+        ("GET", "/v1/tools/demo.echo"),
+        ("POST", "/v1/tools/demo.echo/call"),
+        ("POST", "/v1/scripts"),
+        ("GET", "/v1/executions"),
+        ("GET", "/v1/executions/ex_1"),
+        ("POST", "/v1/executions/ex_1/resume"),
+        ("GET", "/v1/audit"),
+    ];
+    for (method, path) in routes {
+        for key in [None, Some("wrong-key")] {
+            let mut req = api
+                .http
+                .request(method.parse().unwrap(), format!("{}{path}", api.base));
+            if let Some(k) = key {
+                req = req.bearer_auth(k);
+            }
+            let r = req.body("{}").send().await.unwrap();
+            assert_eq!(r.status(), 401, "{method} {path} with {key:?}");
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(code(&v), "unauthorized", "{v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains("API key"),
+                "{v}"
+            );
+        }
+    }
+    // The key may also come in X-API-Key.
+    let r = api
+        .http
+        .get(format!("{}/v1/tools", api.base))
+        .header("x-api-key", "k-alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = api
+        .http
+        .get(format!("{}/healthz", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn listing_and_search_stay_in_the_callers_view() {
+    let api = start().await;
+    // Without a query: the view summary and namespace counts.
+    let (s, v) = api.get("/v1/tools", "k-alice").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["namespaces"], json!({"demo": 2}), "{v}");
+    let summary = v["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("demo") && !summary.contains("secret"),
+        "{summary}"
+    );
+    // An empty query is the same as none.
+    let (_, v2) = api.get("/v1/tools?query=%20", "k-alice").await;
+    assert_eq!(v2, v);
+
+    let (s, v) = api.get("/v1/tools?query=echo%20message", "k-alice").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["hits"][0]["path"], "demo.echo", "{v}");
+    let (_, v) = api.get("/v1/tools?query=delete&limit=1", "k-alice").await;
+    assert_eq!(v["hits"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["hits"][0]["path"], "demo.delete");
+    assert_eq!(v["hits"][0]["destructive"], true);
+    let (_, v) = api.get("/v1/tools?query=read%20secret", "k-alice").await;
+    assert!(
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["path"] != "secret.read"),
+        "{v}"
+    );
+    let (_, v) = api
+        .get("/v1/tools?query=echo&namespace=secret", "k-alice")
+        .await;
+    assert_eq!(v["hits"], json!([]), "{v}");
+    let (_, v) = api
+        .get("/v1/tools?query=echo&namespace=demo", "k-alice")
+        .await;
+    assert_eq!(v["hits"][0]["path"], "demo.echo", "{v}");
+    // A query string that does not parse is a JSON 400 naming the problem.
+    let (s, v) = api.get("/v1/tools?query=echo&limit=ten", "k-alice").await;
+    assert_eq!(s, 400);
+    assert_eq!(code(&v), "bad_request");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("limit"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn describe_finds_allowed_tools_only() {
+    let api = start().await;
+    let (s, v) = api.get("/v1/tools/demo.echo", "k-alice").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["path"], "demo.echo");
+    assert_eq!(v["name"], "Echo Message");
+    assert!(v["text"].as_str().unwrap().contains("msg"), "{v}");
+    assert!(v.get("inputSchema").is_none());
+    let (_, v) = api.get("/v1/tools/demo.echo?schemas=true", "k-alice").await;
+    assert_eq!(v["inputSchema"]["required"], json!(["msg"]), "{v}");
+
+    let (s, forbidden) = api.get("/v1/tools/secret.read", "k-alice").await;
+    assert_eq!(s, 404);
+    let (s2, missing) = api.get("/v1/tools/secret.nope", "k-alice").await;
+    assert_eq!(s2, 404);
+    assert_eq!(code(&forbidden), "not_found");
+    assert_eq!(
+        forbidden["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("secret.read", "X"),
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("secret.nope", "X"),
+        "forbidden and missing answer alike"
+    );
+}
+
+#[tokio::test]
+async fn calls_validate_and_report_clearly() {
+    let api = start().await;
+    let (s, v) = api
+        .post("/v1/tools/demo.echo/call", "k-alice", r#"{"msg": "hi"}"#)
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["result"], json!({"echo": "hi"}));
+
+    // Schema-invalid: the pointer and the rule.
+    let (s, v) = api
+        .post("/v1/tools/demo.echo/call", "k-alice", r#"{"msg": ""}"#)
+        .await;
+    assert_eq!(s, 400);
+    assert_eq!(code(&v), "invalid_arguments");
+    let violation = &v["error"]["data"]["violations"][0];
+    assert_eq!(violation["pointer"], "/msg", "{v}");
+    assert_eq!(violation["rule"], "minLength", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("/msg"),
+        "{v}"
+    );
+    let (s, v) = api.post("/v1/tools/demo.echo/call", "k-alice", "[1]").await;
+    assert_eq!(s, 400);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be a JSON object"),
+        "{v}"
+    );
+
+    // Malformed JSON: a 400 saying where.
+    let (s, v) = api
+        .post("/v1/tools/demo.echo/call", "k-alice", r#"{"msg": "#)
+        .await;
+    assert_eq!(s, 400);
+    assert_eq!(code(&v), "malformed_arguments");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("not valid JSON") && msg.contains("line 1 column"),
+        "{msg}"
+    );
+    // An empty body means no arguments.
+    let (s, v) = api.post("/v1/tools/demo.echo/call", "k-alice", "").await;
+    assert_eq!(s, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("msg"),
+        "{v}"
+    );
+
+    // Forbidden = not found, before any validation.
+    let (s, v) = api
+        .post("/v1/tools/secret.read/call", "k-alice", "{}")
+        .await;
+    assert_eq!(s, 404);
+    assert_eq!(code(&v), "not_found");
+
+    // Destructive: paused, nothing ran.
+    let (s, v) = api
+        .post("/v1/tools/demo.delete/call", "k-alice", r#"{"what": "db"}"#)
+        .await;
+    assert_eq!(s, 202);
+    assert_eq!(v["status"], "paused");
+    assert_eq!(v["pending"]["path"], "demo.delete");
+    assert!(v["executionId"].as_str().unwrap().starts_with("ex_"));
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn scripts_complete_pause_and_report_syntax_errors() {
+    let api = start().await;
+    let (s, v) = api
+        .post(
+            "/v1/scripts",
+            "k-alice",
+            &json!({"script": "const r = await tools.demo.echo({msg: 'x'}); console.log('ok'); return r.echo + '!'"}).to_string(),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["result"], "x!");
+    assert_eq!(v["logs"][0]["message"], "ok");
+
+    let (s, v) = api
+        .post(
+            "/v1/scripts",
+            "k-alice",
+            &json!({"script": "await tools.demo.delete({what: 't'}); return 'done'"}).to_string(),
+        )
+        .await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["status"], "paused");
+    assert_eq!(v["pending"]["path"], "demo.delete");
+    assert!(v["message"].as_str().unwrap().contains("approve"), "{v}");
+
+    let (s, v) = api
+        .post(
+            "/v1/scripts",
+            "k-alice",
+            &json!({"script": "const a = 1;\nconst b = ;\nreturn a"}).to_string(),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["error"]["kind"], "syntax", "{v}");
+    assert_eq!(v["error"]["line"], 2, "{v}");
+    assert!(v["error"]["column"].as_u64().unwrap() >= 1, "{v}");
+
+    // Forbidden tools inside scripts are not found either.
+    let (_, v) = api
+        .post(
+            "/v1/scripts",
+            "k-alice",
+            &json!({"script": "try { await tools.secret.read({}) } catch (e) { return e.code }"})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(v["result"], "not_found", "{v}");
+
+    let (s, v) = api.post("/v1/scripts", "k-alice", "not json").await;
+    assert_eq!(s, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("not JSON"),
+        "{v}"
+    );
+    let (s, v) = api
+        .post("/v1/scripts", "k-alice", r#"{"code": "return 1"}"#)
+        .await;
+    assert_eq!(s, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("script"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn executions_list_get_and_resume() {
+    let api = start().await;
+    let pause = |what: &'static str| {
+        let api = &api;
+        async move {
+            let (s, v) = api
+                .post(
+                    "/v1/tools/demo.delete/call",
+                    "k-alice",
+                    &json!({"what": what}).to_string(),
+                )
+                .await;
+            assert_eq!(s, 202);
+            v["executionId"].as_str().unwrap().to_string()
+        }
+    };
+    let a = pause("a").await;
+    let b = pause("b").await;
+
+    let (s, v) = api.get("/v1/executions", "k-alice").await;
+    assert_eq!(s, 200);
+    let ids: Vec<&str> = v["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["executionId"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&a.as_str()) && ids.contains(&b.as_str()),
+        "{v}"
+    );
+    assert!(v["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["status"] == "paused"));
+    let (_, v) = api.get("/v1/executions", "k-bob").await;
+    assert_eq!(
+        v["executions"],
+        json!([]),
+        "not listed for another principal"
+    );
+
+    let (s, v) = api.get(&format!("/v1/executions/{a}"), "k-alice").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["status"], "paused");
+    assert_eq!(v["kind"], "call");
+    assert_eq!(v["pending"]["args"], json!({"what": "a"}));
+    // Another principal's execution answers like an unknown one, on every route.
+    let (s, foreign) = api.get(&format!("/v1/executions/{a}"), "k-bob").await;
+    assert_eq!(s, 404);
+    assert_eq!(code(&foreign), "unknown_execution");
+    let (s, v) = api.get("/v1/executions/ex_unknown", "k-alice").await;
+    assert_eq!(s, 404);
+    assert_eq!(code(&v), "unknown_execution");
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{a}/resume"),
+            "k-bob",
+            r#"{"decision": "approve"}"#,
+        )
+        .await;
+    assert_eq!(s, 404);
+    assert_eq!(code(&v), "unknown_execution");
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 0);
+
+    // Approve.
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{a}/resume"),
+            "k-alice",
+            r#"{"decision": "approve"}"#,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["result"], json!({"deleted": "a"}));
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 1);
+    let (_, v) = api.get(&format!("/v1/executions/{a}"), "k-alice").await;
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["result"], json!({"deleted": "a"}));
+    // Settled: a second resume conflicts.
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{a}/resume"),
+            "k-alice",
+            r#"{"decision": "approve"}"#,
+        )
+        .await;
+    assert_eq!(s, 409);
+    assert_eq!(code(&v), "already_settled");
+
+    // Bad decisions and bodies.
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{b}/resume"),
+            "k-alice",
+            r#"{"decision": "maybe"}"#,
+        )
+        .await;
+    assert_eq!(s, 400);
+    assert_eq!(code(&v), "invalid_decision");
+    let (s, _) = api
+        .post(&format!("/v1/executions/{b}/resume"), "k-alice", "{")
+        .await;
+    assert_eq!(s, 400);
+    let (s, _) = api
+        .post(&format!("/v1/executions/{b}/resume"), "k-alice", "{}")
+        .await;
+    assert_eq!(s, 400);
+    let (s, v) = api
+        .post(
+            "/v1/executions/ex_unknown/resume",
+            "k-alice",
+            r#"{"decision": "deny"}"#,
+        )
+        .await;
+    assert_eq!(s, 404);
+    assert_eq!(code(&v), "unknown_execution");
+
+    // Deny: the call fails with `denied` and never runs.
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{b}/resume"),
+            "k-alice",
+            r#"{"decision": "deny"}"#,
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["error"]["code"], "denied");
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 1);
+    let (_, v) = api.get(&format!("/v1/executions/{b}"), "k-alice").await;
+    assert_eq!(v["status"], "failed");
+    let (_, v) = api.get("/v1/executions", "k-alice").await;
+    assert_eq!(v["executions"], json!([]), "nothing waits any more");
+}
+
+#[tokio::test]
+async fn audit_shows_the_callers_own_entries() {
+    let api = start().await;
+    api.post("/v1/tools/demo.echo/call", "k-alice", r#"{"msg": "a"}"#)
+        .await;
+    api.post("/v1/tools/secret.read/call", "k-alice", "{}")
+        .await;
+    api.post("/v1/tools/demo.echo/call", "k-bob", r#"{"msg": "b"}"#)
+        .await;
+    // The writer is asynchronous: wait until the entries land.
+    let mut v = Value::Null;
+    for _ in 0..100 {
+        let (s, got) = api.get("/v1/audit", "k-alice").await;
+        assert_eq!(s, 200);
+        v = got;
+        if v["entries"].as_array().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let entries = v["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{v}");
+    assert!(entries.iter().all(|e| e["principal"] == "alice"), "{v}");
+    assert!(entries.iter().all(|e| e["face"] == "http"), "{v}");
+    assert!(entries
+        .iter()
+        .any(|e| e["path"] == "secret.read" && e["outcome"] == "not_found"));
+    assert!(entries
+        .iter()
+        .any(|e| e["path"] == "demo.echo" && e["outcome"] == "ok"));
+    let (_, v) = api.get("/v1/audit?limit=1", "k-alice").await;
+    assert_eq!(v["entries"].as_array().unwrap().len(), 1);
+    let (s, v) = api.get("/v1/audit?limit=-1", "k-alice").await;
+    assert_eq!(s, 400, "{v}");
+}
