@@ -40,7 +40,7 @@ pub use caller::{Caller, Face, KeyRing};
 pub use credentials::{CredentialConfig, CredentialError, Credentials};
 pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
-pub use executions::{Decision, Outcome, PendingCall, PendingSummary};
+pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
 
 /// Engine settings.
 #[derive(Debug, Clone)]
