@@ -118,13 +118,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(run(cli)) {
+    let code = match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
-    }
+    };
+    // A stdio session stopped by a signal leaves a blocking read of stdin behind; dropping the
+    // runtime would wait for it forever. Everything that matters was shut down by `run`.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -138,6 +142,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         other => other,
     };
+    // Listen before building: upstream children start during the build.
+    let stop = matches!(command, Command::Serve { .. }).then(shutdown_signal);
     let app = App::build(config).await?;
     let json_out = cli.json;
     let principal = app.config.principal.clone();
@@ -148,7 +154,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             http,
             direct,
         } => {
-            serve(&app, stdio, http, direct || app.config.mcp.direct).await?;
+            let stop = stop.unwrap_or_else(shutdown_signal);
+            serve(&app, stdio, http, direct || app.config.mcp.direct, stop).await?;
             ExitCode::SUCCESS
         }
         Command::Search {
@@ -354,36 +361,48 @@ fn pretty(v: &Value) -> String {
     }
 }
 
-/// Ctrl-C, or SIGTERM (what service managers and containers send) on Unix.
-async fn shutdown_signal() {
+/// Ctrl-C, or SIGTERM (what service managers and containers send) on Unix. The Unix listeners
+/// are registered when this is called, not when the future is first polled: a signal that
+/// arrives while the app is still being built (upstream children already running) ends `serve`
+/// as soon as it starts, through the normal shutdown, instead of killing the process outright.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
+    let listeners = {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+        signal(SignalKind::terminate())
+            .ok()
+            .zip(signal(SignalKind::interrupt()).ok())
+    };
+    async move {
+        #[cfg(unix)]
+        if let Some((mut term, mut int)) = listeners {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
 
-async fn serve(app: &App, stdio: bool, http: Option<String>, direct: bool) -> anyhow::Result<()> {
+async fn serve(
+    app: &App,
+    stdio: bool,
+    http: Option<String>,
+    direct: bool,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let options = toolshed_mcp::McpOptions { direct };
     app.engine.warm_search();
     let _poll = app.watch_stored_sources();
     if stdio {
-        toolshed_mcp::serve_stdio(app.engine.clone(), app.config.principal.clone(), options)
-            .await?;
+        // SIGTERM or Ctrl-C end the session like a closed stdin, so the caller's shutdown
+        // (audit flush, upstream children killed) still runs.
+        tokio::select! {
+            r = toolshed_mcp::serve_stdio(app.engine.clone(), app.config.principal.clone(), options) => r?,
+            _ = stop => tracing::info!("signal received; stopping"),
+        }
         return Ok(());
     }
     let addr = http.unwrap_or_else(|| app.config.http.addr.clone());
@@ -412,7 +431,7 @@ async fn serve(app: &App, stdio: bool, http: Option<String>, direct: bool) -> an
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(stop)
         .await?;
     Ok(())
 }

@@ -142,3 +142,187 @@ fn mcp_dry_run_lists_the_tools_and_stores_nothing() {
     let (_, v) = cli(dir.path(), None, &["sources", "list"]);
     assert_eq!(v["sources"].as_array().unwrap().len(), 0, "{v}");
 }
+
+/// Live (non-zombie) processes whose parent is `parent` and whose command line names the test
+/// upstream.
+fn upstream_children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": the fields after the command name.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let (Some(state), Some(ppid)) = (fields.first(), fields.get(1)) else {
+            continue;
+        };
+        if *state == "Z" || *state == "X" || ppid.parse::<u32>().ok() != Some(parent) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("toolshed-test-upstream") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let state = s.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        })
+        .unwrap_or(false)
+}
+
+/// Polls `f` every 50 ms for up to `secs` seconds until it returns `Some`.
+fn wait_for<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits for the single upstream child of `parent` and returns its pid.
+fn one_child(parent: u32, secs: u64) -> u32 {
+    let kids = wait_for(secs, || {
+        let k = upstream_children(parent);
+        (!k.is_empty()).then_some(k)
+    })
+    .unwrap_or_else(|| panic!("no upstream child of {parent} appeared"));
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    kids[0]
+}
+
+fn sigterm(pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM {pid}");
+}
+
+/// Waits for the process to exit and returns its status.
+fn wait_exit(child: &mut std::process::Child, secs: u64, mode: &str) -> std::process::ExitStatus {
+    wait_for(secs, || child.try_wait().unwrap()).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("{mode}: toolshed did not exit within {secs} s of SIGTERM")
+    })
+}
+
+/// `serve` (HTTP and stdio) ends on SIGTERM like on Ctrl-C: the shutdown runs and the stdio
+/// upstream's child process is stopped, not orphaned.
+#[test]
+fn sigterm_stops_serve_and_kills_its_stdio_upstream() {
+    for mode in ["http", "stdio"] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path());
+        let mut cmd = std::process::Command::new(support::BIN);
+        cmd.arg("--data-dir")
+            .arg(dir.path())
+            .arg("--config")
+            .arg(&cfg)
+            .arg("serve");
+        if mode == "http" {
+            cmd.args(["--http", &format!("127.0.0.1:{}", support::free_port())]);
+        } else {
+            cmd.arg("--stdio");
+        }
+        // stdin stays open (and silent) for the stdio session.
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut serve = cmd.spawn().expect("spawn toolshed serve");
+        let child = one_child(serve.id(), 30);
+        assert!(alive(child));
+        sigterm(serve.id());
+        let status = wait_exit(&mut serve, 20, mode);
+        assert!(status.success(), "{mode}: {status:?}");
+        assert!(
+            wait_for(5, || (!alive(child)).then_some(())).is_some(),
+            "{mode}: the upstream child {child} outlived serve"
+        );
+    }
+}
+
+/// A serving process re-imports a stored upstream that was replaced (its old child is stopped,
+/// a new one started) and drops a removed one (its child is stopped).
+#[test]
+fn reloading_or_removing_a_stored_upstream_stops_its_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bin = test_upstream();
+    let (code, v) = cli(
+        d,
+        None,
+        &[
+            "sources",
+            "add",
+            "mcp",
+            "up",
+            "--command",
+            bin.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    let server = support::Server::start(d, None, &[]);
+    let first = one_child(server.child.id(), 30);
+
+    // Replacing the stored source with new settings: the server re-imports it.
+    let (code, v) = cli(
+        d,
+        None,
+        &[
+            "sources",
+            "add",
+            "mcp",
+            "up",
+            "--command",
+            bin.to_str().unwrap(),
+            "--call-timeout-ms",
+            "20000",
+            "--replace",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    let second = wait_for(30, || {
+        let kids = upstream_children(server.child.id());
+        (kids.len() == 1 && kids[0] != first).then(|| kids[0])
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no new child after the reload: {:?}",
+            upstream_children(server.child.id())
+        )
+    });
+    assert!(
+        wait_for(10, || (!alive(first)).then_some(())).is_some(),
+        "the replaced child {first} survived the reload"
+    );
+    assert!(alive(second));
+
+    let (code, v) = cli(d, None, &["sources", "remove", "up"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        wait_for(30, || (!alive(second)).then_some(())).is_some(),
+        "the child {second} of the removed source survived"
+    );
+    assert!(upstream_children(server.child.id()).is_empty());
+}
