@@ -74,7 +74,8 @@ async fn start_server() -> (String, Log) {
                  h: HeaderMap,
                  body: String| async move {
                     log.lock().unwrap().push(seen(&uri, &h, body));
-                    Json(json!({"data": {"whoami": "someone"}}))
+                    // A careless API that reflects the caller's credentials.
+                    Json(json!({"data": {"whoami": header(&h, "authorization")}}))
                 },
             ),
         )
@@ -432,4 +433,76 @@ async fn graphql_timeout_flag_bounds_each_request() {
     );
     // The server answers after 3 s; the call gave up long before.
     assert!(took < Duration::from_millis(2500), "took {took:?}");
+}
+
+/// A GraphQL source's secret (here a credential header) never reaches script output or the
+/// audit log, even when the API echoes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphql_secrets_stay_out_of_script_output_and_audit() {
+    let (base, log) = start_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sdl = d.join("schema.graphql");
+    std::fs::write(&sdl, "type Query { whoami: String }").unwrap();
+    let secret = "gql-header-secret-4411";
+    let v = run(
+        d,
+        &[
+            "sources",
+            "add",
+            "graphql",
+            "gh",
+            "--sdl",
+            sdl.to_str().unwrap(),
+            "--endpoint",
+            &format!("{base}/graphql"),
+            "--allow-private",
+            "--header",
+            &format!("Authorization=Token {secret}"),
+            "--header",
+            "X-Tenant=acme",
+        ],
+    );
+    assert_eq!(v["stored"], true, "{v}");
+    let script = d.join("s.js");
+    std::fs::write(
+        &script,
+        r#"
+        const r = await tools.gh.query.whoami({});
+        console.log("seen: " + JSON.stringify(r));
+        return {r};
+    "#,
+    )
+    .unwrap();
+    let (code, out) = cli(d, None, &["run", script.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["status"], "completed", "{out}");
+    // The API got the header...
+    assert_eq!(
+        last(&log, "/graphql").authorization,
+        format!("Token {secret}")
+    );
+    // ...but the script's result and logs only show it blanked out.
+    let text = out.to_string();
+    assert!(
+        !text.contains(secret),
+        "script output leaks the header: {text}"
+    );
+    assert!(text.contains("[REDACTED]"), "{text}");
+    let (_, audit) = cli(d, None, &["audit"]);
+    assert!(
+        audit.to_string().contains("gh.query.whoami"),
+        "the call is audited: {audit}"
+    );
+    assert!(!audit.to_string().contains(secret), "{audit}");
+    let mut stored = Vec::new();
+    for f in ["toolshed.db", "toolshed.db-wal"] {
+        if let Ok(b) = std::fs::read(d.join(f)) {
+            stored.extend(b);
+        }
+    }
+    assert!(
+        !stored.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the database (audit log, sources) holds the header in clear"
+    );
 }

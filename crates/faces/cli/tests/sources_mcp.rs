@@ -326,3 +326,65 @@ fn reloading_or_removing_a_stored_upstream_stops_its_child() {
     );
     assert!(upstream_children(server.child.id()).is_empty());
 }
+
+/// An upstream MCP server's secrets (a child's credential environment variable) never reach
+/// script output or the audit log, even when the upstream echoes them.
+#[test]
+fn upstream_secrets_stay_out_of_script_output_and_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let secret = "mcp-env-secret-9931";
+    let cfg = d.join("toolshed.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[[sources]]
+kind = "mcp"
+name = "up"
+command = "{}"
+env = {{ UP_API_TOKEN = "{secret}", UP_REGION = "eu-west-3" }}
+"#,
+            test_upstream().display()
+        ),
+    )
+    .unwrap();
+    let script = d.join("s.js");
+    std::fs::write(
+        &script,
+        r#"
+        const token = await tools.up.getenv({name: "UP_API_TOKEN"});
+        const region = await tools.up.getenv({name: "UP_REGION"});
+        console.log("token: " + JSON.stringify(token));
+        return {token, region};
+    "#,
+    )
+    .unwrap();
+    let (code, out) = cli(d, Some(&cfg), &["run", script.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["status"], "completed", "{out}");
+    // The child had the value (it echoed something in its place), and ordinary values pass.
+    assert_eq!(out["result"]["token"]["value"], "[REDACTED]", "{out}");
+    assert_eq!(out["result"]["region"]["value"], "eu-west-3", "{out}");
+    let text = out.to_string();
+    assert!(
+        !text.contains(secret),
+        "script output leaks the secret: {text}"
+    );
+    let (_, audit) = cli(d, Some(&cfg), &["audit"]);
+    assert!(audit.to_string().contains("up.getenv"), "{audit}");
+    assert!(!audit.to_string().contains(secret), "{audit}");
+    let mut stored = Vec::new();
+    for f in ["toolshed.db", "toolshed.db-wal"] {
+        if let Ok(b) = std::fs::read(d.join(f)) {
+            stored.extend(b);
+        }
+    }
+    assert!(!stored.is_empty());
+    assert!(
+        !stored.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the database holds the secret in clear"
+    );
+    let (_, list) = cli(d, Some(&cfg), &["sources", "list"]);
+    assert!(!list.to_string().contains(secret), "{list}");
+}
