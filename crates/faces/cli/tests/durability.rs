@@ -149,3 +149,125 @@ async fn expired_pause_is_a_clear_error() {
     assert_eq!(code, 1);
     assert_eq!(v["error"]["code"], "expired", "{v}");
 }
+
+/// The process dies (SIGKILL) in the middle of a *resumed* run, after the approved delete ran:
+/// the restarted server lists the execution as interrupted, its owner resumes it, and neither
+/// the insert before the pause nor the approved delete runs a second time (a second delete of
+/// the same table would fail the script).
+#[tokio::test]
+async fn sigkill_during_a_resumed_run_never_reruns_completed_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("toolshed.toml");
+    // A resumed run counts as interrupted 6 s after its last sign of life.
+    std::fs::write(
+        &cfg,
+        "[limits]\nwall_clock_ms = 6000\ncall_timeout_ms = 2000\n[approvals]\nrecovery_grace_secs = 0\n",
+    )
+    .unwrap();
+    let http = reqwest::Client::new();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let post = |server: &Server, path: &str, body: Value| {
+        let req = http.post(server.url(path)).json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (_, v) = post(
+        &server,
+        "/v1/scripts",
+        json!({"script": r#"await tools.tables.create({name: "events", columns: [{name: "event", type: "string"}]});
+                           await tools.tables.create({name: "scratch", columns: []}); return 1"#}),
+    )
+    .await;
+    assert_eq!(v["status"], "completed", "{v}");
+    // After the approved delete, a busy loop (about a second of CPU) before the last insert.
+    let (status, v) = post(
+        &server,
+        "/v1/scripts",
+        json!({"script": r#"const a = await tools.tables.rows.insert({table: "events", rows: [{event: "before-pause"}]});
+           await tools.tables.delete({name: "scratch"});
+           let x = 0; for (let i = 0; i < 1e7; i++) x += i;
+           const b = await tools.tables.rows.insert({table: "events", rows: [{event: "after-approval"}]});
+           return {first: a.rows[0].id, second: b.rows[0].id}"#}),
+    )
+    .await;
+    assert_eq!((status, v["status"].clone()), (202, json!("paused")), "{v}");
+    let id = v["executionId"].as_str().unwrap().to_string();
+
+    // Approve; while the resumed run loops, kill the process.
+    let resume = {
+        let req = http
+            .post(server.url(&format!("/v1/executions/{id}/resume")))
+            .json(&json!({"decision": "approve"}));
+        tokio::spawn(async move { req.send().await })
+    };
+    let mut seen = Value::Null;
+    for _ in 0..500 {
+        seen = http
+            .get(server.url(&format!("/v1/executions/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if seen["completedCalls"] == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(seen["status"], "running", "{seen}");
+    assert_eq!(
+        seen["completedCalls"], 2,
+        "the approved delete is journaled as soon as it completes: {seen}"
+    );
+    server.kill();
+    let _ = resume.await;
+
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let mut listed = Value::Null;
+    for _ in 0..200 {
+        listed = http
+            .get(server.url("/v1/executions"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if listed["executions"][0]["status"] == "interrupted" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        listed["executions"][0]["executionId"],
+        id.as_str(),
+        "{listed}"
+    );
+    assert_eq!(listed["executions"][0]["status"], "interrupted", "{listed}");
+
+    let (status, done) = post(
+        &server,
+        &format!("/v1/executions/{id}/resume"),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"], json!({"first": 1, "second": 2}));
+    let (_, rows) = post(
+        &server,
+        "/v1/tools/tables.rows.query/call",
+        json!({"table": "events"}),
+    )
+    .await;
+    let events: Vec<&str> = rows["result"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, vec!["before-pause", "after-approval"], "{rows}");
+}

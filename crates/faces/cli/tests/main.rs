@@ -1,6 +1,7 @@
 //! Integration tests of this crate, linked into one binary (one link, one process).
 
 mod audit_cli;
+mod cli_verbs;
 mod durability;
 mod mcp_e2e;
 mod n8n_live;

@@ -1,11 +1,36 @@
-//! A principal allowed only `tables.rows.*` cannot create a table through any face: CLI, MCP over
-//! stdio (meta-tools and scripts), MCP over HTTP (direct tools), and the HTTP API. A tool outside
-//! the role answers exactly like a tool that does not exist.
+//! A principal allowed only `tables.rows.*` cannot create a table through any face: CLI (`call`
+//! and `run`), MCP over stdio (meta-tools and scripts), MCP over HTTP with an API key (direct
+//! tools and `run_script`), and the HTTP API (calls and `POST /v1/scripts`). A tool outside the
+//! role answers exactly like a tool that does not exist.
 
 use crate::support;
 
 use serde_json::{json, Value};
 use support::*;
+
+/// A script that tries `path` and returns the error's code and message.
+fn probe(path: &str) -> String {
+    format!(
+        r#"try {{ await tools.{path}({{name: "t", columns: []}}); return "created" }} catch (e) {{ return {{code: e.code, message: e.message}} }}"#
+    )
+}
+
+/// The probe's result for `tables.create` answers exactly like the one for a missing tool.
+fn assert_like_missing(forbidden: &Value, missing: &Value, face: &str) {
+    assert_eq!(forbidden["code"], "not_found", "{face}: {forbidden}");
+    assert_eq!(missing["code"], "not_found", "{face}: {missing}");
+    assert_eq!(
+        forbidden["message"]
+            .as_str()
+            .unwrap()
+            .replace("tables.create", "X"),
+        missing["message"]
+            .as_str()
+            .unwrap()
+            .replace("tables.nonexistent", "X"),
+        "{face}: forbidden and missing answer alike"
+    );
+}
 
 #[tokio::test]
 async fn rows_only_principal_cannot_create_tables_anywhere() {
@@ -35,6 +60,23 @@ async fn rows_only_principal_cannot_create_tables_anywhere() {
             .unwrap()
             .replace("tables.nonexistent", "X"),
         "forbidden and missing answer alike"
+    );
+    // CLI scripts (`toolshed run`).
+    let script = |path: &str| {
+        let f = dir.path().join(format!("probe-{path}.js"));
+        std::fs::write(&f, probe(path)).unwrap();
+        let (code, v) = cli(
+            dir.path(),
+            Some(&limited_cfg),
+            &["run", f.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{v}");
+        v["result"].clone()
+    };
+    assert_like_missing(
+        &script("tables.create"),
+        &script("tables.nonexistent"),
+        "toolshed run",
     );
     let (code, v) = cli(
         dir.path(),
@@ -122,7 +164,49 @@ async fn rows_only_principal_cannot_create_tables_anywhere() {
     assert!(!names.iter().any(|n| n == "tables__create"), "{names:?}");
     let (err, v) = call(&mcp, "tables__create", json!({"name": "t", "columns": []})).await;
     assert!(err && v["error"]["code"] == "not_found", "{v}");
+    // run_script over MCP-HTTP with the API key.
+    let (_, forbidden) = run_script(&mcp, &probe("tables.create")).await;
+    let (_, missing) = run_script(&mcp, &probe("tables.nonexistent")).await;
+    assert_like_missing(
+        &forbidden["result"],
+        &missing["result"],
+        "MCP-HTTP run_script",
+    );
     mcp.cancel().await.unwrap();
+
+    // POST /v1/scripts with the API key.
+    let post_script = |path: &'static str| {
+        let http = http.clone();
+        let url = server.url("/v1/scripts");
+        async move {
+            let r = http
+                .post(url)
+                .bearer_auth("k-limited")
+                .json(&json!({"script": probe(path)}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<Value>().await.unwrap()["result"].clone()
+        }
+    };
+    assert_like_missing(
+        &post_script("tables.create").await,
+        &post_script("tables.nonexistent").await,
+        "POST /v1/scripts",
+    );
+    // No face created the table.
+    let tables: Value = http
+        .post(server.url("/v1/tools/tables.list/call"))
+        .bearer_auth("k-admin")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tables["result"]["tables"], json!([]), "{tables}");
 
     // The admin can create it, and then the limited principal may use its rows.
     let r = http
