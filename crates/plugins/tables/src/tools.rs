@@ -656,6 +656,12 @@ mod tests {
             CompiledSchema::compile(&d.input_schema).unwrap();
             CompiledSchema::compile(d.output_schema.as_ref().unwrap()).unwrap();
             assert!(!d.description.is_empty());
+            assert!(
+                toolshed_core::tool::is_title_case(&d.name),
+                "{}: name {:?} is not Title Case",
+                d.path,
+                d.name
+            );
         }
         let query = defs
             .iter()
