@@ -39,6 +39,12 @@
 //! Children are started with `kill_on_drop`, their stderr is logged at debug level (the last
 //! lines are quoted in handshake errors), and they are stopped on [`Upstream::shutdown`] and
 //! when the last handle (an [`Upstream`] clone or a tool from [`Upstream::tools`]) is dropped.
+//!
+//! # Secrets
+//!
+//! [`UpstreamConfig::redacted_values`] (credential-named environment variables and headers, and
+//! the listed [`UpstreamConfig::secrets`]) are blanked out of tool results, tool errors and the
+//! child's stderr (logged and quoted), in case the upstream echoes them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -650,7 +656,7 @@ async fn attempt(
                     source,
                 })?;
             let pid = child.id();
-            let tail = StderrTail::start(name, stderr);
+            let tail = StderrTail::start(name, stderr, cfg.redacted_values());
             match tokio::time::timeout_at(
                 deadline,
                 serve_client_with_lifecycle(client, child, mode),
@@ -766,15 +772,22 @@ struct StderrTail {
 }
 
 impl StderrTail {
-    fn start(name: &str, stderr: Option<tokio::process::ChildStderr>) -> Self {
+    /// `secrets` are blanked out of every line before it is logged or quoted.
+    fn start(
+        name: &str,
+        stderr: Option<tokio::process::ChildStderr>,
+        secrets: Vec<String>,
+    ) -> Self {
         let lines = Arc::new(Mutex::new(VecDeque::new()));
         let (eof_tx, eof) = watch::channel(false);
         if let Some(stderr) = stderr {
             let name = name.to_string();
             let lines = lines.clone();
             tokio::spawn(async move {
+                let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
                 let mut reader = tokio::io::BufReader::new(stderr).lines();
                 while let Ok(Some(line)) = reader.next_line().await {
+                    let line = redact(&line, &secrets);
                     tracing::debug!(upstream = %name, "stderr: {line}");
                     let mut l = lock(&lines);
                     if l.len() == STDERR_TAIL_LINES {

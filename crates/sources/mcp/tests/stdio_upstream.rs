@@ -317,6 +317,32 @@ async fn crash_at_start_is_a_clear_error() {
 }
 
 #[tokio::test]
+async fn secrets_printed_on_stderr_are_blanked_out_of_errors() {
+    let cfg = toolshed_mcp_source::UpstreamConfig::new(
+        "crashy",
+        toolshed_mcp_source::Transport::Stdio {
+            command: TEST_UPSTREAM.into(),
+            args: vec!["--crash".into()],
+            env: vec![
+                ("CRASHY_API_TOKEN".into(), "tok-stderr-5150".into()),
+                (
+                    "TEST_UPSTREAM_SAY".into(),
+                    "login failed for token tok-stderr-5150".into(),
+                ),
+            ],
+            cwd: None,
+        },
+    );
+    let e = Upstream::connect(cfg).await.unwrap_err();
+    let text = format!("{e} {e:?}");
+    assert!(
+        text.contains("login failed for token [REDACTED]") && text.contains("boom"),
+        "{text}"
+    );
+    assert!(!text.contains("tok-stderr-5150"), "{text}");
+}
+
+#[tokio::test]
 async fn modern_only_server_uses_discover() {
     let up = Upstream::connect(stdio("modern", &["--modern-only"]))
         .await

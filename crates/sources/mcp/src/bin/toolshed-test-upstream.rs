@@ -5,7 +5,8 @@
 //! toolshed-test-upstream --http ADDR     serve streamable HTTP at http://ADDR/mcp and print
 //!                                        "LISTENING http://<bound address>/mcp" on stdout
 //! toolshed-test-upstream --hang          accept stdin but never answer (hangs at start)
-//! toolshed-test-upstream --crash         print an error on stderr and exit 3 at start
+//! toolshed-test-upstream --crash         print an error on stderr and exit 3 at start (after
+//!                                        the value of TEST_UPSTREAM_SAY, when set)
 //! toolshed-test-upstream --modern-only   only speak MCP 2026-07-28 (`initialize` is refused
 //!                                        with "unsupported protocol version", -32022)
 //! toolshed-test-upstream --no-initialize only speak MCP 2026-07-28 and answer `initialize`
@@ -299,6 +300,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if has("--crash") {
+        if let Ok(say) = std::env::var("TEST_UPSTREAM_SAY") {
+            eprintln!("{say}");
+        }
         eprintln!("boom: the test upstream was told to crash at start");
         std::process::exit(3);
     }
