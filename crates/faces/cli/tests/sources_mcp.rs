@@ -262,8 +262,8 @@ fn sigterm_stops_serve_and_kills_its_stdio_upstream() {
     }
 }
 
-/// A serving process re-imports a stored upstream that was replaced (its old child is stopped,
-/// a new one started) and drops a removed one (its child is stopped).
+/// A serving process re-imports a stored upstream that was replaced or refreshed (its old child
+/// is stopped, a new one started) and drops a removed one (its child is stopped).
 #[test]
 fn reloading_or_removing_a_stored_upstream_stops_its_child() {
     let dir = tempfile::tempdir().unwrap();
@@ -318,11 +318,29 @@ fn reloading_or_removing_a_stored_upstream_stops_its_child() {
     );
     assert!(alive(second));
 
+    // `sources refresh` re-writes the record unchanged: the server re-imports it all the same.
+    let (code, v) = cli(d, None, &["sources", "refresh", "up"]);
+    assert_eq!(code, 0, "{v}");
+    let third = wait_for(30, || {
+        let kids = upstream_children(server.child.id());
+        (kids.len() == 1 && kids[0] != second).then(|| kids[0])
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no new child after the refresh: {:?}",
+            upstream_children(server.child.id())
+        )
+    });
+    assert!(
+        wait_for(10, || (!alive(second)).then_some(())).is_some(),
+        "the refreshed source's old child {second} survived"
+    );
+
     let (code, v) = cli(d, None, &["sources", "remove", "up"]);
     assert_eq!(code, 0, "{v}");
     assert!(
-        wait_for(30, || (!alive(second)).then_some(())).is_some(),
-        "the child {second} of the removed source survived"
+        wait_for(30, || (!alive(third)).then_some(())).is_some(),
+        "the child {third} of the removed source survived"
     );
     assert!(upstream_children(server.child.id()).is_empty());
 }

@@ -46,6 +46,9 @@ impl fmt::Display for Origin {
 pub struct Declared {
     pub spec: SourceSpec,
     pub origin: Origin,
+    /// For a stored source, its update time: a re-written record (`sources refresh`,
+    /// `sources add --replace`) is imported again even when its spec did not change.
+    pub revision: Option<i64>,
 }
 
 /// A declaration that cannot be served (duplicate name, unreadable stored record).
@@ -84,7 +87,11 @@ pub fn declare(config: &[SourceSpec], stored: Vec<SourceSpec>) -> (Vec<Declared>
             continue;
         }
         seen.insert(name, origin);
-        declared.push(Declared { spec, origin });
+        declared.push(Declared {
+            spec,
+            origin,
+            revision: None,
+        });
     }
     (declared, rejected)
 }
@@ -96,10 +103,14 @@ pub async fn declare_with_store(
     store: &SourceStore,
 ) -> Result<(Vec<Declared>, Vec<Rejected>), SourcesError> {
     let mut stored = Vec::new();
+    let mut revisions = HashMap::new();
     let mut unreadable = Vec::new();
     for r in store.list().await? {
         match r {
-            Ok(s) => stored.push(s.spec),
+            Ok(s) => {
+                revisions.insert(s.spec.name().to_string(), s.updated_at);
+                stored.push(s.spec)
+            }
             Err((name, error)) => unreadable.push(Rejected {
                 name,
                 kind: String::new(),
@@ -108,7 +119,12 @@ pub async fn declare_with_store(
             }),
         }
     }
-    let (declared, mut rejected) = declare(config, stored);
+    let (mut declared, mut rejected) = declare(config, stored);
+    for d in &mut declared {
+        if d.origin == Origin::Store {
+            d.revision = revisions.get(d.spec.name()).copied();
+        }
+    }
     rejected.extend(unreadable);
     Ok((declared, rejected))
 }
@@ -161,6 +177,7 @@ enum State {
 struct Entry {
     spec: SourceSpec,
     origin: Origin,
+    revision: Option<i64>,
     state: State,
     /// Set by assembly when a tool path collides with another origin.
     conflict: Option<String>,
@@ -270,6 +287,7 @@ impl Registry {
                     !entries.get(d.spec.name()).is_some_and(|e| {
                         e.spec == d.spec
                             && e.origin == d.origin
+                            && e.revision == d.revision
                             && matches!(e.state, State::Ready { .. })
                     })
                 })
@@ -303,6 +321,7 @@ impl Registry {
                 let mut entry = Entry {
                     spec: d.spec,
                     origin: d.origin,
+                    revision: d.revision,
                     state: match result {
                         Ok(l) => State::Ready {
                             tools: l.tools,
