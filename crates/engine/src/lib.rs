@@ -123,13 +123,18 @@ impl Engine {
     }
 
     /// Adds the semantic search stage: tools are embedded with `embedder` (in the background,
-    /// per catalog snapshot) and searches fuse the embedding similarity with BM25F.
-    pub fn with_embedder(self, embedder: Arc<dyn toolshed_search::TextEmbedder>) -> Self {
+    /// per catalog snapshot) and searches fuse the embedding similarity with BM25F. Vectors are
+    /// kept in `vector_file` between runs when given.
+    pub fn with_embedder(
+        self,
+        embedder: Arc<dyn toolshed_search::TextEmbedder>,
+        vector_file: Option<std::path::PathBuf>,
+    ) -> Self {
         let inner = Arc::try_unwrap(self.inner)
             .unwrap_or_else(|_| panic!("with_embedder must be called before the engine is shared"));
         Self {
             inner: Arc::new(Inner {
-                search: discovery::SearchCache::with_embedder(embedder),
+                search: discovery::SearchCache::with_embedder(embedder, vector_file),
                 ..inner
             }),
         }
@@ -190,7 +195,10 @@ impl Engine {
         self.flush_audit().await;
         let dropped = self.audit_dropped();
         if dropped > 0 {
-            tracing::warn!(dropped, "audit entries were dropped because the queue was full");
+            tracing::warn!(
+                dropped,
+                "audit entries were dropped because the queue was full"
+            );
         }
     }
 }

@@ -72,12 +72,15 @@ pub struct HybridConfig {
 }
 
 impl Default for HybridConfig {
-    /// Equal shares, reciprocal rank fusion with the customary `k = 60`, 50 from each side.
+    /// Reciprocal rank fusion with the customary `k = 60`, 50 from each side, and a 0.6 share
+    /// for the semantic side: agents' task sentences rarely name the tool, so meaning deserves
+    /// a little more say than words (chosen once over the three public sets together, see
+    /// docs/benchmarks.md; never per query).
     fn default() -> Self {
         Self {
             lexical_depth: 50,
             semantic_depth: 50,
-            semantic_weight: 0.5,
+            semantic_weight: 0.6,
             fusion: Fusion::Rrf { k: 60.0 },
         }
     }

@@ -80,6 +80,24 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     plugins
 }
 
+/// The sentence-embedding model of `[search] model`.
+#[cfg(feature = "semantic")]
+fn load_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn toolshed_search::TextEmbedder>> {
+    let model = toolshed_search::Embedder::load(dir)
+        .with_context(|| format!("[search] model: loading {}", dir.display()))?;
+    Ok(Arc::new(model))
+}
+
+/// Without the `semantic` feature a configured model is an error rather than silently unused.
+#[cfg(not(feature = "semantic"))]
+fn load_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn toolshed_search::TextEmbedder>> {
+    anyhow::bail!(
+        "[search] model = {}: this toolshed was built without semantic search; rebuild with \
+         `cargo build --release -p toolshed --features semantic` or remove the setting",
+        dir.display()
+    )
+}
+
 /// The credentials of `[auth.<provider>]` for the providers the plugins declare (and any other
 /// provider a source asks for by id). A credential that cannot be read is an error naming it.
 pub fn credentials(config: &Config, plugins: &[Plugin]) -> anyhow::Result<Arc<Credentials>> {
@@ -123,8 +141,12 @@ impl App {
             tracing::debug!("{r}");
         }
         let policy = config.policy()?;
-        let engine = Engine::new(catalog, policy, store.clone(), config.engine_config())
+        let mut engine = Engine::new(catalog, policy, store.clone(), config.engine_config())
             .with_credentials(credentials);
+        if let Some(dir) = &config.search.model {
+            let vectors = config.data_dir().join("tool-vectors.bin");
+            engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));
+        }
         Ok(Self {
             config,
             store,

@@ -49,6 +49,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "sources",
     "n8n",
     "auth",
+    "search",
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -77,6 +78,18 @@ pub struct Config {
     /// An n8n instance: its plugin plus the rest of its public API.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n8n: Option<N8nConfigFile>,
+    pub search: SearchConfig,
+}
+
+/// `[search]`: ranking options.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// A sentence-transformers model directory (all-MiniLM-L6-v2 or another BERT model with
+    /// `config.json`, `tokenizer.json`, `model.safetensors`): search then fuses embedding
+    /// similarity with BM25F. Needs a binary built with `--features semantic`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<PathBuf>,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -183,6 +196,7 @@ impl Default for Config {
             principals: vec![],
             sources: vec![],
             n8n: None,
+            search: SearchConfig::default(),
         }
     }
 }

@@ -97,6 +97,9 @@ enum ApprovalAction {
     Deny { id: String },
 }
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let stdio = matches!(cli.command, Command::Serve { stdio: true, .. });
@@ -163,6 +166,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
             namespace,
         } => {
+            if app.config.search.model.is_some() {
+                // One-shot: rank with embeddings too (stored vectors make later runs quick).
+                let engine = app.engine.clone();
+                let waited = tokio::task::spawn_blocking(move || {
+                    engine.wait_semantic_search(std::time::Duration::from_secs(600))
+                })
+                .await?;
+                if let Err(e) = waited {
+                    eprintln!("semantic search unavailable ({e}): ranking by words only");
+                }
+            }
             let answer = app
                 .engine
                 .search(&caller, &query, limit, namespace.as_deref());
