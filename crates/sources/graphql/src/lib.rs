@@ -22,7 +22,10 @@
 //! [`toolshed_outbound::AuthConfig`] ([`GraphqlOptions::auth`]): an API key in a header, the
 //! query string or a cookie, a bearer token, basic auth, or OAuth2 client credentials (the token
 //! is fetched once, cached and shared by introspection and every call until it nears expiry).
-//! Configured secrets are blanked out of results and errors.
+//! Secrets are blanked out of results and errors: the auth's secrets, the OAuth2 access
+//! tokens fetched so far, the caller's own token, values of credential-named headers
+//! (`Authorization`, `X-Api-Key`, ...) and [`GraphqlOptions::secrets`]. Ordinary header values
+//! (`X-Tenant: acme`) are not secrets.
 //!
 //! Schema problems that do not prevent building tools (such as a field defined twice, as in
 //! GitHub's published SDL) are returned as [`Imported::warnings`].
