@@ -448,6 +448,7 @@ mod tests {
     fn convex_fusion_blends_normalised_scores() {
         let config = HybridConfig {
             fusion: Fusion::Convex,
+            semantic_weight: 0.5,
             ..HybridConfig::default()
         };
         let lexical = [Hit { doc: 0, score: 4.0 }, Hit { doc: 1, score: 1.0 }];

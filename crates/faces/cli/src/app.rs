@@ -175,3 +175,42 @@ impl App {
         self.registry.shutdown().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build without the model code refuses a configured model instead of ignoring it.
+    #[cfg(not(feature = "semantic"))]
+    #[tokio::test]
+    async fn a_configured_model_needs_the_semantic_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: Some(dir.path().to_path_buf()),
+            search: crate::config::SearchConfig {
+                model: Some("/models/all-MiniLM-L6-v2".into()),
+            },
+            ..Config::default()
+        };
+        let err = App::build(config).await.err().expect("refused");
+        let text = format!("{err:#}");
+        assert!(text.contains("[search] model = /models/all-MiniLM-L6-v2"), "{text}");
+        assert!(text.contains("--features semantic"), "{text}");
+    }
+
+    /// With the model code, a directory that is not a model names the missing file.
+    #[cfg(feature = "semantic")]
+    #[tokio::test]
+    async fn a_model_directory_without_files_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: Some(dir.path().to_path_buf()),
+            search: crate::config::SearchConfig {
+                model: Some(dir.path().to_path_buf()),
+            },
+            ..Config::default()
+        };
+        let err = App::build(config).await.err().expect("refused");
+        assert!(format!("{err:#}").contains("config.json"), "{err:#}");
+    }
+}
