@@ -42,9 +42,12 @@ struct Semantic {
     vectors: Mutex<HashMap<u64, Arc<[f32]>>>,
     /// Where vectors are kept between runs (none: recomputed each run).
     file: Option<PathBuf>,
-    /// The catalog version whose embeddings are done (or failed), for waiters.
+    /// The newest catalog version whose embeddings are done (or failed), for waiters.
     done: Mutex<Option<(u64, Option<String>)>>,
     changed: Condvar,
+    /// Held by the one thread embedding at a time: snapshots are embedded in turn, and one
+    /// that is no longer current when its turn comes is skipped.
+    worker: Mutex<()>,
 }
 
 /// Search indexes per catalog snapshot, shared by every caller. The lexical index is built on
@@ -72,6 +75,7 @@ impl SearchCache {
                 file,
                 done: Mutex::default(),
                 changed: Condvar::new(),
+                worker: Mutex::new(()),
             })),
         }
     }
@@ -116,8 +120,9 @@ impl SearchCache {
         ranker
     }
 
-    /// Waits until the embeddings of `version` are done; `Ok(false)` on timeout, `Err` with the
-    /// embedder's error when they failed. Without an embedder there is nothing to wait for.
+    /// Waits until the embeddings of `version` (or of a newer snapshot) are done; `Ok(false)` on
+    /// timeout, `Err` with the embedder's error when they failed. Without an embedder there is
+    /// nothing to wait for.
     fn wait_semantic(&self, version: u64, timeout: Duration) -> Result<bool, String> {
         let Some(semantic) = &self.semantic else {
             return Ok(true);
@@ -126,14 +131,24 @@ impl SearchCache {
         let mut done = semantic.done.lock();
         loop {
             match done.as_ref() {
-                Some((v, None)) if *v == version => return Ok(true),
-                Some((v, Some(e))) if *v == version => return Err(e.clone()),
+                Some((v, None)) if *v >= version => return Ok(true),
+                Some((v, Some(e))) if *v >= version => return Err(e.clone()),
                 _ => {}
             }
             if semantic.changed.wait_until(&mut done, deadline).timed_out() {
                 return Ok(false);
             }
         }
+    }
+}
+
+/// Runs model inference: on a multi-threaded tokio runtime the worker hands its other tasks
+/// to the rest of the pool first (`block_in_place`), so a query embedding does not stall them.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
@@ -146,6 +161,12 @@ fn embed_snapshot(
     docs: &[SearchDoc],
     lexical: Arc<SearchIndex>,
 ) {
+    let _turn = semantic.worker.lock();
+    let current =
+        |slot: &Mutex<Option<Built>>| slot.lock().as_ref().map(|b| b.version) == Some(version);
+    if !current(slot) {
+        return; // a newer snapshot's thread will embed (and report) instead
+    }
     let texts: Vec<String> = docs.iter().map(doc_text).collect();
     let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
     let dim = semantic.embedder.dim();
@@ -174,7 +195,11 @@ fn embed_snapshot(
         }
         let mut out = Vec::with_capacity(keys.len() * dim);
         for k in &keys {
-            out.extend_from_slice(&cache[k]);
+            // Present: this thread is the only one changing the cache while it embeds.
+            let v = cache.get(k).ok_or_else(|| {
+                toolshed_search::EmbedError("a tool's vector went missing".to_string())
+            })?;
+            out.extend_from_slice(v);
         }
         // Keep only what the current snapshot uses, and store it for the next run.
         let current: std::collections::HashSet<u64> = keys.iter().copied().collect();
@@ -345,7 +370,7 @@ impl Engine {
             filter: Some(&filter),
         };
         let result = match &ranker.hybrid {
-            Some(hybrid) => hybrid.search(&query).unwrap_or_else(|e| {
+            Some(hybrid) => blocking(|| hybrid.search(&query)).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "query embedding failed: ranking lexically");
                 ranker.lexical.search(&query)
             }),
@@ -618,6 +643,65 @@ mod semantic_tests {
             Ok(true)
         );
         assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    /// A slow stand-in: every batch takes 50 ms, so snapshots overlap.
+    #[derive(Debug, Default)]
+    struct Slow(Concepts);
+
+    impl TextEmbedder for Slow {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            std::thread::sleep(Duration::from_millis(50));
+            self.0.embed_texts(texts)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn snapshots_changing_while_embedding_end_on_the_newest() {
+        let shared = Arc::new(SharedCatalog::new(catalog(true)));
+        let store = toolshed_store::Store::open("sqlite::memory:")
+            .await
+            .unwrap();
+        let model = Arc::new(Slow::default());
+        let policy = Policy::new(
+            vec![toolshed_core::Role {
+                id: "all".into(),
+                name: "All".into(),
+                patterns: vec!["*".into()],
+            }],
+            vec![toolshed_core::Principal {
+                id: "alice".into(),
+                roles: vec!["all".into()],
+            }],
+        )
+        .unwrap();
+        let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
+            .with_embedder(model.clone(), None);
+        engine.warm_search();
+        // Tools come and go faster than they are embedded.
+        for extra in [false, true, false] {
+            shared.store(catalog(extra));
+            engine.warm_search();
+        }
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_secs(10)),
+            Ok(true)
+        );
+        assert_eq!(engine.search_mode(), "hybrid");
+        let alice = engine.caller("alice", Face::Cli);
+        let r = engine.search(&alice, "how late is it at the moment", 3, None);
+        let top: Vec<&str> = r.hits.iter().take(2).map(|h| h.path.as_str()).collect();
+        assert!(top.contains(&"clock.current") && top.contains(&"hidden.hour"), "{r:?}");
+        // The newest snapshot has no `sky.alerts`; its vector is not searched.
+        assert!(engine
+            .search(&alice, "storm alerts", 5, None)
+            .hits
+            .iter()
+            .all(|h| h.path != "sky.alerts"));
     }
 
     #[tokio::test]
