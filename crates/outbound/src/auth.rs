@@ -270,11 +270,12 @@ impl TokenCache {
         let parsed: TokenResponse = resp
             .json()
             .map_err(|_| token_err("the answer has no access_token".into()))?;
-        let lifetime = Duration::from_secs_f64(parsed.expires_in.unwrap_or(300.0).max(0.0));
+        let lifetime = token_lifetime(parsed.expires_in);
         let skew = (lifetime / 4).min(Duration::from_secs(30));
+        let now = Instant::now();
         let cached = CachedToken {
             token: Secret::new(parsed.access_token),
-            refresh_at: Instant::now() + lifetime - skew,
+            refresh_at: now.checked_add(lifetime - skew).unwrap_or(now),
         };
         self.remember(&cached.token);
         *guard = Some(cached.clone());
@@ -282,9 +283,36 @@ impl TokenCache {
     }
 }
 
+/// How long a token is cached when its endpoint gives no (usable) `expires_in`.
+const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(300);
+/// The longest a token is cached, whatever its endpoint says.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The cache lifetime for a token endpoint's `expires_in` (seconds): absent or not a finite
+/// number gives the default, the rest is clamped to zero .. one day (a huge value would
+/// overflow `Duration` and `Instant`, a negative one means "already expired").
+fn token_lifetime(expires_in: Option<f64>) -> Duration {
+    match expires_in {
+        Some(s) if s.is_finite() => {
+            Duration::from_secs_f64(s.clamp(0.0, MAX_TOKEN_LIFETIME.as_secs_f64()))
+        }
+        _ => DEFAULT_TOKEN_LIFETIME,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_lifetimes_are_clamped() {
+        assert_eq!(token_lifetime(None), DEFAULT_TOKEN_LIFETIME);
+        assert_eq!(token_lifetime(Some(f64::NAN)), DEFAULT_TOKEN_LIFETIME);
+        assert_eq!(token_lifetime(Some(f64::INFINITY)), DEFAULT_TOKEN_LIFETIME);
+        assert_eq!(token_lifetime(Some(1e20)), MAX_TOKEN_LIFETIME);
+        assert_eq!(token_lifetime(Some(-5.0)), Duration::ZERO);
+        assert_eq!(token_lifetime(Some(90.5)), Duration::from_secs_f64(90.5));
+    }
 
     #[test]
     fn config_is_tagged_by_type() {

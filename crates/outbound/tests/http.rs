@@ -19,7 +19,8 @@ use toolshed_outbound::{
 #[derive(Clone, Default)]
 struct Srv {
     token_hits: Arc<AtomicUsize>,
-    expires_in: u64,
+    /// The `expires_in` the token endpoint answers (seconds; any JSON number).
+    expires_in: f64,
 }
 
 fn header(h: &HeaderMap, name: &str) -> String {
@@ -37,7 +38,7 @@ fn verdict(ok: bool) -> (StatusCode, Json<Value>) {
     }
 }
 
-async fn start(expires_in: u64) -> (String, Srv) {
+async fn start(expires_in: f64) -> (String, Srv) {
     let srv = Srv {
         token_hits: Arc::default(),
         expires_in,
@@ -150,7 +151,7 @@ async fn get_via(ob: &Outbound, url: &str) -> Result<toolshed_outbound::Response
 
 #[tokio::test]
 async fn private_addresses_are_refused_by_default() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let port = base.rsplit(':').next().unwrap().to_string();
     let ob = Outbound::with_defaults().unwrap();
     for (url, class) in [
@@ -185,7 +186,7 @@ async fn private_addresses_are_refused_by_default() {
 
 #[tokio::test]
 async fn private_addresses_are_allowed_when_configured() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let port = base.rsplit(':').next().unwrap().to_string();
     let ob = private_ok();
     let r = get_via(&ob, &format!("{base}/ok")).await.unwrap();
@@ -202,7 +203,7 @@ async fn private_addresses_are_allowed_when_configured() {
 
 #[tokio::test]
 async fn responses_over_the_cap_are_aborted() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let ob = Outbound::new(OutboundConfig {
         allow_private: true,
         max_response_bytes: 1024,
@@ -222,7 +223,7 @@ async fn responses_over_the_cap_are_aborted() {
 
 #[tokio::test]
 async fn non_2xx_is_an_upstream_error_with_excerpt() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let ob = private_ok();
     let e = ob
         .send_checked(ob.request(Method::GET, &format!("{base}/missing")).unwrap())
@@ -267,7 +268,7 @@ async fn call_with(ob: &Outbound, url: &str, auth: &AuthConfig) -> StatusCode {
 
 #[tokio::test]
 async fn each_auth_scheme_is_accepted_by_the_server() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let ob = private_ok();
     let cases = [
         (
@@ -331,7 +332,7 @@ fn oauth(base: &str) -> AuthConfig {
 
 #[tokio::test]
 async fn oauth2_tokens_are_cached_and_shared() {
-    let (base, srv) = start(3600).await;
+    let (base, srv) = start(3600.0).await;
     let ob = private_ok();
     let auth = oauth(&base);
     let url = format!("{base}/auth/oauth");
@@ -361,7 +362,7 @@ async fn oauth2_tokens_are_cached_and_shared() {
 
 #[tokio::test]
 async fn oauth2_tokens_are_refreshed_after_expiry() {
-    let (base, srv) = start(1).await;
+    let (base, srv) = start(1.0).await;
     let ob = private_ok();
     let auth = oauth(&base);
     let url = format!("{base}/auth/oauth");
@@ -380,9 +381,29 @@ async fn oauth2_tokens_are_refreshed_after_expiry() {
     assert_eq!(issued, ["tok-1", "tok-2"]);
 }
 
+/// A token endpoint answering an absurd `expires_in` neither panics nor overflows: a huge one
+/// is cached (for at most a day), a negative one counts as already expired.
+#[tokio::test]
+async fn oauth2_absurd_lifetimes_are_clamped() {
+    let (base, srv) = start(1e20).await;
+    let ob = private_ok();
+    let auth = oauth(&base);
+    let url = format!("{base}/auth/oauth");
+    assert_eq!(call_with(&ob, &url, &auth).await, StatusCode::OK);
+    assert_eq!(call_with(&ob, &url, &auth).await, StatusCode::OK);
+    assert_eq!(srv.token_hits.load(Ordering::SeqCst), 1, "cached");
+
+    let (base, srv) = start(-5.0).await;
+    let auth = oauth(&base);
+    let url = format!("{base}/auth/oauth");
+    assert_eq!(call_with(&ob, &url, &auth).await, StatusCode::OK);
+    assert_eq!(call_with(&ob, &url, &auth).await, StatusCode::OK);
+    assert_eq!(srv.token_hits.load(Ordering::SeqCst), 2, "fetched again");
+}
+
 #[tokio::test]
 async fn oauth2_failures_do_not_leak_the_secret() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let ob = private_ok();
     let auth = AuthConfig::OAuth2ClientCredentials {
         token_url: format!("{base}/token"),
@@ -401,7 +422,7 @@ async fn oauth2_failures_do_not_leak_the_secret() {
 
 #[tokio::test]
 async fn several_configurations_apply_together_with_one_cookie_header() {
-    let (base, _) = start(60).await;
+    let (base, _) = start(60.0).await;
     let ob = private_ok();
     let auths = [
         AuthConfig::ApiKey {
