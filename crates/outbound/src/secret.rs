@@ -88,6 +88,17 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
     out
 }
 
+/// The credential of an `Authorization`-style value `<scheme> <credential>` whose first word is
+/// an auth scheme (`Bearer`, `Basic`, `Token`, `Bot`, `Digest`, `ApiKey`, any case): a server
+/// may echo the credential alone, so it is a secret of its own. Other values with spaces
+/// (`device code`) give `None`: their words are ordinary text.
+pub fn scheme_credential(value: &str) -> Option<&str> {
+    const SCHEMES: [&str; 6] = ["bearer", "basic", "token", "bot", "digest", "apikey"];
+    let (scheme, rest) = value.trim().split_once(char::is_whitespace)?;
+    let rest = rest.trim();
+    (SCHEMES.iter().any(|s| scheme.eq_ignore_ascii_case(s)) && !rest.is_empty()).then_some(rest)
+}
+
 /// Whether a header or environment variable name looks like it carries a credential
 /// (`Authorization`, `Cookie`, `X-Api-Key`, `GITHUB_TOKEN`, `DB_PASSWORD`, ...): its value is
 /// then a secret to keep out of logs, results and errors. Other names (`Accept-Language`,
@@ -121,6 +132,21 @@ pub fn is_credential_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scheme_credentials_only_after_an_auth_scheme() {
+        assert_eq!(scheme_credential("Bearer abc123"), Some("abc123"));
+        assert_eq!(scheme_credential("bot  xyz "), Some("xyz"));
+        assert_eq!(scheme_credential("APIKEY k-1"), Some("k-1"));
+        assert_eq!(
+            scheme_credential("Digest username=\"a\", response=\"b\""),
+            Some("username=\"a\", response=\"b\"")
+        );
+        assert_eq!(scheme_credential("device code"), None);
+        assert_eq!(scheme_credential("Bearer"), None);
+        assert_eq!(scheme_credential("Bearer "), None);
+        assert_eq!(scheme_credential("plain"), None);
+    }
 
     #[test]
     fn credential_names() {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
-use toolshed_outbound::secret::is_credential_name;
+use toolshed_outbound::secret::{is_credential_name, scheme_credential};
 use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig, OutboundError};
 
 use crate::error::GraphqlError;
@@ -151,10 +151,11 @@ impl HttpClient {
                 .map(|(_, v)| v.clone()),
         );
         secrets.extend(opts.secrets.iter().cloned());
-        // `Authorization: Bearer x` also leaks as `x` alone.
+        // `Authorization: Bearer x` also leaks as `x` alone; other values with spaces are not
+        // split into words (they would blank ordinary words out of results).
         let tails: Vec<String> = secrets
             .iter()
-            .filter_map(|v| v.split_once(' ').map(|(_, t)| t.trim().to_string()))
+            .filter_map(|v| scheme_credential(v).map(str::to_string))
             .collect();
         secrets.extend(tails);
         secrets.retain(|v| v.len() >= 3);
@@ -302,6 +303,21 @@ mod tests {
         };
         let e = client("http://x/y", &bad).unwrap_err();
         assert!(e.to_string().contains("API key header"), "{e}");
+    }
+
+    /// Only `<scheme> <credential>` header values add their credential alone; an ordinary
+    /// value with a space must not blank its last word out of every result.
+    #[test]
+    fn only_auth_scheme_values_are_split() {
+        let mut o = opts(true);
+        o.headers = vec![
+            ("X-Session-Mode".to_string(), "device code".to_string()),
+            ("Authorization".to_string(), "Token tok-999".to_string()),
+        ];
+        let c = client("http://x/y", &o).unwrap();
+        let mut secrets = c.secrets();
+        secrets.sort();
+        assert_eq!(secrets, ["Token tok-999", "device code", "tok-999"]);
     }
 
     #[test]

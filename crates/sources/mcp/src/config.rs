@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use toolshed_outbound::secret::{is_credential_name, REDACTED};
+use toolshed_outbound::secret::{is_credential_name, scheme_credential, REDACTED};
 
 use crate::error::McpSourceError;
 
@@ -186,10 +186,11 @@ impl UpstreamConfig {
             .chain(self.secrets.iter().cloned())
             .filter(|v| v.len() >= 3)
             .collect();
-        // An `Authorization: Bearer x` header also leaks as `x` alone.
+        // An `Authorization: Bearer x` header also leaks as `x` alone; other values with spaces
+        // (`SESSION_MODE="device code"`) are not split into words.
         let tails: Vec<String> = out
             .iter()
-            .filter_map(|v| v.split_once(' ').map(|(_, t)| t.trim().to_string()))
+            .filter_map(|v| scheme_credential(v).map(str::to_string))
             .filter(|t| t.len() >= 3)
             .collect();
         out.extend(tails);
@@ -313,6 +314,32 @@ mod tests {
         assert_eq!(
             h.redacted_values(),
             vec!["Bearer tok-123456".to_string(), "tok-123456".into()]
+        );
+    }
+
+    /// Only `<scheme> <credential>` values add their credential alone: an ordinary value with a
+    /// space (`device code`) must not blank every "code" out of results.
+    #[test]
+    fn only_auth_scheme_values_are_split() {
+        let c = UpstreamConfig::new(
+            "dev",
+            Transport::Stdio {
+                command: "server".into(),
+                args: vec![],
+                env: vec![
+                    ("SESSION_MODE".into(), "device code".into()),
+                    ("AUTH_HEADER".into(), "bot abcdef".into()),
+                ],
+                cwd: None,
+            },
+        );
+        assert_eq!(
+            c.redacted_values(),
+            vec![
+                "device code".to_string(),
+                "bot abcdef".into(),
+                "abcdef".into()
+            ]
         );
     }
 
