@@ -43,6 +43,10 @@ pub struct ImportOptions {
     pub namespace: String,
     /// Overrides the document's servers.
     pub base_url: Option<String>,
+    /// Where the document was fetched from, when it came from an `http(s)` URL. Without a
+    /// `base_url`, a document's OAuth2 `tokenUrl` on another host than this URL's gets no
+    /// client secret unless the credentials name the token URL (see [`crate::security`]).
+    pub spec_url: Option<String>,
     /// One auth sent by every operation, whatever the document's `security` says.
     pub auth: AuthConfig,
     /// Credentials per security scheme name of the document. When given, each operation sends
@@ -62,6 +66,7 @@ impl std::fmt::Debug for ImportOptions {
         f.debug_struct("ImportOptions")
             .field("namespace", &self.namespace)
             .field("base_url", &self.base_url)
+            .field("spec_url", &self.spec_url)
             .field("auth", &self.auth)
             .field("scheme_credentials", &self.scheme_credentials)
             .field("overrides", &self.overrides)
@@ -721,6 +726,19 @@ fn default_annotations(method: &str) -> Annotations {
     }
 }
 
+/// The URL a document's OAuth2 token URL must share its host with: the pinned base URL, else
+/// the URL the document came from; `None` (a local document, no pinned base URL) trusts the
+/// document.
+fn token_url_trust(opts: &ImportOptions) -> Option<(&'static str, &str)> {
+    if let Some(b) = opts.base_url.as_deref() {
+        return Some(("the pinned base_url", b));
+    }
+    opts.spec_url
+        .as_deref()
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .map(|u| ("the URL the document was fetched from", u))
+}
+
 /// Imports every operation of `doc` as a tool.
 pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiError> {
     if !doc.is_object() {
@@ -809,6 +827,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             &docs,
             &opts.scheme_credentials,
             opts.base_url.as_deref().or(doc_base.as_deref()),
+            token_url_trust(opts),
         )?)
     };
     let source_auth: Vec<AuthConfig> = match &opts.auth {

@@ -13,6 +13,12 @@
 //! the scheme unless the credentials give one; the scopes are the operation's unless the
 //! credentials give them). `oauth2` and `openIdConnect` schemes also accept a static `token`,
 //! sent as a bearer token; `openIdConnect` discovery itself is not supported.
+//!
+//! The client secret goes to the document's `tokenUrl` only when that URL is on the host the
+//! operator trusts: the pinned `base_url`'s host, else (for a document fetched from a URL) the
+//! document URL's host. A token URL elsewhere (a changed document could point it anywhere)
+//! needs an explicit `token_url` in the credentials; until then the operations that need the
+//! scheme import with a warning and send no credentials.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -275,6 +281,9 @@ pub(crate) struct OperationAuth {
 pub(crate) struct Security {
     schemes: BTreeMap<String, SchemeKind>,
     bindings: HashMap<String, Binding>,
+    /// Schemes whose credentials are configured but not used, and why (a document token URL
+    /// on a host that is not trusted).
+    refused: HashMap<String, String>,
     default: Option<Vec<Alternative>>,
     /// Undefined scheme → operations referencing it.
     undefined: BTreeMap<String, Vec<String>>,
@@ -308,6 +317,30 @@ fn list_ops(ops: &[String]) -> String {
     text
 }
 
+/// Why the document's (absolute) token URL may not receive the client secret, if it may not:
+/// its host differs from the host of `trusted` (`(what, url)`, e.g. the pinned base URL).
+fn foreign_token_url(
+    scheme: &str,
+    token_url: &str,
+    trusted: Option<(&str, &str)>,
+) -> Option<String> {
+    let (what, trusted_url) = trusted?;
+    let host = |u: &str| {
+        url::Url::parse(u)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+    };
+    let token_host = host(token_url);
+    let trusted_host = host(trusted_url);
+    if token_host.is_some() && token_host == trusted_host {
+        return None;
+    }
+    Some(format!(
+        "the tokenUrl '{token_url}' of \"{scheme}\" is not on the host of {what} ({}), so its client secret is not sent there; set token_url in its credentials to use it",
+        trusted_host.as_deref().unwrap_or("no host")
+    ))
+}
+
 /// Joins a relative token URL to the API's base URL.
 fn absolute_url(url: &str, base: Option<&str>) -> Option<String> {
     if url.starts_with("http://") || url.starts_with("https://") {
@@ -328,13 +361,15 @@ fn absolute_url(url: &str, base: Option<&str>) -> Option<String> {
 impl Security {
     /// Reads the document's schemes and default requirement and binds `credentials` to them.
     /// Credentials for a scheme the document does not define, or that do not fit the scheme's
-    /// type, are errors.
+    /// type, are errors. `trusted` (`(what, url)`) is the URL whose host a document's token URL
+    /// must be on to receive a client secret without an explicit `token_url`.
     pub(crate) fn new(
         doc: &Value,
         version: Version,
         docs: &Docs<'_>,
         credentials: &BTreeMap<String, SchemeCredentials>,
         base_url: Option<&str>,
+        trusted: Option<(&str, &str)>,
     ) -> Result<Self, OpenApiError> {
         let mut malformed = Vec::new();
         let defs = if version == Version::Swagger2 {
@@ -354,6 +389,7 @@ impl Security {
             }
         }
         let mut bindings = HashMap::new();
+        let mut refused = HashMap::new();
         for (name, cred) in credentials {
             let Some(kind) = schemes.get(name) else {
                 return Err(OpenApiError::UnknownScheme {
@@ -403,14 +439,21 @@ impl Security {
                 ) => {
                     let url = match (configured, token_url) {
                         (Some(u), _) => u.clone(),
-                        (None, Some(u)) => absolute_url(u, base_url).ok_or_else(|| {
-                            OpenApiError::TokenUrl {
-                                scheme: name.clone(),
-                                reason: format!(
-                                    "its tokenUrl '{u}' is relative and the document names no absolute server URL; set token_url in its credentials"
-                                ),
+                        (None, Some(u)) => {
+                            let url = absolute_url(u, base_url).ok_or_else(|| {
+                                OpenApiError::TokenUrl {
+                                    scheme: name.clone(),
+                                    reason: format!(
+                                        "its tokenUrl '{u}' is relative and the document names no absolute server URL; set token_url in its credentials"
+                                    ),
+                                }
+                            })?;
+                            if let Some(reason) = foreign_token_url(name, &url, trusted) {
+                                refused.insert(name.clone(), reason);
+                                continue;
                             }
-                        })?,
+                            url
+                        }
                         (None, None) => {
                             return Err(OpenApiError::TokenUrl {
                                 scheme: name.clone(),
@@ -443,6 +486,7 @@ impl Security {
         Ok(Self {
             schemes,
             bindings,
+            refused,
             default,
             undefined: BTreeMap::new(),
             unsupported_used: BTreeSet::new(),
@@ -538,6 +582,10 @@ impl Security {
             .join(" or ");
         let mut reasons = Vec::new();
         for name in &missing {
+            if let Some(reason) = self.refused.get(name) {
+                reasons.push(reason.clone());
+                continue;
+            }
             match self.schemes.get(name) {
                 None => reasons.push(format!("\"{name}\" is not defined")),
                 Some(SchemeKind::Unsupported { .. }) => {
@@ -628,6 +676,7 @@ mod tests {
             &docs,
             &creds,
             Some("https://api.example.com/v1"),
+            None,
         )
     }
 
@@ -730,6 +779,71 @@ mod tests {
         assert!(matches!(e, OpenApiError::TokenUrl { .. }));
         assert!(e.to_string().contains("authorizationCode"), "{e}");
         assert!(sec(&doc(), &[("code", cc(Some("https://a/t"), None))]).is_ok());
+    }
+
+    /// A document token URL on another host than the pinned base URL gets no client secret
+    /// unless the credentials name the token URL themselves.
+    #[test]
+    fn foreign_token_urls_need_an_explicit_token_url() {
+        let doc = json!({"openapi": "3.0.3", "paths": {},
+            "components": {"securitySchemes": {
+                "far": {"type": "oauth2", "flows": {"clientCredentials": {
+                    "tokenUrl": "https://evil.example.net/token", "scopes": {}}}},
+                "near": {"type": "oauth2", "flows": {"clientCredentials": {
+                    "tokenUrl": "/oauth/token", "scopes": {}}}}}}});
+        let cc = |token_url: Option<&str>| SchemeCredentials::OAuth2ClientCredentials {
+            client_id: "c".into(),
+            client_secret: Secret::new("s"),
+            token_url: token_url.map(String::from),
+            scopes: None,
+            audience: None,
+        };
+        let pinned = "https://API.example.com/v1";
+        let with = |creds: Vec<(&str, SchemeCredentials)>, trusted: Option<(&str, &str)>| {
+            let creds: BTreeMap<String, SchemeCredentials> =
+                creds.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            Security::new(
+                &doc,
+                Version::OpenApi30,
+                &Docs::new(&doc, None),
+                &creds,
+                Some(pinned),
+                trusted,
+            )
+            .unwrap()
+        };
+        let trusted = Some(("the pinned base_url", pinned));
+        let mut s = with(vec![("far", cc(None)), ("near", cc(None))], trusted);
+        let a = s.for_operation("GET /far", &json!({"security": [{"far": []}]}));
+        assert!(a.auths.is_empty(), "{:?}", a.auths);
+        let unmet = a.unmet.unwrap();
+        assert!(
+            unmet.contains("https://evil.example.net/token") && unmet.contains("set token_url"),
+            "{unmet}"
+        );
+        let w: Vec<String> = s.warnings().iter().map(ToString::to_string).collect();
+        assert!(
+            w.iter().any(|w| w.starts_with("GET /far: cannot meet")
+                && w.contains("api.example.com")
+                && w.ends_with("calls send no credentials")),
+            "{w:?}"
+        );
+        // Same host (a relative token URL resolved against the pinned base URL) is fine.
+        let a = s.for_operation("GET /near", &json!({"security": [{"near": []}]}));
+        assert!(matches!(&a.auths[..],
+            [AuthConfig::OAuth2ClientCredentials { token_url, .. }]
+                if token_url == "https://api.example.com/oauth/token"));
+        // An explicit token URL is the operator's choice.
+        let mut s = with(
+            vec![("far", cc(Some("https://evil.example.net/token")))],
+            trusted,
+        );
+        let a = s.for_operation("GET /far", &json!({"security": [{"far": []}]}));
+        assert_eq!(a.auths.len(), 1);
+        // Nothing pinned and a local document: the document is trusted.
+        let mut s = with(vec![("far", cc(None))], None);
+        let a = s.for_operation("GET /far", &json!({"security": [{"far": []}]}));
+        assert_eq!(a.auths.len(), 1);
     }
 
     #[test]

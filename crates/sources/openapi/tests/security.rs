@@ -316,6 +316,71 @@ async fn oauth2_client_credentials_use_the_scheme_token_url_and_scopes() {
     assert!(!imp.warnings.join("\n").contains("openIdConnect"));
 }
 
+/// A document whose tokenUrl points at another host than the pinned base URL (or than the URL
+/// the document came from) gets no client secret: the operation imports with a warning and
+/// sends no credentials, until the credentials name the token URL themselves.
+#[tokio::test]
+async fn a_foreign_token_url_gets_no_client_secret() {
+    let (base, srv) = start().await;
+    let port = base.rsplit(':').next().unwrap();
+    let mut doc = doc30(&base);
+    // Same server, another host name: what matters is the host the operator trusts.
+    doc["components"]["securitySchemes"]["partner_oauth"]["flows"]["clientCredentials"]
+        ["tokenUrl"] = json!(format!("http://localhost:{port}/oauth/token"));
+    let client = |token_url: Option<String>| SchemeCredentials::OAuth2ClientCredentials {
+        client_id: "client-1".into(),
+        client_secret: Secret::new(CLIENT_SECRET),
+        token_url,
+        scopes: None,
+        audience: None,
+    };
+    let opts = |token_url: Option<String>, base_url: Option<String>, spec_url: Option<String>| {
+        ImportOptions {
+            namespace: "sec".into(),
+            base_url,
+            spec_url,
+            scheme_credentials: creds(vec![("partner_oauth", client(token_url))]),
+            outbound: Some(local_outbound()),
+            ..Default::default()
+        }
+    };
+    for (base_url, spec_url, trusted) in [
+        (Some(base.clone()), None, "the pinned base_url"),
+        (
+            None,
+            Some(format!("{base}/openapi.json")),
+            "the URL the document was fetched from",
+        ),
+    ] {
+        let imp = import(&doc, &opts(None, base_url, spec_url)).unwrap();
+        assert_eq!(imp.tools.len(), 9, "every operation imports");
+        let w = imp.warnings.join("\n");
+        assert!(
+            w.contains("GET /partner: cannot meet the security requirement (\"partner_oauth\")")
+                && w.contains(&format!("not on the host of {trusted} (127.0.0.1)"))
+                && w.contains("set token_url in its credentials"),
+            "{w}"
+        );
+        let e = call(tool(&imp, "sec.s.partner"), json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::Unauthorized, "{e:?}");
+        assert_eq!(srv.token_hits.load(Ordering::SeqCst), 0, "no token request");
+    }
+    // The operator names the token URL: it is used.
+    let imp = import(
+        &doc,
+        &opts(
+            Some(format!("{base}/oauth/token")),
+            Some(base.clone()),
+            None,
+        ),
+    )
+    .unwrap();
+    assert_eq!(sent(&imp, "partner").await, ["oauth"]);
+    assert_eq!(srv.token_hits.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn swagger2_security_definitions() {
     let (base, srv) = start().await;

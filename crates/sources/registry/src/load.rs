@@ -307,6 +307,7 @@ async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loa
     let opts = ImportOptions {
         namespace: name.to_string(),
         base_url: s.base_url.clone(),
+        spec_url: is_remote.then(|| s.spec.clone()),
         auth,
         scheme_credentials: schemes,
         outbound: Some(outbound),
