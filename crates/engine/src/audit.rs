@@ -5,7 +5,9 @@
 //! up and the queue is full, the **oldest** queued entry is dropped to make room: calls never
 //! wait on the audit log, the newest activity is kept, and every dropped entry is counted
 //! ([`AuditSink::dropped`]) and reported in the log. [`AuditSink::flush`] waits until everything
-//! queued so far is written (or dropped); the binary flushes on graceful shutdown.
+//! queued so far is written (or dropped); [`AuditSink::flush_within`] gives up after a deadline
+//! and says how many entries were not written, which is what a graceful shutdown uses (a
+//! database that does not answer must not hold the process for minutes).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -195,6 +197,16 @@ impl AuditSink {
         q.urgent.store(true, Ordering::SeqCst);
         q.wake.notify_one();
         let _ = rx.wait_for(|v| *v >= target).await;
+    }
+
+    /// Like [`Self::flush`], but waits at most `deadline`. Returns how many of the entries
+    /// queued so far were not written by then (0 when the flush finished).
+    pub async fn flush_within(&self, deadline: Duration) -> u64 {
+        let target = self.queue.enqueued.load(Ordering::SeqCst);
+        if tokio::time::timeout(deadline, self.flush()).await.is_ok() {
+            return 0;
+        }
+        target.saturating_sub(*self.queue.settled.borrow())
     }
 }
 

@@ -19,8 +19,9 @@ use toolshed_core::{Plugin, TokenSource, ToolError};
 use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig, Secret};
 
 /// A configured credential for one auth provider (tagged by `type`). Secret values accept
-/// `env:NAME` to read an environment variable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `env:NAME` to read an environment variable. Debug shows `env:` references but never a
+/// literal secret.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum CredentialConfig {
     /// A static API key; the handler gets the key.
@@ -45,11 +46,58 @@ pub enum CredentialConfig {
     },
 }
 
+/// A secret configuration value for Debug output: an `env:NAME` reference as is, a literal
+/// value as `[redacted]`.
+fn shown_secret(v: &str) -> &str {
+    if v.starts_with("env:") {
+        v
+    } else {
+        "[redacted]"
+    }
+}
+
+impl std::fmt::Debug for CredentialConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ApiKey { key } => f
+                .debug_struct("ApiKey")
+                .field("key", &shown_secret(key))
+                .finish(),
+            Self::Bearer { token } => f
+                .debug_struct("Bearer")
+                .field("token", &shown_secret(token))
+                .finish(),
+            Self::OAuth2ClientCredentials {
+                token_url,
+                client_id,
+                client_secret,
+                scopes,
+                audience,
+                allow_private,
+            } => f
+                .debug_struct("OAuth2ClientCredentials")
+                .field("token_url", token_url)
+                .field("client_id", client_id)
+                .field("client_secret", &shown_secret(client_secret))
+                .field("scopes", scopes)
+                .field("audience", audience)
+                .field("allow_private", allow_private)
+                .finish(),
+        }
+    }
+}
+
 /// Why a credential could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
     #[error("auth provider '{provider}': {reason}")]
     Invalid { provider: String, reason: String },
+    #[error("auth provider '{provider}' is declared by both plugin '{first}' and plugin '{second}'; a provider serves one plugin's tools, so one of them must declare it under another id")]
+    DuplicateProvider {
+        provider: String,
+        first: String,
+        second: String,
+    },
 }
 
 enum Provider {
@@ -73,13 +121,26 @@ impl Credentials {
         Self::default()
     }
 
-    /// Records the providers `plugin` declares; they serve only its tools.
-    pub fn declare_plugin(&mut self, plugin: &Plugin) -> &mut Self {
+    /// Records the providers `plugin` declares; they serve only its tools. A provider another
+    /// plugin already declared is an error naming both plugins (nothing of `plugin` is
+    /// recorded then).
+    pub fn declare_plugin(&mut self, plugin: &Plugin) -> Result<&mut Self, CredentialError> {
+        for p in &plugin.auth {
+            if let Some((owner, _)) = self.declared.get(&p.id) {
+                if owner != &plugin.id {
+                    return Err(CredentialError::DuplicateProvider {
+                        provider: p.id.clone(),
+                        first: owner.clone(),
+                        second: plugin.id.clone(),
+                    });
+                }
+            }
+        }
         for p in &plugin.auth {
             self.declared
                 .insert(p.id.clone(), (plugin.id.clone(), p.kind.clone()));
         }
-        self
+        Ok(self)
     }
 
     /// Sets the credential of `provider` from configuration (reading `env:` secrets now).
@@ -220,5 +281,66 @@ struct Scoped {
 impl TokenSource for Scoped {
     async fn token(&self, provider: &str) -> Result<String, ToolError> {
         self.credentials.token_for(&self.origin, provider).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolshed_core::AuthProviderDef;
+
+    #[test]
+    fn debug_never_shows_literal_secrets() {
+        let configs = [
+            CredentialConfig::ApiKey {
+                key: "key-literal-1".into(),
+            },
+            CredentialConfig::Bearer {
+                token: "token-literal-2".into(),
+            },
+            CredentialConfig::OAuth2ClientCredentials {
+                token_url: "https://auth.example.com/token".into(),
+                client_id: "client-7".into(),
+                client_secret: "secret-literal-3".into(),
+                scopes: vec!["read".into()],
+                audience: None,
+                allow_private: false,
+            },
+        ];
+        let text = format!("{configs:?}");
+        for secret in ["key-literal-1", "token-literal-2", "secret-literal-3"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(
+            text.contains("client-7") && text.contains("https://auth.example.com/token"),
+            "{text}"
+        );
+        let env = CredentialConfig::Bearer {
+            token: "env:CRM_TOKEN".into(),
+        };
+        assert!(format!("{env:?}").contains("env:CRM_TOKEN"));
+    }
+
+    #[test]
+    fn a_provider_declared_by_two_plugins_is_refused() {
+        let a = Plugin::new("alpha", "Alpha", "A.")
+            .with_auth(AuthProviderDef::new("shared", "api_key", "A key."));
+        let b = Plugin::new("beta", "Beta", "B.")
+            .with_auth(AuthProviderDef::new("own", "api_key", "B's own key."))
+            .with_auth(AuthProviderDef::new("shared", "api_key", "Same id."));
+        let mut c = Credentials::new();
+        c.declare_plugin(&a).unwrap();
+        let e = c.declare_plugin(&b).err().unwrap().to_string();
+        assert!(
+            e.contains("'shared'") && e.contains("'alpha'") && e.contains("'beta'"),
+            "{e}"
+        );
+        // The first owner keeps it; nothing of the refused plugin was recorded.
+        assert_eq!(
+            c.unconfigured(),
+            vec![("shared".to_string(), "alpha".to_string())]
+        );
+        // A plugin declared again keeps its own providers.
+        c.declare_plugin(&a).unwrap();
     }
 }

@@ -44,6 +44,13 @@ pub enum EngineError {
     AlreadySettled { id: String, status: String },
     #[error("execution '{id}' is being resumed by another request right now")]
     Busy { id: String },
+    #[error("execution '{id}' was stopped: the result of call #{seq} ('{path}') could not be stored in its journal ({reason}); no further calls were made")]
+    JournalWrite {
+        id: String,
+        seq: u32,
+        path: String,
+        reason: String,
+    },
     #[error("invalid decision '{0}': use \"approve\" or \"deny\"")]
     InvalidDecision(String),
     #[error("storage failed: {0}")]
@@ -84,6 +91,7 @@ impl EngineError {
             Self::Expired { .. } => "expired",
             Self::AlreadySettled { .. } => "already_settled",
             Self::Busy { .. } => "busy",
+            Self::JournalWrite { .. } => "journal_failed",
             Self::InvalidDecision(_) => "invalid_decision",
             Self::Store(_) => "store",
         }
@@ -114,6 +122,7 @@ impl EngineError {
         !matches!(
             self,
             Self::Store(_)
+                | Self::JournalWrite { .. }
                 | Self::BrokenSchema { .. }
                 | Self::Tool { .. }
                 | Self::Timeout { .. }

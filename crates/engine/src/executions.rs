@@ -22,6 +22,13 @@
 //! [`crate::EngineConfig::recovery_grace`]) it is listed as `interrupted` and its owner can
 //! resume it again: the recorded decision is reused, journaled calls are answered from the
 //! journal, and only calls that had not completed run (again).
+//!
+//! Each journal write runs in its own task holding the run's copy of the record, so a run that
+//! ends mid-write (wall clock, suspension) does not cancel it; the final save waits for it and
+//! uses the version it produced. When a journal write fails (the database refuses it, or
+//! another run has claimed the execution), the run stops: no further tool call runs, and the
+//! execution fails with `journal_failed` (stored as failed unless the claim was lost, in which
+//! case nothing more is written).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -210,7 +217,19 @@ fn durable_journal_json(st: &RunState) -> Value {
 
 /// The stored record of a resumed run, kept current as calls complete.
 struct Durable {
-    rec: tokio::sync::Mutex<ExecutionRecord>,
+    rec: Arc<tokio::sync::Mutex<ExecutionRecord>>,
+    /// The first journal write that failed; once set, the run makes no further tool calls.
+    failed: Mutex<Option<JournalFailure>>,
+}
+
+/// Why a resumed run was stopped.
+#[derive(Clone)]
+struct JournalFailure {
+    seq: u32,
+    path: String,
+    reason: String,
+    /// Another run claimed the execution: this run must not write it again.
+    claim_lost: bool,
 }
 
 struct ScriptHost {
@@ -223,22 +242,34 @@ struct ScriptHost {
 }
 
 impl Engine {
-    /// Writes the journal so far to the stored execution (still claimed by this run).
+    /// Writes the journal so far to the stored execution (still claimed by this run). The
+    /// write runs in its own task holding the record, so dropping the caller mid-write does
+    /// not cancel it, and the version moves on only when the write went through. `Err` is
+    /// `(reason, claim_lost)`.
     async fn persist_journal(
         &self,
         durable: &Durable,
         state: &Mutex<RunState>,
-    ) -> Result<(), EngineError> {
-        let mut rec = durable.rec.lock().await;
+    ) -> Result<(), (String, bool)> {
+        let mut rec = durable.rec.clone().lock_owned().await;
         rec.journal = durable_journal_json(&state.lock());
         rec.updated_at = now_ms();
-        let expected = rec.version;
-        rec.version += 1;
-        if !self.inner.store.update_execution(&rec, expected).await? {
-            rec.version = expected;
-            return Err(EngineError::Busy { id: rec.id.clone() });
-        }
-        Ok(())
+        let store = self.inner.store.clone();
+        tokio::spawn(async move {
+            let expected = rec.version;
+            rec.version = expected + 1;
+            let written = store.update_execution(&rec, expected).await;
+            if !matches!(written, Ok(true)) {
+                rec.version = expected;
+            }
+            match written {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(("another run has claimed the execution".to_string(), true)),
+                Err(e) => Err((e.to_string(), false)),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err((format!("the journal write did not finish: {e}"), false)))
     }
 }
 
@@ -252,6 +283,9 @@ impl Host for ScriptHost {
         Box::pin(async move {
             let key = target_key(&call.target);
             let seq = call.seq;
+            // A run whose journal could not be written makes no further tool calls; it stops
+            // (the suspension ends the script, and the run is reported as failed).
+            let stopped = || durable.as_ref().is_some_and(|d| d.failed.lock().is_some());
             let decision = {
                 let st = state.lock();
                 if let Some(entry) = st.replay.get(&seq) {
@@ -272,6 +306,9 @@ impl Host for ScriptHost {
                 }
                 st.decisions.get(&seq).cloned()
             };
+            if matches!(call.target, Target::Tool(_)) && stopped() {
+                return HostReply::Suspend;
+            }
             let result: Result<Value, HostError> = match &call.target {
                 Target::Search => {
                     let q = call.args.get("query").and_then(Value::as_str).unwrap_or("");
@@ -338,9 +375,25 @@ impl Host for ScriptHost {
                 .insert(seq, reply_to_json(seq, &key, &result));
             // A resumed run journals each completed tool call durably before the script sees it,
             // so a crash from here on never runs it again.
-            if let (Some(d), Target::Tool(_)) = (&durable, &call.target) {
-                if let Err(e) = engine.persist_journal(d, &state).await {
-                    return HostReply::Err(host_error(&e));
+            if let (Some(d), Target::Tool(path)) = (&durable, &call.target) {
+                if stopped() {
+                    return HostReply::Suspend;
+                }
+                if let Err((reason, claim_lost)) = engine.persist_journal(d, &state).await {
+                    tracing::error!(
+                        execution = %exec,
+                        seq,
+                        path = %path,
+                        %reason,
+                        "journal write failed; stopping the run"
+                    );
+                    d.failed.lock().get_or_insert(JournalFailure {
+                        seq,
+                        path: path.clone(),
+                        reason,
+                        claim_lost,
+                    });
+                    return HostReply::Suspend;
                 }
             }
             match result {
@@ -408,7 +461,8 @@ impl Engine {
         script_caller.face = Face::Script;
         let durable = stored.then(|| {
             Arc::new(Durable {
-                rec: tokio::sync::Mutex::new(rec.clone()),
+                rec: Arc::new(tokio::sync::Mutex::new(rec.clone())),
+                failed: Mutex::new(None),
             })
         });
         let host = Arc::new(ScriptHost {
@@ -428,14 +482,41 @@ impl Engine {
             let st = state.lock();
             (journal_json(&st), st.pending.clone())
         };
+        let mut failure = None;
         if let Some(d) = &durable {
-            // Journal writes during the run moved the version on.
+            // Journal writes during the run moved the version on; this waits for a write still
+            // in flight when the run ended.
             rec.version = d.rec.lock().await.version;
+            failure = d.failed.lock().clone();
         }
         rec.journal = journal;
         rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
         let logs = outcome.logs;
         let id = rec.id.clone();
+        if let Some(f) = failure {
+            let err = EngineError::JournalWrite {
+                id: id.clone(),
+                seq: f.seq,
+                path: f.path,
+                reason: f.reason,
+            };
+            if f.claim_lost {
+                return Err(err);
+            }
+            let error = err.to_json();
+            rec.status = ExecutionStatus::Failed;
+            rec.pending = None;
+            rec.error = Some(error.clone());
+            if let Err(e) = self.save(rec, true).await {
+                tracing::error!(execution = %id, error = %e, "cannot store the stopped run");
+                return Err(err);
+            }
+            return Ok(Outcome::Failed {
+                execution_id: id,
+                error,
+                logs,
+            });
+        }
         let result = match outcome.status {
             Status::Completed(v) => {
                 rec.status = ExecutionStatus::Completed;

@@ -42,6 +42,9 @@ pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
 
+/// How long [`Engine::shutdown`] waits for queued audit entries to be written.
+pub const SHUTDOWN_AUDIT_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -190,9 +193,23 @@ impl Engine {
         self.inner.audit.dropped()
     }
 
-    /// Graceful shutdown: writes every queued audit entry. Call it before the process exits.
+    /// Graceful shutdown: writes the queued audit entries, waiting at most
+    /// [`SHUTDOWN_AUDIT_DEADLINE`]. Call it before the process exits.
     pub async fn shutdown(&self) {
-        self.flush_audit().await;
+        self.shutdown_within(SHUTDOWN_AUDIT_DEADLINE).await;
+    }
+
+    /// [`Self::shutdown`] with its own deadline for the audit flush. Returns how many queued
+    /// audit entries were not written in time (they are logged as lost).
+    pub async fn shutdown_within(&self, deadline: Duration) -> u64 {
+        let unwritten = self.inner.audit.flush_within(deadline).await;
+        if unwritten > 0 {
+            tracing::error!(
+                unwritten,
+                waited_ms = deadline.as_millis() as u64,
+                "audit entries were not written before shutdown: the database did not answer in time"
+            );
+        }
         let dropped = self.audit_dropped();
         if dropped > 0 {
             tracing::warn!(
@@ -200,5 +217,6 @@ impl Engine {
                 "audit entries were dropped because the queue was full"
             );
         }
+        unwritten
     }
 }

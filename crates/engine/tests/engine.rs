@@ -917,7 +917,11 @@ async fn plugin_handlers_get_their_providers_tokens() {
     b.add_plugin(&crm).add_plugin(&other);
 
     let mut creds = Credentials::new();
-    creds.declare_plugin(&crm).declare_plugin(&other);
+    creds
+        .declare_plugin(&crm)
+        .unwrap()
+        .declare_plugin(&other)
+        .unwrap();
     creds
         .configure(
             "crm",
@@ -1005,4 +1009,220 @@ async fn shutdown_flushes_the_audit_queue() {
     e.shutdown().await;
     assert_eq!(e.store().recent_audit(1000).await.unwrap().len(), 300);
     assert_eq!(e.audit_dropped(), 0);
+}
+
+/// With the database not answering (another connection holds its write lock), shutdown stops
+/// waiting for the audit flush at its deadline and says how many entries were not written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_gives_up_on_the_audit_flush_at_its_deadline() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let (e, _) = engine_with(store, EngineConfig::default()).await;
+    let alice = e.caller("alice", Face::Cli);
+    let url = format!("sqlite://{}", dir.path().join("toolshed.db").display());
+    let mut locker = sqlx::AnyConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        e.call(&alice, "demo.echo", json!({"msg": format!("m{i}")}))
+            .await
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    let unwritten = e.shutdown_within(Duration::from_millis(300)).await;
+    let took = started.elapsed();
+    assert_eq!(unwritten, 3);
+    assert!(
+        took < Duration::from_secs(2),
+        "shutdown waited {took:?} for a database that does not answer"
+    );
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+    // Once the database answers again, the entries are written.
+    e.flush_audit().await;
+    assert_eq!(e.store().recent_audit(10).await.unwrap().len(), 3);
+}
+
+/// The script of the journal-failure tests: the approved destroy is caught, so only a stopped
+/// run keeps the insert from running.
+const CATCHING_SCRIPT: &str = r#"
+    try { await tools.demo.destroy({ what: "t" }); } catch (e) {}
+    await tools.demo.insert({ n: 1 });
+    return "done";
+"#;
+
+/// A resumed run whose journal write fails stops at once: no further tool call runs, and the
+/// execution is stored as failed with `journal_failed` (not left `running` to be re-run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_journal_write_stops_the_run() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    let Outcome::Paused { execution_id, .. } = e.run_script(&alice, CATCHING_SCRIPT).await.unwrap()
+    else {
+        panic!("expected a pause")
+    };
+    // The database refuses journal writes of running executions (the claim and the final
+    // save still go through).
+    sqlx::query(
+        "CREATE TRIGGER journal_fails BEFORE UPDATE ON executions \
+         WHEN OLD.status = 'running' AND NEW.status = 'running' \
+         BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END",
+    )
+    .execute(e.store().pool())
+    .await
+    .unwrap();
+    let out = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap();
+    let Outcome::Failed { error, .. } = &out else {
+        panic!("expected a failure, got {out:?}")
+    };
+    assert_eq!(error["code"], "journal_failed", "{error}");
+    let msg = error["message"].as_str().unwrap();
+    assert!(
+        msg.contains("call #0 ('demo.destroy')") && msg.contains("disk I/O error"),
+        "{msg}"
+    );
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        c.insert.load(Ordering::SeqCst),
+        0,
+        "no call after the failure"
+    );
+    let info = e.execution(&alice, &execution_id).await.unwrap();
+    assert_eq!(info.status, "failed");
+    assert_eq!(info.completed_calls, 1, "the destroy's result is stored");
+    assert_eq!(info.error.unwrap()["code"], "journal_failed");
+}
+
+/// A resumed run that lost its claim (another run bumped the version) stops making calls and
+/// writes nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_lost_its_claim_stops() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    let Outcome::Paused { execution_id, .. } = e.run_script(&alice, CATCHING_SCRIPT).await.unwrap()
+    else {
+        panic!("expected a pause")
+    };
+    // Right after this run's claim, "another run" claims it too.
+    sqlx::query(
+        "CREATE TRIGGER steal AFTER UPDATE ON executions \
+         WHEN OLD.status = 'paused' AND NEW.status = 'running' \
+         BEGIN UPDATE executions SET version = version + 100 WHERE id = NEW.id; END",
+    )
+    .execute(e.store().pool())
+    .await
+    .unwrap();
+    let err = e
+        .resume(&alice, &execution_id, Decision::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "journal_failed", "{err}");
+    assert!(
+        err.to_string()
+            .contains("another run has claimed the execution"),
+        "{err}"
+    );
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        c.insert.load(Ordering::SeqCst),
+        0,
+        "no call after the claim was lost"
+    );
+    let rec = e
+        .store()
+        .get_execution(&execution_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.status.as_str(), "running", "left to its new owner");
+}
+
+/// A journal write still in flight when the run hits its wall clock is not cancelled: the
+/// final save waits for it and stores the run's result with the right version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_write_in_flight_at_the_wall_clock_is_not_lost() {
+    use sqlx::Connection;
+    use toolshed_core::{CatalogBuilder as Builder, SharedCatalog as Shared};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let url = format!("sqlite://{}", dir.path().join("toolshed.db").display());
+    // The approved call takes the database's write lock, so the journal write after it waits.
+    let lock: Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>> = Arc::default();
+    let slot = lock.clone();
+    let mut b = Builder::new();
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.destroy",
+            Annotations::DESTRUCTIVE,
+            json!({"type": "object"}),
+        ),
+        move |_ctx, _args| {
+            let (slot, url) = (slot.clone(), url.clone());
+            async move {
+                let mut held = slot.lock().await;
+                if held.is_none() {
+                    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+                    sqlx::query("BEGIN IMMEDIATE")
+                        .execute(&mut conn)
+                        .await
+                        .unwrap();
+                    *held = Some(conn);
+                }
+                Ok(json!({"destroyed": true}))
+            }
+        },
+    ));
+    let config = EngineConfig {
+        limits: toolshed_sandbox::Limits {
+            wall_clock: Duration::from_millis(300),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = Engine::new(
+        Arc::new(Shared::new(b.build().unwrap())),
+        policy(),
+        store.clone(),
+        config,
+    );
+    let alice = e.caller("alice", Face::Cli);
+    let Outcome::Paused { execution_id, .. } = e
+        .run_script(&alice, "return await tools.demo.destroy({})")
+        .await
+        .unwrap()
+    else {
+        panic!("expected a pause")
+    };
+    let run = {
+        let (e, alice, id) = (e.clone(), alice.clone(), execution_id.clone());
+        tokio::spawn(async move { e.resume(&alice, &id, Decision::Approve).await })
+    };
+    // Once the approved call holds the lock, the run hits its wall clock while its journal
+    // write waits for it.
+    for _ in 0..500 {
+        if lock.lock().await.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut conn = lock.lock().await.take().expect("the approved call ran");
+    sqlx::query("ROLLBACK").execute(&mut conn).await.unwrap();
+    let out = run.await.unwrap().unwrap();
+    let Outcome::Failed { error, .. } = &out else {
+        panic!("expected the wall-clock failure, got {out:?}")
+    };
+    assert!(
+        error.to_string().contains("wall-clock limit of 300 ms"),
+        "{error}"
+    );
+    let rec = store.get_execution(&execution_id).await.unwrap().unwrap();
+    assert_eq!(rec.status.as_str(), "failed", "the result was stored");
+    assert_eq!(rec.journal.as_array().unwrap().len(), 1, "{}", rec.journal);
 }

@@ -103,7 +103,7 @@ fn load_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn toolshed_searc
 pub fn credentials(config: &Config, plugins: &[Plugin]) -> anyhow::Result<Arc<Credentials>> {
     let mut c = Credentials::new();
     for p in plugins {
-        c.declare_plugin(p);
+        c.declare_plugin(p)?;
     }
     for (provider, cfg) in &config.auth {
         c.configure(provider, cfg).context("[auth] section")?;

@@ -69,9 +69,9 @@ impl From<EngineError> for ApiError {
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
             EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             EngineError::Tool { .. } | EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
-            EngineError::BrokenSchema { .. } | EngineError::Store(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            EngineError::BrokenSchema { .. }
+            | EngineError::Store(_)
+            | EngineError::JournalWrite { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(status, e.to_json())
     }
