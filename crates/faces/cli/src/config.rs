@@ -52,7 +52,9 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "search",
 ];
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Debug output (e.g. in logs) never shows a literal secret: credentials, API keys, the
+/// database password and the sources' settings are left out or redacted.
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where the SQLite database and key files live.
@@ -79,6 +81,51 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n8n: Option<N8nConfigFile>,
     pub search: SearchConfig,
+}
+
+/// A secret setting for Debug output: an `env:NAME` reference as is, a literal as `[redacted]`.
+fn shown_secret(v: &str) -> &str {
+    if v.starts_with("env:") {
+        v
+    } else {
+        "[redacted]"
+    }
+}
+
+/// A database URL for Debug output, without the password (`postgres://user:[redacted]@host`).
+fn shown_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some((creds, host)) = rest.rsplit_once('@') {
+            let user = creds.split_once(':').map_or(creds, |(u, _)| u);
+            return format!("{scheme}://{user}:[redacted]@{host}");
+        }
+    }
+    url.to_string()
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sources: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| format!("{}:{}", s.kind(), s.name()))
+            .collect();
+        f.debug_struct("Config")
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &self.database_url.as_deref().map(shown_url))
+            .field("principal", &self.principal)
+            .field("http", &self.http)
+            .field("mcp", &self.mcp)
+            .field("limits", &self.limits)
+            .field("approvals", &self.approvals)
+            .field("auth", &self.auth)
+            .field("roles", &self.roles)
+            .field("principals", &self.principals)
+            .field("sources", &sources)
+            .field("n8n", &self.n8n)
+            .field("search", &self.search)
+            .finish()
+    }
 }
 
 /// `[search]`: ranking options.
@@ -170,7 +217,7 @@ pub struct ApprovalsConfig {
     pub recovery_grace_secs: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
     pub id: String,
@@ -179,6 +226,17 @@ pub struct PrincipalConfig {
     /// API keys for HTTP; `env:NAME` reads the key from the environment.
     #[serde(default)]
     pub api_keys: Vec<String>,
+}
+
+impl std::fmt::Debug for PrincipalConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.api_keys.iter().map(|k| shown_secret(k)).collect();
+        f.debug_struct("PrincipalConfig")
+            .field("id", &self.id)
+            .field("roles", &self.roles)
+            .field("api_keys", &keys)
+            .finish()
+    }
 }
 
 impl Default for Config {
@@ -458,6 +516,63 @@ scopes = ["read"]
         std::fs::write(&f, "[auth.x]\ntype = \"magic\"\n").unwrap();
         let e = Config::load(Some(&f)).unwrap_err().to_string();
         assert!(e.contains("magic"), "{e}");
+    }
+
+    /// Debug output of a loaded configuration (as a log line might show it) carries no
+    /// literal secret: `[auth.x]` credentials, API keys, the database password, source auth.
+    #[test]
+    fn debug_output_never_shows_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+database_url = "postgres://toolshed:db-pass-6@db.example.com/toolshed"
+[auth.crm]
+type = "api_key"
+key = "crm-key-literal-1"
+[auth.bot]
+type = "bearer"
+token = "bot-token-literal-2"
+[auth.svc]
+type = "oauth2_client_credentials"
+token_url = "https://auth.example.com/token"
+client_id = "svc-client"
+client_secret = "svc-secret-literal-3"
+[auth.envref]
+type = "bearer"
+token = "env:SOME_TOKEN_VAR"
+[[principals]]
+id = "ops"
+api_keys = ["ops-api-key-literal-4"]
+[[sources]]
+kind = "openapi"
+name = "pets"
+spec = "pets.json"
+auth = { type = "bearer", token = "pets-token-literal-5" }
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        let text = format!("{c:?}");
+        for secret in [
+            "crm-key-literal-1",
+            "bot-token-literal-2",
+            "svc-secret-literal-3",
+            "ops-api-key-literal-4",
+            "pets-token-literal-5",
+            "db-pass-6",
+        ] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        for shown in [
+            "env:SOME_TOKEN_VAR",
+            "svc-client",
+            "openapi:pets",
+            "db.example.com",
+        ] {
+            assert!(text.contains(shown), "{shown} missing from {text}");
+        }
     }
 
     #[test]

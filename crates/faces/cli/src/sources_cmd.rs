@@ -200,7 +200,8 @@ impl AuthArgs {
                     username: user.to_string(),
                     password: password.to_string(),
                 }),
-                _ => bail!("--basic expects USER:PASSWORD, got '{b}'"),
+                // The value is not echoed: without `USER:` it is the password itself.
+                _ => bail!("--basic expects USER:PASSWORD (the value given has no user before ':'; it is not shown, as it may be the password)"),
             })
             .transpose()?;
         let given: Vec<(&str, AuthSpec)> = [
@@ -264,7 +265,7 @@ fn scheme_specs(flags: &[String]) -> anyhow::Result<BTreeMap<String, SchemeAuthS
     let mut out: BTreeMap<String, SchemeAuthSpec> = BTreeMap::new();
     for flag in flags {
         let Some((scheme, rest)) = flag.split_once(':') else {
-            bail!("--scheme expects SCHEME:FIELD=VALUE (e.g. api_key:value=env:KEY), got '{flag}'");
+            bail!("--scheme expects SCHEME:FIELD=VALUE (e.g. api_key:value=env:KEY); the value given has no ':' (it is not shown, as it may hold a secret)");
         };
         let scheme = scheme.trim();
         if scheme.is_empty() {
@@ -354,7 +355,11 @@ impl CommonAdd {
 fn pair(text: &str, flag: &str) -> anyhow::Result<(String, String)> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => bail!("{flag} expects NAME=VALUE, got '{text}'"),
+        // The text is not echoed: without `NAME=` it may be the secret value itself.
+        Some(_) => bail!("{flag} expects NAME=VALUE; the name before '=' is empty"),
+        None => bail!(
+            "{flag} expects NAME=VALUE; the value given has no '=' (it is not shown, as it may hold a secret)"
+        ),
     }
 }
 
@@ -933,10 +938,32 @@ mod tests {
         assert!(e.to_string().contains("--oauth2-token-url"), "{e}");
         let e = openapi_auth(&["--basic", "nocolon"]).unwrap_err();
         assert!(e.to_string().contains("USER:PASSWORD"), "{e}");
+        // A value without `USER:` is the password: it is never echoed.
+        for given in ["hunter2-secret", ":hunter2-secret"] {
+            let e = openapi_auth(&["--basic", given]).unwrap_err();
+            let text = format!("{e:#} {e:?}");
+            assert!(
+                text.contains("USER:PASSWORD") && !text.contains("hunter2-secret"),
+                "{text}"
+            );
+        }
         let e = openapi_auth(&["--scheme", "k:value=1", "--bearer", "t"]).unwrap_err();
         assert!(e.to_string().contains("not both"), "{e}");
         let e = openapi_auth(&["--scheme", "novalue"]).unwrap_err();
         assert!(e.to_string().contains("SCHEME:FIELD=VALUE"), "{e}");
+        // Values that may be secrets are not echoed in these errors either.
+        for args in [
+            &["--scheme", "key-secret-value"][..],
+            &["--scheme", "k:key-secret-value"],
+            &["--api-key-header", "key-secret-value"],
+        ] {
+            let e = openapi_auth(args).unwrap_err();
+            let text = format!("{e:#}");
+            assert!(
+                text.contains("expects") && !text.contains("key-secret-value"),
+                "{text}"
+            );
+        }
         let e = openapi_auth(&["--scheme", "k:colour=blue"]).unwrap_err();
         assert!(e.to_string().contains("unknown field 'colour'"), "{e}");
         let e = openapi_auth(&["--scheme", "k:value=1", "--scheme", "k:value=2"]).unwrap_err();
