@@ -695,7 +695,10 @@ mod semantic_tests {
         let alice = engine.caller("alice", Face::Cli);
         let r = engine.search(&alice, "how late is it at the moment", 3, None);
         let top: Vec<&str> = r.hits.iter().take(2).map(|h| h.path.as_str()).collect();
-        assert!(top.contains(&"clock.current") && top.contains(&"hidden.hour"), "{r:?}");
+        assert!(
+            top.contains(&"clock.current") && top.contains(&"hidden.hour"),
+            "{r:?}"
+        );
         // The newest snapshot has no `sky.alerts`; its vector is not searched.
         assert!(engine
             .search(&alice, "storm alerts", 5, None)

@@ -194,7 +194,10 @@ mod tests {
         };
         let err = App::build(config).await.err().expect("refused");
         let text = format!("{err:#}");
-        assert!(text.contains("[search] model = /models/all-MiniLM-L6-v2"), "{text}");
+        assert!(
+            text.contains("[search] model = /models/all-MiniLM-L6-v2"),
+            "{text}"
+        );
         assert!(text.contains("--features semantic"), "{text}");
     }
 
