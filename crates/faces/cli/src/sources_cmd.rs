@@ -125,7 +125,7 @@ pub enum AddKind {
 
 /// One auth for every request of an OpenAPI or GraphQL source; give at most one form. Secret
 /// values accept `env:VAR`; literal ones are sealed in the store.
-#[derive(Args, Debug, Default)]
+#[derive(Args, Default)]
 pub struct AuthArgs {
     /// `Authorization: Bearer` token.
     #[arg(long, value_name = "TOKEN")]
@@ -155,6 +155,25 @@ pub struct AuthArgs {
     oauth2_scopes: Vec<String>,
     #[arg(long, value_name = "AUDIENCE")]
     oauth2_audience: Option<String>,
+}
+
+/// Names the auth forms given, never their values.
+impl std::fmt::Debug for AuthArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let given = |o: &Option<String>| o.as_ref().map(|_| "***");
+        f.debug_struct("AuthArgs")
+            .field("bearer", &given(&self.bearer))
+            .field("api_key_header", &given(&self.api_key_header))
+            .field("api_key_query", &given(&self.api_key_query))
+            .field("api_key_cookie", &given(&self.api_key_cookie))
+            .field("basic", &given(&self.basic))
+            .field("oauth2_token_url", &self.oauth2_token_url)
+            .field("oauth2_client_id", &self.oauth2_client_id)
+            .field("oauth2_client_secret", &given(&self.oauth2_client_secret))
+            .field("oauth2_scopes", &self.oauth2_scopes)
+            .field("oauth2_audience", &self.oauth2_audience)
+            .finish()
+    }
 }
 
 impl AuthArgs {
@@ -810,6 +829,22 @@ mod tests {
         T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
             .unwrap()
             .action
+    }
+
+    #[test]
+    fn auth_args_debug_never_shows_secrets() {
+        let auth = AuthArgs {
+            bearer: Some("tok-123".into()),
+            basic: Some("me:pw-456".into()),
+            oauth2_client_id: Some("client".into()),
+            oauth2_client_secret: Some("sec-789".into()),
+            ..AuthArgs::default()
+        };
+        let text = format!("{auth:?}");
+        for secret in ["tok-123", "pw-456", "sec-789"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(text.contains("client") && text.contains("***"), "{text}");
     }
 
     #[test]
