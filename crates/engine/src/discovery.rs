@@ -513,6 +513,22 @@ mod semantic_tests {
         }
     }
 
+    /// A policy under which alice sees every tool.
+    fn everything_for_alice() -> Policy {
+        Policy::new(
+            vec![toolshed_core::Role {
+                id: "all".into(),
+                name: "All".into(),
+                patterns: vec!["*".into()],
+            }],
+            vec![toolshed_core::Principal {
+                id: "alice".into(),
+                roles: vec!["all".into()],
+            }],
+        )
+        .unwrap()
+    }
+
     fn tool(path: &str, description: &str) -> Tool {
         Tool::from_fn(
             toolshed_core::ToolDef::new(ToolPath::parse(path).unwrap(), path, description)
@@ -591,28 +607,19 @@ mod semantic_tests {
     async fn stored_vectors_spare_the_next_run_from_embedding_again() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("tool-vectors.bin");
-        let policy = || {
-            Policy::new(
-                vec![toolshed_core::Role {
-                    id: "all".into(),
-                    name: "All".into(),
-                    patterns: vec!["*".into()],
-                }],
-                vec![toolshed_core::Principal {
-                    id: "alice".into(),
-                    roles: vec!["all".into()],
-                }],
-            )
-            .unwrap()
-        };
         for expected in [3, 0] {
             let model = Arc::new(Concepts::default());
             let store = toolshed_store::Store::open("sqlite::memory:")
                 .await
                 .unwrap();
             let shared = Arc::new(SharedCatalog::new(catalog(false)));
-            let engine = Engine::new(shared, policy(), store, EngineConfig::default())
-                .with_embedder(model.clone(), Some(file.clone()));
+            let engine = Engine::new(
+                shared,
+                everything_for_alice(),
+                store,
+                EngineConfig::default(),
+            )
+            .with_embedder(model.clone(), Some(file.clone()));
             assert_eq!(
                 engine.wait_semantic_search(Duration::from_secs(10)),
                 Ok(true)
@@ -633,7 +640,7 @@ mod semantic_tests {
             .unwrap();
         let engine = Engine::new(
             Arc::new(SharedCatalog::new(catalog(false))),
-            policy(),
+            everything_for_alice(),
             store,
             EngineConfig::default(),
         )
@@ -667,18 +674,7 @@ mod semantic_tests {
             .await
             .unwrap();
         let model = Arc::new(Slow::default());
-        let policy = Policy::new(
-            vec![toolshed_core::Role {
-                id: "all".into(),
-                name: "All".into(),
-                patterns: vec!["*".into()],
-            }],
-            vec![toolshed_core::Principal {
-                id: "alice".into(),
-                roles: vec!["all".into()],
-            }],
-        )
-        .unwrap();
+        let policy = everything_for_alice();
         let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
             .with_embedder(model.clone(), None);
         engine.warm_search();
@@ -713,18 +709,7 @@ mod semantic_tests {
         let store = toolshed_store::Store::open("sqlite::memory:")
             .await
             .unwrap();
-        let policy = Policy::new(
-            vec![toolshed_core::Role {
-                id: "all".into(),
-                name: "All".into(),
-                patterns: vec!["*".into()],
-            }],
-            vec![toolshed_core::Principal {
-                id: "alice".into(),
-                roles: vec!["all".into()],
-            }],
-        )
-        .unwrap();
+        let policy = everything_for_alice();
         let engine = Engine::new(shared, policy, store, EngineConfig::default());
         assert_eq!(
             engine.wait_semantic_search(Duration::from_millis(1)),
