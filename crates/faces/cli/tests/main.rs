@@ -7,6 +7,8 @@ mod mcp_e2e;
 mod n8n_live;
 mod n8n_mcp;
 mod policy_faces;
+#[cfg(feature = "semantic")]
+mod semantic_search;
 mod sources_auth;
 mod sources_mcp;
 mod sources_openapi;
