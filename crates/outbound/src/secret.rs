@@ -88,6 +88,43 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
     out
 }
 
+/// Replaces every occurrence of the given secrets inside the strings of `v` (keys are kept).
+pub fn redact_value(v: &mut serde_json::Value, secrets: &[&str]) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) => {
+            *s = redact(s, secrets);
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, secrets)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_value(x, secrets)),
+        _ => {}
+    }
+}
+
+/// A tool call's outcome with the given secrets blanked out of the result, or of the error's
+/// message and data: what a source hands back when the remote side may echo a credential.
+pub fn redact_outcome(
+    outcome: Result<serde_json::Value, toolshed_core::ToolError>,
+    secrets: &[&str],
+) -> Result<serde_json::Value, toolshed_core::ToolError> {
+    if secrets.is_empty() {
+        return outcome;
+    }
+    match outcome {
+        Ok(mut v) => {
+            redact_value(&mut v, secrets);
+            Ok(v)
+        }
+        Err(mut e) => {
+            e.message = redact(&e.message, secrets);
+            if let Some(d) = e.data.as_mut() {
+                redact_value(d, secrets);
+            }
+            Err(e)
+        }
+    }
+}
+
 /// The credential of an `Authorization`-style value `<scheme> <credential>` whose first word is
 /// an auth scheme (`Bearer`, `Basic`, `Token`, `Bot`, `Digest`, `ApiKey`, any case): a server
 /// may echo the credential alone, so it is a secret of its own. Other values with spaces
@@ -132,6 +169,27 @@ pub fn is_credential_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outcomes_lose_secrets_in_values_messages_and_data_but_keep_keys() {
+        use serde_json::json;
+        let secrets = ["s3cr3t", "ab"];
+        let ok = redact_outcome(
+            Ok(json!({"s3cr3t": ["token s3cr3t", 1, {"x": "ab s3cr3t"}]})),
+            &secrets,
+        )
+        .unwrap();
+        assert_eq!(
+            ok,
+            json!({"s3cr3t": [format!("token {REDACTED}"), 1, {"x": format!("ab {REDACTED}")}]})
+        );
+        let mut e = toolshed_core::ToolError::invalid("denied for s3cr3t");
+        e.data = Some(json!({"echo": "s3cr3t"}));
+        let e = redact_outcome(Err(e), &secrets).unwrap_err();
+        assert!(!e.message.contains("s3cr3t") && !e.data.unwrap().to_string().contains("s3cr3t"));
+        // No secrets: the outcome is handed back as it is.
+        assert_eq!(redact_outcome(Ok(json!("ab")), &[]).unwrap(), json!("ab"));
+    }
 
     #[test]
     fn scheme_credentials_only_after_an_auth_scheme() {

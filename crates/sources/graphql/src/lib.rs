@@ -47,7 +47,7 @@ use toolshed_core::{
     path::to_segment, tool::title_case, Annotations, Tool, ToolContext, ToolDef, ToolError,
     ToolErrorKind, ToolHandler, ToolPath,
 };
-use toolshed_outbound::secret::redact;
+use toolshed_outbound::secret::{redact, redact_outcome};
 
 pub use error::GraphqlError;
 pub use http::MAX_RESPONSE_BYTES;
@@ -404,31 +404,7 @@ impl ToolHandler for GraphqlHandler {
         let mut owned = self.client.secrets();
         owned.extend(caller_token.filter(|t| t.len() >= 3));
         let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
-        match outcome {
-            Ok(mut v) => {
-                redact_strings(&mut v, &secrets);
-                Ok(v)
-            }
-            Err(mut e) => {
-                e.message = redact(&e.message, &secrets);
-                if let Some(d) = e.data.as_mut() {
-                    redact_strings(d, &secrets);
-                }
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Replaces every occurrence of a secret inside the strings of `v`.
-fn redact_strings(v: &mut Value, secrets: &[&str]) {
-    match v {
-        Value::String(s) if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) => {
-            *s = redact(s, secrets);
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
-        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
-        _ => {}
+        redact_outcome(outcome, &secrets)
     }
 }
 

@@ -67,7 +67,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use toolshed_core::{Tool, ToolContext, ToolError, ToolErrorKind, ToolHandler};
-use toolshed_outbound::secret::redact;
+use toolshed_outbound::secret::{redact, redact_outcome};
 
 use crate::config::{Transport, UpstreamConfig};
 use crate::error::McpSourceError;
@@ -828,16 +828,6 @@ struct UpstreamToolHandler {
     retry_safe: bool,
 }
 
-/// Replaces every occurrence of a secret inside the strings of `v`.
-fn redact_strings(v: &mut Value, secrets: &[&str]) {
-    match v {
-        Value::String(s) if secrets.iter().any(|x| s.contains(x)) => *s = redact(s, secrets),
-        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
-        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
-        _ => {}
-    }
-}
-
 #[async_trait::async_trait]
 impl ToolHandler for UpstreamToolHandler {
     /// Forwards the call; configured secrets the upstream echoes are blanked out of the
@@ -852,22 +842,7 @@ impl ToolHandler for UpstreamToolHandler {
             .map(String::as_str)
             .collect();
         let outcome = self.forward(ctx, args).await;
-        if secrets.is_empty() {
-            return outcome;
-        }
-        match outcome {
-            Ok(mut v) => {
-                redact_strings(&mut v, &secrets);
-                Ok(v)
-            }
-            Err(mut e) => {
-                e.message = redact(&e.message, &secrets);
-                if let Some(d) = e.data.as_mut() {
-                    redact_strings(d, &secrets);
-                }
-                Err(e)
-            }
-        }
+        redact_outcome(outcome, &secrets)
     }
 }
 

@@ -6,7 +6,10 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 use toolshed_core::{ToolContext, ToolError, ToolErrorKind, ToolHandler};
-use toolshed_outbound::{secret::redact, AuthConfig, Outbound, OutboundError, Secret};
+use toolshed_outbound::{
+    secret::{redact, redact_value},
+    AuthConfig, Outbound, OutboundError, Secret,
+};
 
 const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -168,25 +171,13 @@ fn joined(v: &Value) -> String {
     }
 }
 
-/// Replaces every occurrence of a secret inside the strings of `v`.
-fn redact_strings(v: &mut Value, secrets: &[&str]) {
-    match v {
-        Value::String(s) if secrets.iter().any(|x| !x.is_empty() && s.contains(x)) => {
-            *s = redact(s, secrets);
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(x, secrets)),
-        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(x, secrets)),
-        _ => {}
-    }
-}
-
 impl OpenApiHandler {
     /// A result with the source's own secrets blanked out, in case the API reflects them.
     fn redacted_value(&self, mut v: Value) -> Value {
         let owned = self.shared.secrets();
         let secrets: Vec<&str> = owned.iter().map(Secret::expose).collect();
         if !secrets.is_empty() {
-            redact_strings(&mut v, &secrets);
+            redact_value(&mut v, &secrets);
         }
         v
     }
