@@ -132,9 +132,28 @@ impl Filter {
         parse_filter(v, table, columns, 0)
     }
 
-    /// Whether this filter selects every row.
+    /// Whether this filter selects every row whatever the rows hold, decided on its structure:
+    /// `{}`, an `and` whose parts all select every row, an `or` with at least one part that
+    /// does, and `not` of a filter that selects no row. Changing every row needs `all: true`, so
+    /// a filter like `{"and": [{}]}` is refused like `{}`.
     pub fn is_all(&self) -> bool {
-        matches!(self, Filter::All)
+        match self {
+            Filter::All => true,
+            Filter::And(fs) => fs.iter().all(Filter::is_all),
+            Filter::Or(fs) => fs.iter().any(Filter::is_all),
+            Filter::Not(f) => f.is_none(),
+            Filter::Cond(_) => false,
+        }
+    }
+
+    /// Whether this filter selects no row whatever the rows hold (the dual of [`Self::is_all`]).
+    fn is_none(&self) -> bool {
+        match self {
+            Filter::All | Filter::Cond(_) => false,
+            Filter::And(fs) => fs.iter().any(Filter::is_none),
+            Filter::Or(fs) => fs.iter().all(Filter::is_none),
+            Filter::Not(f) => f.is_all(),
+        }
     }
 
     /// Whether a row (with managed columns) passes the filter.
@@ -466,6 +485,36 @@ mod tests {
                                  {"column": "name", "op": "isNotNull"}]}))
         .matches(&r));
         assert!(f(json!({})).is_all());
+    }
+
+    /// Any filter that selects every row by its structure counts as "all", so it cannot stand
+    /// in for `all: true`; filters with a real condition do not.
+    #[test]
+    fn match_all_is_decided_structurally() {
+        let cond = json!({"column": "age", "op": "gt", "value": 3});
+        for all in [
+            json!({}),
+            json!({"and": [{}]}),
+            json!({"and": [{}, {"and": [{}]}]}),
+            json!({"or": [{}]}),
+            json!({"or": [cond.clone(), {}]}),
+            json!({"or": [{"and": [{}]}, cond.clone()]}),
+            json!({"not": {"not": {}}}),
+            json!({"not": {"and": [cond.clone(), {"not": {}}]}}),
+            json!({"not": {"or": [{"not": {}}, {"not": {"and": [{}]}}]}}),
+        ] {
+            assert!(f(all.clone()).is_all(), "{all} selects every row");
+        }
+        for real in [
+            cond.clone(),
+            json!({"and": [{}, cond.clone()]}),
+            json!({"or": [cond.clone(), {"column": "name", "op": "isNull"}]}),
+            json!({"not": cond.clone()}),
+            json!({"not": {}}),
+            json!({"and": [{"or": [{}, cond.clone()]}, cond.clone()]}),
+        ] {
+            assert!(!f(real.clone()).is_all(), "{real} has a condition");
+        }
     }
 
     #[test]

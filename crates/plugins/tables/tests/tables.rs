@@ -401,6 +401,52 @@ async fn delete_rows_with_filter_and_guard() {
     assert_eq!(schema["rowCount"], 0);
 }
 
+/// A filter that selects every row by its structure (`{"and": [{}]}` and the like) needs
+/// `all: true` just as `{}` does, for updates and deletes; a real condition still works alone.
+#[tokio::test]
+async fn match_all_filters_need_all_true() {
+    let h = Harness::memory().await;
+    h.people().await;
+    let cond = json!({"column": "active", "op": "eq", "value": false});
+    for filter in [
+        json!({"and": [{}]}),
+        json!({"or": [cond.clone(), {}]}),
+        json!({"and": [{}, {"or": [{"and": [{}]}]}]}),
+        json!({"not": {"not": {}}}),
+    ] {
+        let e = h
+            .err(
+                "tables.rows.delete",
+                json!({"table": "people", "filter": filter.clone()}),
+            )
+            .await;
+        assert_eq!(e.kind, ToolErrorKind::InvalidInput, "{filter}");
+        assert!(e.message.contains("\"all\": true"), "{filter}: {e}");
+        let e = h
+            .err(
+                "tables.rows.update",
+                json!({"table": "people", "filter": filter.clone(), "set": {"age": 1}}),
+            )
+            .await;
+        assert!(e.message.contains("\"all\": true"), "{filter}: {e}");
+    }
+    assert_eq!(h.all_rows("people").await.len(), 4, "nothing deleted");
+    let out = h
+        .ok(
+            "tables.rows.update",
+            json!({"table": "people", "filter": {"and": [{}, cond.clone()]}, "set": {"age": 1}}),
+        )
+        .await;
+    assert_eq!(out["updated"], 1, "{out}");
+    let out = h
+        .ok(
+            "tables.rows.delete",
+            json!({"table": "people", "filter": {"and": [{}, cond]}}),
+        )
+        .await;
+    assert_eq!(out, json!({"deleted": 1, "ids": [2]}));
+}
+
 #[tokio::test]
 async fn columns_add_delete_rename_preserve_data() {
     let h = Harness::memory().await;
