@@ -26,6 +26,23 @@ pub enum PathError {
     },
 }
 
+/// The longest path a caller may name, in bytes. Longer names are not looked up: they answer like
+/// any unknown tool, and never reach the audit log at full length.
+pub const MAX_CALL_PATH_BYTES: usize = 256;
+
+/// Whether `s` could name a tool: at most [`MAX_CALL_PATH_BYTES`] bytes, at least two non-empty
+/// dot-separated segments of `[a-z0-9_]`. Checked without allocating, before any lookup.
+pub fn is_callable_path(s: &str) -> bool {
+    s.len() <= MAX_CALL_PATH_BYTES
+        && s.contains('.')
+        && s.split('.').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
+}
+
 /// A validated tool path such as `github.issues.create`. Cheap to clone.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ToolPath(Arc<str>);
@@ -210,5 +227,29 @@ mod tests {
         assert_eq!(to_segment("issues/create-comment"), "issues_create_comment");
         assert_eq!(to_segment("***"), "x");
         assert_eq!(to_segment("v2Items"), "v2_items");
+    }
+
+    #[test]
+    fn callable_paths_follow_the_grammar_and_the_length_cap() {
+        assert!(is_callable_path("tables.rows.query"));
+        assert!(is_callable_path(&format!(
+            "a.{}",
+            "b".repeat(MAX_CALL_PATH_BYTES - 2)
+        )));
+        for bad in [
+            "",
+            "tables",
+            "tables.",
+            ".rows",
+            "a..b",
+            "Tables.rows",
+            "a.b-c",
+            "a.b c",
+            "a.é",
+        ] {
+            assert!(!is_callable_path(bad), "{bad:?}");
+        }
+        let long = format!("a.{}", "b".repeat(MAX_CALL_PATH_BYTES - 1));
+        assert!(!is_callable_path(&long), "{} bytes", long.len());
     }
 }

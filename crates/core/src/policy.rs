@@ -8,6 +8,11 @@
 //! A principal's roles are compiled into one [`Access`] matcher when the policy is built, so a
 //! check is one glob-set match. Faces must treat a tool outside the principal's access exactly like
 //! a tool that does not exist.
+//!
+//! Who decides approvals is policy too: a role's `decide` patterns name the tools whose pending
+//! calls its principals may approve or deny (none by default), and `self_decide` says whether
+//! they may decide their own executions through the agent-facing `resume` tool (off by default).
+//! [`Access::may_decide`] and [`Access::self_decide`] carry both; the engine applies them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,6 +37,8 @@ pub enum PolicyError {
     UnknownRole { principal: String, role: String },
     #[error("role '{0}' is defined twice")]
     DuplicateRole(String),
+    #[error("a principal has an empty id (roles {roles:?}): give every principal a non-empty id")]
+    EmptyPrincipal { roles: Vec<String> },
 }
 
 /// One validated dot-glob pattern.
@@ -95,13 +102,21 @@ impl Pattern {
     }
 }
 
-/// A role: a named set of patterns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A role: a named set of patterns, and which pending calls its principals may decide.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Role {
     pub id: String,
     #[serde(default)]
     pub name: String,
     pub patterns: Vec<String>,
+    /// Tools whose pending (destructive) calls this role's principals may approve or deny, from
+    /// any principal's execution, through human channels (HTTP API, CLI, MCP elicitation).
+    #[serde(default)]
+    pub decide: Vec<String>,
+    /// Whether the principals may also decide their own executions through the agent-facing
+    /// `resume` tool, i.e. let the agent approve its own calls.
+    #[serde(default)]
+    pub self_decide: bool,
 }
 
 /// Someone calling tools: an API key's owner over HTTP, or the configured local principal.
@@ -111,7 +126,7 @@ pub struct Principal {
     pub roles: Vec<String>,
 }
 
-/// What one principal may see and call. Cheap to clone.
+/// What one principal may see and call, and which pending calls it may decide. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Access {
     inner: Arc<AccessInner>,
@@ -119,32 +134,21 @@ pub struct Access {
 
 #[derive(Default)]
 struct AccessInner {
+    tools: Globs,
+    decide: Globs,
+    self_decide: bool,
+}
+
+/// A compiled union of patterns.
+#[derive(Default)]
+struct Globs {
     all: bool,
     set: Option<GlobSet>,
     patterns: Vec<String>,
 }
 
-impl std::fmt::Debug for Access {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Access")
-            .field("patterns", &self.inner.patterns)
-            .finish()
-    }
-}
-
-impl Access {
-    /// Access to nothing (the default for unknown principals).
-    pub fn none() -> Self {
-        Self::default()
-    }
-
-    /// Access to everything.
-    pub fn all() -> Self {
-        Self::from_patterns(&[Pattern::parse("*").unwrap()])
-    }
-
-    /// Access to what any of `patterns` matches.
-    pub fn from_patterns(patterns: &[Pattern]) -> Self {
+impl Globs {
+    fn new(patterns: &[Pattern]) -> Self {
         let all = patterns.iter().any(Pattern::matches_all);
         let set = if all || patterns.is_empty() {
             None
@@ -156,51 +160,105 @@ impl Access {
             Some(b.build().expect("validated patterns build a glob set"))
         };
         Self {
+            all,
+            set,
+            patterns: patterns.iter().map(|p| p.text.clone()).collect(),
+        }
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        if self.all {
+            return true;
+        }
+        let Some(set) = &self.set else {
+            return false;
+        };
+        if path.contains('/') {
+            return false;
+        }
+        let mut buf = [0u8; 256];
+        if path.len() <= buf.len() {
+            let b = &mut buf[..path.len()];
+            b.copy_from_slice(path.as_bytes());
+            for c in b.iter_mut() {
+                if *c == b'.' {
+                    *c = b'/';
+                }
+            }
+            // Paths are ASCII, so this is valid UTF-8.
+            set.is_match(std::str::from_utf8(b).unwrap_or(""))
+        } else {
+            set.is_match(path.replace('.', "/"))
+        }
+    }
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("patterns", &self.inner.tools.patterns)
+            .field("decide", &self.inner.decide.patterns)
+            .field("self_decide", &self.inner.self_decide)
+            .finish()
+    }
+}
+
+impl Access {
+    /// Access to nothing (the default for unknown principals).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Access to everything (deciding nothing).
+    pub fn all() -> Self {
+        Self::from_patterns(&[Pattern::parse("*").unwrap()])
+    }
+
+    /// Access to what any of `patterns` matches; no decisions.
+    pub fn from_patterns(patterns: &[Pattern]) -> Self {
+        Self::with_decisions(patterns, &[], false)
+    }
+
+    /// Access to what `patterns` match, deciding pending calls of what `decide` matches;
+    /// `self_decide` lets the principal decide its own executions through the agent's tool.
+    pub fn with_decisions(patterns: &[Pattern], decide: &[Pattern], self_decide: bool) -> Self {
+        Self {
             inner: Arc::new(AccessInner {
-                all,
-                set,
-                patterns: patterns.iter().map(|p| p.text.clone()).collect(),
+                tools: Globs::new(patterns),
+                decide: Globs::new(decide),
+                self_decide,
             }),
         }
     }
 
     /// May this principal see and call `path`?
     pub fn allows(&self, path: &str) -> bool {
-        if self.inner.all {
-            return true;
-        }
-        match &self.inner.set {
-            Some(set) => {
-                if path.contains('/') {
-                    return false;
-                }
-                let mut buf = [0u8; 256];
-                if path.len() <= buf.len() {
-                    let b = &mut buf[..path.len()];
-                    b.copy_from_slice(path.as_bytes());
-                    for c in b.iter_mut() {
-                        if *c == b'.' {
-                            *c = b'/';
-                        }
-                    }
-                    // Paths are ASCII, so this is valid UTF-8.
-                    set.is_match(std::str::from_utf8(b).unwrap_or(""))
-                } else {
-                    set.is_match(path.replace('.', "/"))
-                }
-            }
-            None => false,
-        }
+        self.inner.tools.matches(path)
+    }
+
+    /// May this principal approve or deny a pending call of `path` (its own or another's)?
+    pub fn may_decide(&self, path: &str) -> bool {
+        self.inner.decide.matches(path)
+    }
+
+    /// Whether this principal decides anything at all.
+    pub fn decides_any(&self) -> bool {
+        self.inner.decide.all || self.inner.decide.set.is_some()
+    }
+
+    /// May this principal decide its own executions through the agent-facing `resume` tool?
+    pub fn self_decide(&self) -> bool {
+        self.inner.self_decide
     }
 
     /// Whether this access admits every path.
     pub fn is_all(&self) -> bool {
-        self.inner.all
+        self.inner.tools.all
     }
 
     /// The patterns this access was built from.
     pub fn patterns(&self) -> &[String] {
-        &self.inner.patterns
+        &self.inner.tools.patterns
     }
 }
 
@@ -213,45 +271,62 @@ pub struct Policy {
 
 impl Policy {
     pub fn new(roles: Vec<Role>, principals: Vec<Principal>) -> Result<Self, PolicyError> {
-        let mut by_id: HashMap<String, (Role, Vec<Pattern>)> = HashMap::new();
+        let mut by_id: HashMap<String, (Role, Vec<Pattern>, Vec<Pattern>)> = HashMap::new();
         for r in roles {
-            let mut compiled = Vec::with_capacity(r.patterns.len());
-            for p in &r.patterns {
-                compiled.push(Pattern::parse(p).map_err(|source| PolicyError::Pattern {
-                    role: r.id.clone(),
-                    source,
-                })?);
-            }
+            let compile = |texts: &[String]| {
+                texts
+                    .iter()
+                    .map(|p| {
+                        Pattern::parse(p).map_err(|source| PolicyError::Pattern {
+                            role: r.id.clone(),
+                            source,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            let (tools, decide) = (compile(&r.patterns)?, compile(&r.decide)?);
             if by_id.contains_key(&r.id) {
                 return Err(PolicyError::DuplicateRole(r.id));
             }
-            by_id.insert(r.id.clone(), (r, compiled));
+            by_id.insert(r.id.clone(), (r, tools, decide));
         }
         let mut access = HashMap::new();
         for p in principals {
-            let mut pats = Vec::new();
-            for role in &p.roles {
-                let (_, compiled) = by_id.get(role).ok_or_else(|| PolicyError::UnknownRole {
-                    principal: p.id.clone(),
-                    role: role.clone(),
-                })?;
-                pats.extend(compiled.iter().cloned());
+            if p.id.trim().is_empty() {
+                return Err(PolicyError::EmptyPrincipal { roles: p.roles });
             }
-            access.insert(p.id.clone(), Access::from_patterns(&pats));
+            let (mut pats, mut decide, mut self_decide) = (Vec::new(), Vec::new(), false);
+            for role in &p.roles {
+                let (r, tools, decides) =
+                    by_id.get(role).ok_or_else(|| PolicyError::UnknownRole {
+                        principal: p.id.clone(),
+                        role: role.clone(),
+                    })?;
+                pats.extend(tools.iter().cloned());
+                decide.extend(decides.iter().cloned());
+                self_decide |= r.self_decide;
+            }
+            access.insert(
+                p.id.clone(),
+                Access::with_decisions(&pats, &decide, self_decide),
+            );
         }
         Ok(Self {
-            roles: by_id.into_iter().map(|(k, (r, _))| (k, r)).collect(),
+            roles: by_id.into_iter().map(|(k, (r, _, _))| (k, r)).collect(),
             access,
         })
     }
 
-    /// The access of `principal` (none when unknown).
+    /// The access of `principal` (none when unknown or empty).
     pub fn access(&self, principal: &str) -> Access {
+        if principal.is_empty() {
+            return Access::none();
+        }
         self.access.get(principal).cloned().unwrap_or_default()
     }
 
     pub fn knows(&self, principal: &str) -> bool {
-        self.access.contains_key(principal)
+        !principal.is_empty() && self.access.contains_key(principal)
     }
 
     pub fn role(&self, id: &str) -> Option<&Role> {
@@ -314,11 +389,13 @@ mod tests {
                     id: "rows".into(),
                     name: "Rows".into(),
                     patterns: vec!["tables.rows.*".into()],
+                    ..Role::default()
                 },
                 Role {
                     id: "gh".into(),
                     name: "GH".into(),
                     patterns: vec!["github.**".into()],
+                    ..Role::default()
                 },
             ],
             vec![
@@ -352,5 +429,72 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("nope"));
+    }
+
+    /// `decide` and `self_decide` are unions over a principal's roles; none by default.
+    #[test]
+    fn decisions_follow_roles() {
+        let role = |id: &str, decide: &[&str], self_decide: bool| Role {
+            id: id.into(),
+            patterns: vec!["*".into()],
+            decide: decide.iter().map(|d| d.to_string()).collect(),
+            self_decide,
+            ..Role::default()
+        };
+        let principal = |id: &str, roles: &[&str]| Principal {
+            id: id.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        };
+        let policy = Policy::new(
+            vec![
+                role("user", &[], false),
+                role("rows", &["tables.rows.*"], false),
+                role("agent", &[], true),
+            ],
+            vec![
+                principal("plain", &["user"]),
+                principal("clerk", &["user", "rows"]),
+                principal("bot", &["rows", "agent"]),
+            ],
+        )
+        .unwrap();
+        let plain = policy.access("plain");
+        assert!(!plain.may_decide("tables.rows.delete") && !plain.decides_any());
+        assert!(!plain.self_decide());
+        let clerk = policy.access("clerk");
+        assert!(clerk.may_decide("tables.rows.delete") && !clerk.may_decide("tables.drop"));
+        assert!(!clerk.self_decide());
+        assert!(policy.access("bot").self_decide());
+        let e = Policy::new(
+            vec![role("bad", &["Tables.*"], false)],
+            vec![principal("x", &["bad"])],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("Tables.*"), "{e}");
+    }
+
+    /// A principal with an empty id is refused, and the empty id never has access.
+    #[test]
+    fn empty_principal_ids_are_refused() {
+        let e = Policy::new(
+            vec![],
+            vec![Principal {
+                id: " ".into(),
+                roles: vec![],
+            }],
+        )
+        .unwrap_err();
+        assert!(matches!(e, PolicyError::EmptyPrincipal { .. }), "{e}");
+        let p = Policy::new(
+            vec![Role {
+                id: "all".into(),
+                patterns: vec!["*".into()],
+                decide: vec!["**".into()],
+                ..Role::default()
+            }],
+            vec![],
+        )
+        .unwrap();
+        assert!(!p.knows("") && !p.access("").allows("a.b"));
     }
 }

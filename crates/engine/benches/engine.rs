@@ -90,6 +90,7 @@ fn policy() -> Policy {
             id: "all".into(),
             name: "All".into(),
             patterns: vec!["*".into()],
+            ..Default::default()
         }],
         vec![Principal {
             id: "bench".into(),

@@ -8,6 +8,15 @@
 //! queued so far is written (or dropped); [`AuditSink::flush_within`] gives up after a deadline
 //! and says how many entries were not written, which is what a graceful shutdown uses (a
 //! database that does not answer must not hold the process for minutes).
+//!
+//! Every stored field is bounded ([`bounded`], applied to each recorded entry): the path at
+//! [`MAX_PATH_BYTES`], the principal at [`MAX_PRINCIPAL_BYTES`], error text at
+//! [`MAX_ERROR_BYTES`], redacted arguments at [`MAX_ARGS_BYTES`], identifiers, face and outcome
+//! at [`MAX_LABEL_BYTES`]. A longer value is cut at a character boundary and ends with
+//! [`TRUNCATED`], so one entry stays under about 4.5 kB whatever the caller sends.
+//!
+//! Entries older than the retention ([`crate::EngineConfig::audit_retention`]) are purged by
+//! [`crate::Engine::spawn_audit_retention`]: once at start-up, then hourly.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +33,51 @@ const BATCH: usize = 512;
 /// How long the writer waits for more entries before writing a small batch.
 const GATHER: Duration = Duration::from_millis(20);
 
-const MAX_ARGS_CHARS: usize = 2_000;
+/// Redacted argument text kept per entry, in bytes (before the marker).
+pub const MAX_ARGS_BYTES: usize = 2_000;
+/// Error text kept per entry, in bytes (before the marker).
+pub const MAX_ERROR_BYTES: usize = 2_000;
+/// Tool path kept per entry: the longest path a caller may name.
+pub const MAX_PATH_BYTES: usize = toolshed_core::path::MAX_CALL_PATH_BYTES;
+/// Principal id kept per entry.
+pub const MAX_PRINCIPAL_BYTES: usize = 128;
+/// Entry id, execution id, face and outcome.
+pub const MAX_LABEL_BYTES: usize = 64;
+/// Ends every value that was cut.
+pub const TRUNCATED: &str = "…(truncated)";
+
+/// `s` cut to at most `max` bytes at a character boundary, ending with [`TRUNCATED`] when cut.
+pub fn truncated(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut out = s[..s.floor_char_boundary(max)].to_string();
+    out.push_str(TRUNCATED);
+    out
+}
+
+fn bound(s: &mut String, max: usize) {
+    if s.len() > max {
+        *s = truncated(s, max);
+    }
+}
+
+/// The entry with every field within its bound (see the module documentation).
+pub fn bounded(mut e: AuditEntry) -> AuditEntry {
+    bound(&mut e.id, MAX_LABEL_BYTES);
+    bound(&mut e.principal, MAX_PRINCIPAL_BYTES);
+    bound(&mut e.face, MAX_LABEL_BYTES);
+    bound(&mut e.path, MAX_PATH_BYTES);
+    if let Some(x) = &mut e.execution_id {
+        bound(x, MAX_LABEL_BYTES);
+    }
+    bound(&mut e.args, MAX_ARGS_BYTES);
+    bound(&mut e.outcome, MAX_LABEL_BYTES);
+    if let Some(x) = &mut e.error {
+        bound(x, MAX_ERROR_BYTES);
+    }
+    e
+}
 
 /// Keys whose values never reach the audit log.
 fn is_secret_key(k: &str) -> bool {
@@ -68,14 +121,7 @@ pub fn redact(v: &Value) -> Value {
 /// Redacted, size-capped argument text for the audit log.
 pub fn audit_args(v: &Value) -> String {
     let mut s = serde_json::to_string(&redact(v)).unwrap_or_default();
-    if s.len() > MAX_ARGS_CHARS {
-        let mut cut = MAX_ARGS_CHARS;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str("…(truncated)");
-    }
+    bound(&mut s, MAX_ARGS_BYTES);
     s
 }
 
@@ -147,8 +193,10 @@ impl AuditSink {
         Self { queue }
     }
 
-    /// Queues an entry; when the queue is full the oldest queued entry is dropped.
+    /// Queues an entry (bounded first); when the queue is full the oldest queued entry is
+    /// dropped.
     pub fn record(&self, e: AuditEntry) {
+        let e = bounded(e);
         let q = &self.queue;
         let overflow = {
             let mut entries = q.entries.lock();
@@ -284,6 +332,47 @@ mod tests {
     fn long_args_are_capped() {
         let v = json!({"blob": "é".repeat(5000)});
         let s = audit_args(&v);
-        assert!(s.len() < MAX_ARGS_CHARS + 20 && s.ends_with("(truncated)"));
+        assert!(s.len() < MAX_ARGS_BYTES + 20 && s.ends_with("(truncated)"));
+    }
+
+    /// Every field of a recorded entry is cut to its bound, with the marker.
+    #[tokio::test]
+    async fn every_stored_field_is_bounded() {
+        let store = Store::open("sqlite::memory:").await.unwrap();
+        let sink = AuditSink::start(store.clone(), 10);
+        let huge = "é".repeat(50_000);
+        sink.record(AuditEntry {
+            id: huge.clone(),
+            ts: 1,
+            principal: huge.clone(),
+            face: huge.clone(),
+            path: huge.clone(),
+            execution_id: Some(huge.clone()),
+            args: huge.clone(),
+            outcome: huge.clone(),
+            error: Some(huge.clone()),
+            duration_us: 1,
+        });
+        sink.flush().await;
+        let e = &store.recent_audit(10).await.unwrap()[0];
+        let fields = [
+            (&e.id, MAX_LABEL_BYTES),
+            (&e.principal, MAX_PRINCIPAL_BYTES),
+            (&e.face, MAX_LABEL_BYTES),
+            (&e.path, MAX_PATH_BYTES),
+            (e.execution_id.as_ref().unwrap(), MAX_LABEL_BYTES),
+            (&e.args, MAX_ARGS_BYTES),
+            (&e.outcome, MAX_LABEL_BYTES),
+            (e.error.as_ref().unwrap(), MAX_ERROR_BYTES),
+        ];
+        for (value, max) in fields {
+            assert!(
+                value.len() <= max + TRUNCATED.len(),
+                "{} bytes",
+                value.len()
+            );
+            assert!(value.ends_with(TRUNCATED));
+        }
+        assert_eq!(truncated("short", 10), "short");
     }
 }

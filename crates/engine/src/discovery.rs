@@ -520,6 +520,7 @@ mod semantic_tests {
                 id: "all".into(),
                 name: "All".into(),
                 patterns: vec!["*".into()],
+                ..Default::default()
             }],
             vec![toolshed_core::Principal {
                 id: "alice".into(),
@@ -557,6 +558,7 @@ mod semantic_tests {
                 id: "r".into(),
                 name: "R".into(),
                 patterns: vec!["clock.**".into(), "sky.**".into()],
+                ..Default::default()
             }],
             vec![toolshed_core::Principal {
                 id: "alice".into(),

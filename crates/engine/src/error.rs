@@ -10,6 +10,7 @@ use toolshed_core::{ToolError, Violation};
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// Unknown path, or a path outside the caller's role: both answer the same.
+    /// Build it with [`EngineError::not_found`], which bounds the path it repeats.
     #[error("no tool '{path}' is available; use search_tools to find tools")]
     NotFound { path: String },
     #[error("arguments for '{path}' are not valid JSON: {reason}")]
@@ -38,6 +39,18 @@ pub enum EngineError {
     Denied { path: String },
     #[error("no execution '{id}' exists for this principal")]
     UnknownExecution { id: String },
+    /// The caller can see the execution but may not decide it (through this channel).
+    #[error("execution '{id}' cannot be decided by this caller: {reason}")]
+    Forbidden { id: String, reason: String },
+    /// Too many calls or scripts in the last minute for this principal.
+    #[error("rate limit reached: principal '{principal}' may start {per_minute} {what} per minute; retry in {}s", retry_secs(.retry_after))]
+    RateLimited {
+        principal: String,
+        /// `tool calls` or `scripts`.
+        what: &'static str,
+        per_minute: u32,
+        retry_after: Duration,
+    },
     #[error("execution '{id}' expired: it waited for approval longer than {ttl_secs}s and can no longer be resumed")]
     Expired { id: String, ttl_secs: u64 },
     #[error("execution '{id}' is already {status}; only paused executions can be resumed")]
@@ -63,11 +76,26 @@ impl From<toolshed_store::StoreError> for EngineError {
     }
 }
 
+/// Whole seconds to wait, at least one.
+fn retry_secs(d: &Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
 fn describe(v: &[Violation]) -> String {
     toolshed_core::schema::describe_violations(v)
 }
 
+/// How much of a caller-supplied path an error message repeats.
+const SHOWN_PATH_BYTES: usize = toolshed_core::path::MAX_CALL_PATH_BYTES;
+
 impl EngineError {
+    /// `not_found` for `path`; a path longer than any tool path is shown cut, with a marker.
+    pub fn not_found(path: &str) -> Self {
+        Self::NotFound {
+            path: crate::audit::truncated(path, SHOWN_PATH_BYTES),
+        }
+    }
+
     /// A short machine-readable code (`not_found`, `invalid_arguments`, ...).
     pub fn code(&self) -> &'static str {
         match self {
@@ -88,6 +116,8 @@ impl EngineError {
             Self::BrokenSchema { .. } => "broken_schema",
             Self::Denied { .. } => "denied",
             Self::UnknownExecution { .. } => "unknown_execution",
+            Self::Forbidden { .. } => "forbidden",
+            Self::RateLimited { .. } => "rate_limited",
             Self::Expired { .. } => "expired",
             Self::AlreadySettled { .. } => "already_settled",
             Self::Busy { .. } => "busy",
@@ -104,6 +134,17 @@ impl EngineError {
                 Some(json!({ "violations": violations }))
             }
             Self::Tool { error, .. } => error.data.clone(),
+            Self::RateLimited { retry_after, .. } => {
+                Some(json!({ "retryAfterSecs": retry_secs(retry_after) }))
+            }
+            _ => None,
+        }
+    }
+
+    /// For `rate_limited`: whole seconds until the next call or script may start.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after, .. } => Some(retry_secs(retry_after)),
             _ => None,
         }
     }

@@ -15,6 +15,9 @@
 //! Executions that never pause are never written to the store: the fast path stays in memory and
 //! the audit log records their calls.
 //!
+//! Who may decide a pending call, and who sees an execution, is [`crate::decisions`]: `resume`
+//! applies it before anything runs, and the resumed run runs as the execution's owner.
+//!
 //! Crash safety of a resumed run: the claim stores the decision together with `status=running`,
 //! and every call that completes during the resumed run is appended to the stored journal before
 //! its result reaches the script. If the process dies mid-run, the execution stays `running`;
@@ -42,8 +45,13 @@ use toolshed_sandbox::{
 };
 use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
 
+use crate::decisions::{can_see, refusal, DecisionChannel};
 use crate::invoke::{Approval, CallResult};
+use crate::rate::RateKind;
 use crate::{Caller, Engine, EngineError, Face};
+
+/// Script error messages (and stacks) kept, in bytes, like results and logs are bounded.
+pub const MAX_SCRIPT_ERROR_BYTES: usize = 4_096;
 
 /// A human's answer to a pending call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +164,11 @@ fn paused_message(id: &str, p: &PendingCall) -> String {
         "'{}' is destructive and needs approval. Ask a human, then call resume with executionId '{id}' and decision \"approve\" or \"deny\".",
         p.path
     )
+}
+
+/// The path of the call an execution waits on, if any.
+fn pending_path(rec: &ExecutionRecord) -> Option<&str> {
+    rec.pending.as_ref()?.get("path")?.as_str()
 }
 
 fn target_key(t: &Target) -> String {
@@ -407,6 +420,9 @@ impl Host for ScriptHost {
 impl Engine {
     /// Runs a script for the caller. Destructive calls pause it.
     pub async fn run_script(&self, caller: &Caller, source: &str) -> Result<Outcome, EngineError> {
+        self.inner
+            .rates
+            .check(&caller.principal, RateKind::Scripts)?;
         let now = now_ms();
         let record = ExecutionRecord {
             id: format!("ex_{}", uuid::Uuid::new_v4().simple()),
@@ -528,7 +544,11 @@ impl Engine {
                     logs,
                 }
             }
-            Status::Failed(err) => {
+            Status::Failed(mut err) => {
+                err.message = crate::audit::truncated(&err.message, MAX_SCRIPT_ERROR_BYTES);
+                if let Some(stack) = &mut err.stack {
+                    *stack = crate::audit::truncated(stack, MAX_SCRIPT_ERROR_BYTES);
+                }
                 rec.status = ExecutionStatus::Failed;
                 rec.pending = None;
                 let error = serde_json::to_value(&err).unwrap_or(Value::Null);
@@ -641,12 +661,15 @@ impl Engine {
         }
     }
 
-    /// Settles the pending call of a paused execution and continues it.
+    /// Settles the pending call of a paused execution and continues it, as its owner. Who may
+    /// decide, through which channel, is [`crate::decisions`]: an execution the caller may not
+    /// see answers `unknown_execution`, one it sees but may not decide `forbidden`.
     pub async fn resume(
         &self,
         caller: &Caller,
         id: &str,
         decision: Decision,
+        channel: DecisionChannel,
     ) -> Result<Outcome, EngineError> {
         let unknown = || EngineError::UnknownExecution { id: id.to_string() };
         let mut rec = self
@@ -655,7 +678,7 @@ impl Engine {
             .get_execution(id)
             .await?
             .ok_or_else(unknown)?;
-        if rec.principal != caller.principal.as_ref() {
+        if !can_see(caller, &rec.principal, pending_path(&rec)) {
             return Err(unknown());
         }
         let now = now_ms();
@@ -697,6 +720,20 @@ impl Engine {
                 id: id.into(),
                 status: "without a pending call".into(),
             })?;
+        if let Some(reason) = refusal(caller, &rec.principal, &pending.path, channel) {
+            return Err(EngineError::Forbidden {
+                id: id.into(),
+                reason,
+            });
+        }
+        tracing::info!(
+            execution = id,
+            owner = %rec.principal,
+            decided_by = %caller.principal,
+            ?channel,
+            ?decision,
+            "pending call decided"
+        );
         // The decision is stored with the claim, so an interrupted run is recovered with the
         // decision it was started with (a recovery's own decision applies only when none was
         // recorded for the pending call).
@@ -723,10 +760,12 @@ impl Engine {
             return Err(EngineError::Busy { id: id.into() });
         }
 
+        // The run is the owner's, whoever decided.
+        let owner = self.caller(&rec.principal, caller.face);
         if rec.kind == "call" {
-            return self.resume_call(caller, rec, pending, decision).await;
+            return self.resume_call(&owner, rec, pending, decision).await;
         }
-        self.run_record(caller, rec, true).await
+        self.run_record(&owner, rec, true).await
     }
 
     async fn resume_call(
@@ -786,8 +825,8 @@ impl Engine {
         Ok(result)
     }
 
-    /// One of the caller's executions, whatever its state. Another principal's execution answers
-    /// like a missing one.
+    /// One execution the caller may see (its own, or one whose pending call it may decide),
+    /// whatever its state. Any other execution answers like a missing one.
     pub async fn execution(&self, caller: &Caller, id: &str) -> Result<ExecutionInfo, EngineError> {
         let now = now_ms();
         self.inner.store.expire_executions(now).await?;
@@ -797,7 +836,7 @@ impl Engine {
             .store
             .get_execution(id)
             .await?
-            .filter(|r| r.principal == caller.principal.as_ref())
+            .filter(|r| can_see(caller, &r.principal, pending_path(r)))
             .ok_or_else(unknown)?;
         let status = match r.status {
             ExecutionStatus::Running if self.is_stale(&r, now) => "interrupted",
@@ -818,12 +857,15 @@ impl Engine {
         })
     }
 
-    /// The newest audit entries of the caller's principal.
+    /// The newest audit entries of the caller's principal (none for an empty principal id).
     pub async fn audit_of(
         &self,
         caller: &Caller,
         limit: usize,
     ) -> Result<Vec<toolshed_store::AuditEntry>, EngineError> {
+        if caller.principal.is_empty() {
+            return Ok(vec![]);
+        }
         let limit = limit.clamp(1, 10_000) as i64;
         Ok(self
             .inner
@@ -840,18 +882,27 @@ impl Engine {
         now - rec.updated_at > longest.as_millis() as i64
     }
 
-    /// The caller's executions that wait for someone: paused ones, and resumed runs that are
-    /// running or were interrupted (expired ones are marked first). Newest first.
+    /// The executions that wait for someone and the caller may see: its own, and those whose
+    /// pending call it may decide. Paused ones, and resumed runs that are running or were
+    /// interrupted (expired ones are marked first). Newest first.
     pub async fn pending(&self, caller: &Caller) -> Result<Vec<PendingSummary>, EngineError> {
         let now = now_ms();
         self.inner.store.expire_executions(now).await?;
+        if caller.principal.is_empty() {
+            return Ok(vec![]);
+        }
+        // A principal that decides for others sees every principal's waiting executions its
+        // `decide` patterns match.
+        let whose = (!caller.access.decides_any()).then_some(caller.principal.as_ref());
         let mut recs = Vec::new();
         for status in [ExecutionStatus::Paused, ExecutionStatus::Running] {
             recs.extend(
                 self.inner
                     .store
-                    .list_executions(Some(&caller.principal), Some(status), 200)
-                    .await?,
+                    .list_executions(whose, Some(status), 200)
+                    .await?
+                    .into_iter()
+                    .filter(|r| can_see(caller, &r.principal, pending_path(r))),
             );
         }
         recs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));

@@ -1,5 +1,9 @@
-//! One call through the engine: resolve → validate → approval gate → handler (timeout) → output
-//! check → audit. Nothing else in the workspace calls a tool handler.
+//! One call through the engine: rate limit → resolve → validate → approval gate → handler
+//! (timeout) → output check → audit. Nothing else in the workspace calls a tool handler.
+//!
+//! A path that breaks the path grammar or is longer than
+//! [`toolshed_core::path::MAX_CALL_PATH_BYTES`] is refused before any lookup with the same
+//! `not_found` answer an unknown tool gets.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,6 +14,7 @@ use toolshed_core::ToolContext;
 use toolshed_store::AuditEntry;
 
 use crate::audit::audit_args;
+use crate::rate::RateKind;
 use crate::{Caller, Engine, EngineError};
 
 /// Whether a destructive call may run now.
@@ -35,14 +40,16 @@ pub enum CallResult {
 }
 
 impl Engine {
-    /// Finds a tool in the caller's view. A forbidden path answers exactly like a missing one.
+    /// Finds a tool in the caller's view. A forbidden path answers exactly like a missing one,
+    /// and so does a path that cannot name a tool (checked first, without a lookup).
     pub fn resolve(&self, caller: &Caller, path: &str) -> Result<Arc<CatalogEntry>, EngineError> {
+        if !toolshed_core::path::is_callable_path(path) {
+            return Err(EngineError::not_found(path));
+        }
         let catalog = self.inner.catalog.load();
         match catalog.get(path) {
             Some(e) if caller.allows(path) => Ok(e.clone()),
-            _ => Err(EngineError::NotFound {
-                path: path.to_string(),
-            }),
+            _ => Err(EngineError::not_found(path)),
         }
     }
 
@@ -52,7 +59,7 @@ impl Engine {
             return Ok(Value::Object(Default::default()));
         }
         serde_json::from_str(text).map_err(|e| EngineError::MalformedArguments {
-            path: path.to_string(),
+            path: crate::audit::truncated(path, crate::audit::MAX_PATH_BYTES),
             reason: e.to_string(),
         })
     }
@@ -82,7 +89,7 @@ impl Engine {
             ts: toolshed_store::now_ms(),
             principal: caller.principal.to_string(),
             face: caller.face.as_str().to_string(),
-            path: path.to_string(),
+            path: crate::audit::truncated(path, crate::audit::MAX_PATH_BYTES),
             execution_id: execution_id.map(|s| s.to_string()),
             args: audited_args,
             outcome: outcome.to_string(),
@@ -100,6 +107,12 @@ impl Engine {
         approval: Approval,
         execution_id: Option<Arc<str>>,
     ) -> CallResult {
+        // A call a human approved already counted when it was first made.
+        if approval == Approval::Required {
+            if let Err(e) = self.inner.rates.check(&caller.principal, RateKind::Calls) {
+                return CallResult::Failed(e);
+            }
+        }
         let entry = match self.resolve(caller, path) {
             Ok(e) => e,
             Err(e) => return CallResult::Failed(e),

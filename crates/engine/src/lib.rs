@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! face (MCP / HTTP / CLI / script)
+//!   → per-principal rate limit
 //!   → resolve the path in the caller's view (outside the role = does not exist)
 //!   → validate arguments against the input schema (errors name the JSON pointer and the rule)
 //!   → approval gate (destructive calls pause their execution)
@@ -16,17 +17,21 @@
 //!   deterministic replay on resume, expiry.
 //! - [`discovery`]: listing, ranked search and compact descriptions in the caller's view.
 //! - [`audit`]: redaction and the batched background audit writer.
-//! - [`caller`]: principals with their compiled access, and the face they use.
+//! - [`caller`]: principals with their compiled access, and the face they use; API keys.
+//! - [`decisions`]: who may approve or deny a pending call, through which channel.
+//! - [`rate`]: per-principal rate limits for tool calls and scripts.
 //! - [`credentials`]: auth providers' credentials, scoped per tool origin, for `ctx.token(..)`.
 //! - [`error`] — [`EngineError`], with codes and JSON for faces.
 
 pub mod audit;
 pub mod caller;
 pub mod credentials;
+pub mod decisions;
 pub mod discovery;
 pub mod error;
 pub mod executions;
 pub mod invoke;
+pub mod rate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,9 +43,11 @@ use toolshed_store::Store;
 
 pub use caller::{Caller, Face, KeyRing};
 pub use credentials::{CredentialConfig, CredentialError, Credentials};
+pub use decisions::DecisionChannel;
 pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
+pub use rate::RateLimits;
 
 /// How long [`Engine::shutdown`] waits for queued audit entries to be written.
 pub const SHUTDOWN_AUDIT_DEADLINE: Duration = Duration::from_secs(5);
@@ -59,7 +66,16 @@ pub struct EngineConfig {
     pub recovery_grace: Duration,
     /// Audit entries that may wait for the database; beyond it the oldest are dropped (counted).
     pub audit_queue: usize,
+    /// Audit entries older than this are purged; `None` keeps them forever.
+    pub audit_retention: Option<Duration>,
+    /// Rate limits of every principal without its own.
+    pub rate_limits: RateLimits,
+    /// Rate limits of single principals, replacing [`Self::rate_limits`] for them.
+    pub principal_rate_limits: std::collections::HashMap<String, RateLimits>,
 }
+
+/// How often [`Engine::spawn_audit_retention`] purges old audit entries.
+pub const AUDIT_PURGE_INTERVAL: Duration = Duration::from_secs(3600);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -69,6 +85,9 @@ impl Default for EngineConfig {
             limits: Limits::default(),
             recovery_grace: Duration::from_secs(60),
             audit_queue: 10_000,
+            audit_retention: Some(Duration::from_secs(90 * 24 * 3600)),
+            rate_limits: RateLimits::default(),
+            principal_rate_limits: Default::default(),
         }
     }
 }
@@ -82,6 +101,7 @@ pub(crate) struct Inner {
     pub tokens: Option<Arc<dyn TokenSource>>,
     pub credentials: Option<Arc<Credentials>>,
     pub search: discovery::SearchCache,
+    pub rates: rate::RateLimiter,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -99,6 +119,8 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let audit = audit::AuditSink::start(store.clone(), config.audit_queue);
+        let rates =
+            rate::RateLimiter::new(config.rate_limits, config.principal_rate_limits.clone());
         Self {
             inner: Arc::new(Inner {
                 catalog,
@@ -109,6 +131,7 @@ impl Engine {
                 tokens: None,
                 credentials: None,
                 search: discovery::SearchCache::default(),
+                rates,
             }),
         }
     }
@@ -186,6 +209,33 @@ impl Engine {
     /// Waits until queued audit entries are written.
     pub async fn flush_audit(&self) {
         self.inner.audit.flush().await;
+    }
+
+    /// Deletes audit entries older than the configured retention; returns how many went.
+    pub async fn purge_audit(&self) -> Result<u64, EngineError> {
+        let Some(keep) = self.inner.config.audit_retention else {
+            return Ok(0);
+        };
+        let cutoff = toolshed_store::now_ms() - keep.as_millis() as i64;
+        Ok(self.inner.store.purge_audit_before(cutoff).await?)
+    }
+
+    /// Purges old audit entries now and then every [`AUDIT_PURGE_INTERVAL`], for a serving
+    /// process. Does nothing when entries are kept forever.
+    pub fn spawn_audit_retention(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.inner.config.audit_retention?;
+        let engine = self.clone();
+        Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(AUDIT_PURGE_INTERVAL);
+            loop {
+                tick.tick().await;
+                match engine.purge_audit().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(purged = n, "old audit entries purged"),
+                    Err(e) => tracing::warn!(error = %e, "purging old audit entries failed"),
+                }
+            }
+        }))
     }
 
     /// Audit entries dropped because the audit queue was full.

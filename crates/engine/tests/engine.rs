@@ -10,7 +10,9 @@ use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolError,
     ToolPath,
 };
-use toolshed_engine::{Decision, Engine, EngineConfig, EngineError, Face, Outcome};
+use toolshed_engine::{
+    Decision, DecisionChannel, Engine, EngineConfig, EngineError, Face, Outcome,
+};
 use toolshed_store::Store;
 
 struct Counters {
@@ -129,6 +131,9 @@ fn catalog(counters: Arc<Counters>) -> SharedCatalog {
     SharedCatalog::new(b.build().unwrap())
 }
 
+/// Decisions in these tests come from a person (the HTTP API).
+const HUMAN: DecisionChannel = DecisionChannel::Human(Face::Http);
+
 fn policy() -> Policy {
     Policy::new(
         vec![
@@ -136,17 +141,26 @@ fn policy() -> Policy {
                 id: "admin".into(),
                 name: "Admin".into(),
                 patterns: vec!["*".into()],
+                ..Role::default()
             },
             Role {
                 id: "demo".into(),
                 name: "Demo".into(),
                 patterns: vec!["demo.**".into()],
+                ..Role::default()
+            },
+            // Alice decides her own pending demo calls (through human channels).
+            Role {
+                id: "demo_decider".into(),
+                patterns: vec![],
+                decide: vec!["demo.**".into()],
+                ..Role::default()
             },
         ],
         vec![
             Principal {
                 id: "alice".into(),
-                roles: vec!["demo".into()],
+                roles: vec!["demo".into(), "demo_decider".into()],
             },
             Principal {
                 id: "bob".into(),
@@ -313,7 +327,7 @@ async fn destructive_direct_call_pauses_then_approve_or_deny() {
     // Another principal cannot resume it.
     let bob = e.caller("bob", Face::Http);
     assert_eq!(
-        e.resume(&bob, &execution_id, Decision::Approve)
+        e.resume(&bob, &execution_id, Decision::Approve, HUMAN)
             .await
             .unwrap_err()
             .code(),
@@ -322,14 +336,14 @@ async fn destructive_direct_call_pauses_then_approve_or_deny() {
     // Approve from another face of the same principal.
     let alice_mcp = e.caller("alice", Face::Mcp);
     let done = e
-        .resume(&alice_mcp, &execution_id, Decision::Approve)
+        .resume(&alice_mcp, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     assert_eq!(completed(&done), &json!({"destroyed": "db"}));
     assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
     // Already settled.
     let err = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "already_settled");
@@ -342,7 +356,7 @@ async fn destructive_direct_call_pauses_then_approve_or_deny() {
         panic!()
     };
     let denied = e
-        .resume(&alice, &execution_id, Decision::Deny)
+        .resume(&alice, &execution_id, Decision::Deny, HUMAN)
         .await
         .unwrap();
     let Outcome::Failed { error, .. } = denied else {
@@ -351,7 +365,7 @@ async fn destructive_direct_call_pauses_then_approve_or_deny() {
     assert_eq!(error["code"], "denied");
     assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
     assert_eq!(
-        e.resume(&alice, "ex_unknown", Decision::Deny)
+        e.resume(&alice, "ex_unknown", Decision::Deny, HUMAN)
             .await
             .unwrap_err()
             .code(),
@@ -386,7 +400,7 @@ async fn script_pauses_and_replays_without_rerunning_completed_calls() {
     assert_eq!(pending.seq, 1);
     assert_eq!(c.insert.load(Ordering::SeqCst), 1);
     let done = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     let v = completed(&done).clone();
@@ -410,7 +424,7 @@ async fn script_pauses_and_replays_without_rerunning_completed_calls() {
         panic!()
     };
     let done = e
-        .resume(&alice, &execution_id, Decision::Deny)
+        .resume(&alice, &execution_id, Decision::Deny, HUMAN)
         .await
         .unwrap();
     let v = completed(&done);
@@ -438,7 +452,7 @@ async fn two_destructive_calls_pause_twice() {
     };
     assert_eq!(pending.args["what"], "one");
     let again = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     let Outcome::Paused {
@@ -452,7 +466,7 @@ async fn two_destructive_calls_pause_twice() {
     assert_eq!(id2, execution_id);
     assert_eq!(pending.args["what"], "two");
     let done = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     assert_eq!(completed(&done), &json!("done"));
@@ -482,7 +496,7 @@ async fn paused_execution_survives_an_engine_restart() {
     let (e2, c2) = engine_with(store, EngineConfig::default()).await;
     let alice = e2.caller("alice", Face::Http);
     let done = e2
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     assert_eq!(completed(&done), &json!("ok"));
@@ -508,13 +522,13 @@ async fn paused_executions_expire() {
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     let err = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "expired");
     assert!(err.to_string().contains("expired"));
     assert_eq!(
-        e.resume(&alice, &execution_id, Decision::Approve)
+        e.resume(&alice, &execution_id, Decision::Approve, HUMAN)
             .await
             .unwrap_err()
             .code(),
@@ -622,7 +636,7 @@ async fn replicas_share_paused_executions_on_postgres() {
         };
         assert_eq!(b.pending(&alice_b).await.unwrap().len(), 1);
         let done = b
-            .resume(&alice_b, &execution_id, Decision::Approve)
+            .resume(&alice_b, &execution_id, Decision::Approve, HUMAN)
             .await
             .unwrap();
         assert_eq!(completed(&done), &json!("done"));
@@ -642,8 +656,8 @@ async fn replicas_share_paused_executions_on_postgres() {
             };
             let before = ca.destroy.load(Ordering::SeqCst) + cb.destroy.load(Ordering::SeqCst);
             let (ra, rb) = tokio::join!(
-                a.resume(&alice_a, &execution_id, Decision::Approve),
-                b.resume(&alice_b, &execution_id, Decision::Approve)
+                a.resume(&alice_a, &execution_id, Decision::Approve, HUMAN),
+                b.resume(&alice_b, &execution_id, Decision::Approve, HUMAN)
             );
             let oks = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
             assert_eq!(oks, 1, "exactly one replica settles it: {ra:?} / {rb:?}");
@@ -714,7 +728,7 @@ async fn interrupted_resume_recovers_without_rerunning_completed_calls() {
     };
     let run = {
         let (e1, alice, id) = (e1.clone(), alice.clone(), execution_id.clone());
-        tokio::spawn(async move { e1.resume(&alice, &id, Decision::Approve).await })
+        tokio::spawn(async move { e1.resume(&alice, &id, Decision::Approve, HUMAN).await })
     };
     for _ in 0..500 {
         if c.block.load(Ordering::SeqCst) == 1 {
@@ -750,7 +764,7 @@ async fn interrupted_resume_recovers_without_rerunning_completed_calls() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, "running");
     assert_eq!(
-        e1.resume(&alice, &execution_id, Decision::Approve)
+        e1.resume(&alice, &execution_id, Decision::Approve, HUMAN)
             .await
             .unwrap_err()
             .code(),
@@ -785,7 +799,8 @@ async fn interrupted_resume_recovers_without_rerunning_completed_calls() {
         e2.resume(
             &e2.caller("bob", Face::Http),
             &execution_id,
-            Decision::Approve
+            Decision::Approve,
+            HUMAN
         )
         .await
         .unwrap_err()
@@ -793,7 +808,7 @@ async fn interrupted_resume_recovers_without_rerunning_completed_calls() {
         "unknown_execution"
     );
     let done = e2
-        .resume(&alice2, &execution_id, Decision::Approve)
+        .resume(&alice2, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     assert_eq!(completed(&done), &json!({"a": 1, "d": "t", "b": 2}));
@@ -806,7 +821,7 @@ async fn interrupted_resume_recovers_without_rerunning_completed_calls() {
     );
     assert!(e2.pending(&alice2).await.unwrap().is_empty());
     assert_eq!(
-        e2.resume(&alice2, &execution_id, Decision::Approve)
+        e2.resume(&alice2, &execution_id, Decision::Approve, HUMAN)
             .await
             .unwrap_err()
             .code(),
@@ -846,7 +861,7 @@ async fn interrupted_direct_call_keeps_its_recorded_decision() {
     rec.version += 1;
     assert!(store.update_execution(&rec, v).await.unwrap());
     assert_eq!(
-        e.resume(&alice, &execution_id, Decision::Deny)
+        e.resume(&alice, &execution_id, Decision::Deny, HUMAN)
             .await
             .unwrap_err()
             .code(),
@@ -854,7 +869,7 @@ async fn interrupted_direct_call_keeps_its_recorded_decision() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let done = e
-        .resume(&alice, &execution_id, Decision::Deny)
+        .resume(&alice, &execution_id, Decision::Deny, HUMAN)
         .await
         .unwrap();
     assert_eq!(completed(&done), &json!({"destroyed": "db"}));
@@ -1074,7 +1089,7 @@ async fn a_failed_journal_write_stops_the_run() {
     .await
     .unwrap();
     let out = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap();
     let Outcome::Failed { error, .. } = &out else {
@@ -1118,7 +1133,7 @@ async fn a_run_that_lost_its_claim_stops() {
     .await
     .unwrap();
     let err = e
-        .resume(&alice, &execution_id, Decision::Approve)
+        .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "journal_failed", "{err}");
@@ -1201,7 +1216,7 @@ async fn a_journal_write_in_flight_at_the_wall_clock_is_not_lost() {
     };
     let run = {
         let (e, alice, id) = (e.clone(), alice.clone(), execution_id.clone());
-        tokio::spawn(async move { e.resume(&alice, &id, Decision::Approve).await })
+        tokio::spawn(async move { e.resume(&alice, &id, Decision::Approve, HUMAN).await })
     };
     // Once the approved call holds the lock, the run hits its wall clock while its journal
     // write waits for it.

@@ -54,12 +54,24 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes the entries older than `cutoff_ms` (milliseconds since the epoch); returns how
+    /// many went.
+    pub async fn purge_audit_before(&self, cutoff_ms: i64) -> Result<u64> {
+        let done = sqlx::query("DELETE FROM audit WHERE ts < $1")
+            .bind(cutoff_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.classify(e))?;
+        Ok(done.rows_affected())
+    }
+
     /// The newest entries first.
     pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditEntry>> {
         self.recent_audit_of(None, limit).await
     }
 
-    /// The newest entries first, only those of `principal` when given.
+    /// The newest entries first, only those of `principal` when given (an empty id matches
+    /// only entries stored with an empty id, never all of them).
     pub async fn recent_audit_of(
         &self,
         principal: Option<&str>,
@@ -67,8 +79,9 @@ impl Store {
     ) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(
             "SELECT id, ts, principal, face, path, execution_id, args, outcome, error, duration_us \
-             FROM audit WHERE ($1 = '' OR principal = $1) ORDER BY ts DESC, id DESC LIMIT $2",
+             FROM audit WHERE ($1 = 'any' OR principal = $2) ORDER BY ts DESC, id DESC LIMIT $3",
         )
+        .bind(if principal.is_some() { "one" } else { "any" })
         .bind(principal.unwrap_or(""))
         .bind(limit)
         .fetch_all(&self.pool)
@@ -127,5 +140,48 @@ mod tests {
         assert_eq!(s.recent_audit_of(Some("p"), 10).await.unwrap(), vec![e2, e]);
         assert_eq!(s.recent_audit_of(Some("q"), 10).await.unwrap(), vec![other]);
         assert_eq!(s.recent_audit_of(None, 1).await.unwrap().len(), 1);
+        assert!(
+            s.recent_audit_of(Some(""), 10).await.unwrap().is_empty(),
+            "an empty principal id is nobody, not everybody"
+        );
+    }
+
+    /// Entries older than the cutoff are purged; newer ones stay.
+    #[tokio::test]
+    async fn old_entries_are_purged() {
+        let s = Store::open("sqlite::memory:").await.unwrap();
+        let day = 24 * 3600 * 1000;
+        let now = crate::now_ms();
+        let entry = |id: &str, ts: i64| AuditEntry {
+            id: id.into(),
+            ts,
+            principal: "p".into(),
+            face: "cli".into(),
+            path: "a.b".into(),
+            execution_id: None,
+            args: "{}".into(),
+            outcome: "ok".into(),
+            error: None,
+            duration_us: 1,
+        };
+        s.append_audit(&[
+            entry("ancient", now - 400 * day),
+            entry("old", now - 91 * day),
+            entry("recent", now - 89 * day),
+            entry("today", now),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(s.purge_audit_before(now - 90 * day).await.unwrap(), 2);
+        let mut kept: Vec<String> = s
+            .recent_audit(10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        kept.sort();
+        assert_eq!(kept, ["recent", "today"]);
+        assert_eq!(s.purge_audit_before(now - 90 * day).await.unwrap(), 0);
     }
 }

@@ -195,7 +195,8 @@ impl Store {
         row.as_ref().map(from_row).transpose()
     }
 
-    /// Executions, newest first, optionally of one principal and/or one status.
+    /// Executions, newest first, optionally of one principal and/or one status. An empty
+    /// principal id matches only executions stored with an empty id, never all of them.
     pub async fn list_executions(
         &self,
         principal: Option<&str>,
@@ -203,9 +204,10 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<ExecutionRecord>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM executions WHERE ($1 = '' OR principal = $1) AND ($2 = '' OR status = $2) \
-             ORDER BY created_at DESC, id DESC LIMIT $3"
+            "SELECT {COLUMNS} FROM executions WHERE ($1 = 'any' OR principal = $2) AND ($3 = '' OR status = $3) \
+             ORDER BY created_at DESC, id DESC LIMIT $4"
         )))
+        .bind(if principal.is_some() { "one" } else { "any" })
         .bind(principal.unwrap_or(""))
         .bind(status.map(|s| s.as_str()).unwrap_or(""))
         .bind(limit)
@@ -290,6 +292,13 @@ mod tests {
                 .unwrap()
                 .len(),
             1
+        );
+        assert!(
+            s.list_executions(Some(""), None, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "an empty principal id is nobody, not everybody"
         );
         assert_eq!(
             s.list_executions(None, Some(ExecutionStatus::Paused), 10)

@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 use toolshed_core::{Policy, Principal, Role};
-use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing};
+use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits};
 use toolshed_sandbox::Limits;
 use toolshed_sources::SourceSpec;
 
@@ -25,6 +25,16 @@ pub enum ConfigError {
     Policy(#[from] toolshed_core::PolicyError),
     #[error("principal '{principal}': API key from environment variable {var} is not set")]
     MissingKeyEnv { principal: String, var: String },
+    #[error("[[principals]] entry #{index} (roles {roles:?}) has an empty id: every principal needs a non-empty id")]
+    EmptyPrincipalId { index: usize, roles: Vec<String> },
+    #[error("principal '{principal}': API key #{index} is empty{}; an empty key would let anyone in", .var.as_ref().map(|v| format!(" (environment variable {v})")).unwrap_or_default())]
+    EmptyApiKey {
+        principal: String,
+        index: usize,
+        var: Option<String>,
+    },
+    #[error("`principal` (the local principal) is empty: give it a non-empty id")]
+    EmptyLocalPrincipal,
     #[error("[n8n] api_key: environment variable {var} is not set")]
     MissingN8nKeyEnv { var: String },
     #[error("[n8n] password: environment variable {var} is not set")]
@@ -44,6 +54,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "mcp",
     "limits",
     "approvals",
+    "audit",
     "roles",
     "principals",
     "sources",
@@ -67,6 +78,7 @@ pub struct Config {
     pub mcp: McpConfig,
     pub limits: LimitsConfig,
     pub approvals: ApprovalsConfig,
+    pub audit: AuditConfig,
     /// Credentials of auth providers, by provider id (`[auth.<id>]`, tagged by `type`:
     /// `api_key` with `key`, `bearer` with `token`, or `oauth2_client_credentials` with
     /// `token_url`, `client_id`, `client_secret`, `scopes`). Plugin handlers get them with
@@ -118,6 +130,7 @@ impl std::fmt::Debug for Config {
             .field("mcp", &self.mcp)
             .field("limits", &self.limits)
             .field("approvals", &self.approvals)
+            .field("audit", &self.audit)
             .field("auth", &self.auth)
             .field("roles", &self.roles)
             .field("principals", &self.principals)
@@ -190,11 +203,38 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     /// Also list every allowed tool as a plain MCP tool.
     pub direct: bool,
+    /// Offer the `resume` meta-tool, through which an agent decides its own pending calls where
+    /// its roles allow `self_decide` (default true; false removes the tool).
+    pub resume_tool: bool,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            direct: false,
+            resume_tool: true,
+        }
+    }
+}
+
+/// `[audit]`: how long audit entries are kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Days an audit entry is kept; older ones are purged by the serving process (at start-up,
+    /// then hourly). 0 keeps them forever.
+    pub retention_days: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self { retention_days: 90 }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -206,6 +246,10 @@ pub struct LimitsConfig {
     pub cpu_ms: u64,
     pub max_tool_calls: u32,
     pub call_timeout_ms: u64,
+    /// Tool calls each principal may start per minute (script calls included); 0 = unlimited.
+    pub calls_per_minute: u32,
+    /// Scripts each principal may start per minute; 0 = unlimited.
+    pub scripts_per_minute: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -226,6 +270,12 @@ pub struct PrincipalConfig {
     /// API keys for HTTP; `env:NAME` reads the key from the environment.
     #[serde(default)]
     pub api_keys: Vec<String>,
+    /// This principal's own `[limits] calls_per_minute` (0 = unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_per_minute: Option<u32>,
+    /// This principal's own `[limits] scripts_per_minute` (0 = unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scripts_per_minute: Option<u32>,
 }
 
 impl std::fmt::Debug for PrincipalConfig {
@@ -235,6 +285,8 @@ impl std::fmt::Debug for PrincipalConfig {
             .field("id", &self.id)
             .field("roles", &self.roles)
             .field("api_keys", &keys)
+            .field("calls_per_minute", &self.calls_per_minute)
+            .field("scripts_per_minute", &self.scripts_per_minute)
             .finish()
     }
 }
@@ -249,6 +301,7 @@ impl Default for Config {
             mcp: McpConfig::default(),
             limits: LimitsConfig::default(),
             approvals: ApprovalsConfig::default(),
+            audit: AuditConfig::default(),
             auth: BTreeMap::new(),
             roles: vec![],
             principals: vec![],
@@ -277,6 +330,8 @@ impl Default for LimitsConfig {
             cpu_ms: l.cpu_time.as_millis() as u64,
             max_tool_calls: l.max_tool_calls,
             call_timeout_ms: 30_000,
+            calls_per_minute: 0,
+            scripts_per_minute: 0,
         }
     }
 }
@@ -324,7 +379,36 @@ impl Config {
         for s in &mut config.sources {
             s.absolutize(&base);
         }
+        config.check_principals()?;
         Ok(config)
+    }
+
+    /// Refuses empty principal ids and empty literal API keys: an empty id would see every
+    /// principal's executions and audit entries, an empty key would let anyone in.
+    fn check_principals(&self) -> Result<(), ConfigError> {
+        if self.principal.trim().is_empty() {
+            return Err(ConfigError::EmptyLocalPrincipal);
+        }
+        for (index, p) in self.principals.iter().enumerate() {
+            if p.id.trim().is_empty() {
+                return Err(ConfigError::EmptyPrincipalId {
+                    index: index + 1,
+                    roles: p.roles.clone(),
+                });
+            }
+            if let Some(index) = p
+                .api_keys
+                .iter()
+                .position(|k| k.trim().is_empty() || k.strip_prefix("env:") == Some(""))
+            {
+                return Err(ConfigError::EmptyApiKey {
+                    principal: p.id.clone(),
+                    index: index + 1,
+                    var: None,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The n8n settings with the API key resolved.
@@ -407,6 +491,9 @@ impl Config {
                 id: "admin".into(),
                 name: "Administrator".into(),
                 patterns: vec!["*".into()],
+                // The local user's own agent: it shows the action and relays the user's answer.
+                decide: vec!["**".into()],
+                self_decide: true,
             });
             principals.push(Principal {
                 id: self.principal.clone(),
@@ -421,7 +508,7 @@ impl Config {
     pub fn key_ring(&self) -> Result<KeyRing, ConfigError> {
         let mut keys = Vec::new();
         for p in &self.principals {
-            for k in &p.api_keys {
+            for (index, k) in p.api_keys.iter().enumerate() {
                 let key = match k.strip_prefix("env:") {
                     Some(var) => std::env::var(var).map_err(|_| ConfigError::MissingKeyEnv {
                         principal: p.id.clone(),
@@ -429,6 +516,13 @@ impl Config {
                     })?,
                     None => k.clone(),
                 };
+                if key.trim().is_empty() || p.id.trim().is_empty() {
+                    return Err(ConfigError::EmptyApiKey {
+                        principal: p.id.clone(),
+                        index: index + 1,
+                        var: k.strip_prefix("env:").map(str::to_string),
+                    });
+                }
                 keys.push((key, p.id.clone()));
             }
         }
@@ -444,11 +538,33 @@ impl Config {
             max_tool_calls: self.limits.max_tool_calls,
             ..Limits::default()
         };
+        let rate_limits = RateLimits {
+            calls_per_minute: self.limits.calls_per_minute,
+            scripts_per_minute: self.limits.scripts_per_minute,
+        };
+        let principal_rate_limits = self
+            .principals
+            .iter()
+            .filter(|p| p.calls_per_minute.is_some() || p.scripts_per_minute.is_some())
+            .map(|p| {
+                let own = RateLimits {
+                    calls_per_minute: p.calls_per_minute.unwrap_or(rate_limits.calls_per_minute),
+                    scripts_per_minute: p
+                        .scripts_per_minute
+                        .unwrap_or(rate_limits.scripts_per_minute),
+                };
+                (p.id.clone(), own)
+            })
+            .collect();
+        let days = self.audit.retention_days;
         EngineConfig {
             call_timeout: Duration::from_millis(self.limits.call_timeout_ms),
             approval_ttl: Duration::from_secs(self.approvals.ttl_secs),
             recovery_grace: Duration::from_secs(self.approvals.recovery_grace_secs),
             limits,
+            audit_retention: (days > 0).then(|| Duration::from_secs(days * 24 * 3600)),
+            rate_limits,
+            principal_rate_limits,
             ..EngineConfig::default()
         }
     }
@@ -703,6 +819,91 @@ args = ["-y", "server-memory"]
             .unwrap_err()
             .to_string()
             .contains("email and password go together"));
+    }
+
+    /// An empty principal id or API key is refused at load, naming the principal.
+    #[test]
+    fn empty_principal_ids_and_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        let load = |text: &str| {
+            std::fs::write(&f, text).unwrap();
+            Config::load(Some(&f))
+        };
+        let e = load("[[principals]]\nid = \"\"\nroles = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("#1") && e.contains("empty id"), "{e}");
+        for key in ["\"\"", "\"  \"", "\"env:\""] {
+            let e = load(&format!(
+                "[[principals]]\nid = \"ops\"\napi_keys = [\"k\", {key}]\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("'ops'") && e.contains("#2") && e.contains("empty"),
+                "{e}"
+            );
+        }
+        assert!(load("principal = \"\"\n").is_err());
+        std::env::set_var("TOOLSHED_CONFIG_TEST_EMPTY_KEY", "");
+        let c = load(
+            "[[principals]]\nid = \"ops\"\napi_keys = [\"env:TOOLSHED_CONFIG_TEST_EMPTY_KEY\"]\n",
+        )
+        .unwrap();
+        let e = c.key_ring().unwrap_err().to_string();
+        assert!(
+            e.contains("'ops'") && e.contains("TOOLSHED_CONFIG_TEST_EMPTY_KEY"),
+            "{e}"
+        );
+    }
+
+    /// Rate limits, their per-principal overrides, the audit retention and `[mcp] resume_tool`.
+    #[test]
+    fn rate_limits_retention_and_resume_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+[limits]
+calls_per_minute = 60
+scripts_per_minute = 5
+[audit]
+retention_days = 7
+[mcp]
+resume_tool = false
+[[roles]]
+id = "ops"
+patterns = ["*"]
+decide = ["tables.**"]
+self_decide = true
+[[principals]]
+id = "ops"
+roles = ["ops"]
+scripts_per_minute = 0
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        let e = c.engine_config();
+        assert_eq!(e.rate_limits.calls_per_minute, 60);
+        assert_eq!(e.rate_limits.scripts_per_minute, 5);
+        let ops = e.principal_rate_limits["ops"];
+        assert_eq!((ops.calls_per_minute, ops.scripts_per_minute), (60, 0));
+        assert_eq!(e.audit_retention, Some(Duration::from_secs(7 * 24 * 3600)));
+        assert!(!c.mcp.resume_tool);
+        let access = c.policy().unwrap().access("ops");
+        assert!(access.may_decide("tables.rows.delete") && access.self_decide());
+        let d = Config::default();
+        assert!(d.mcp.resume_tool);
+        assert_eq!(
+            d.engine_config().audit_retention,
+            Some(Duration::from_secs(90 * 24 * 3600))
+        );
+        // The built-in local principal decides everything, also through `resume`.
+        let local = d.policy().unwrap().access("local");
+        assert!(local.may_decide("any.tool") && local.self_decide());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
-use toolshed_engine::{Decision, Engine, EngineError, Face, Outcome};
+use toolshed_engine::{Decision, DecisionChannel, Engine, EngineError, Face, Outcome};
 
 use crate::app::App;
 use crate::config::Config;
@@ -304,7 +304,9 @@ async fn decide(
     d: Decision,
     json_out: bool,
 ) -> ExitCode {
-    match app.engine.resume(caller, id, d).await {
+    // A person at the terminal decides.
+    let channel = DecisionChannel::Human(Face::Cli);
+    match app.engine.resume(caller, id, d, channel).await {
         Ok(o) => report_outcome(&o, json_out),
         Err(e) => report_error(&e, json_out),
     }
@@ -407,8 +409,12 @@ async fn serve(
     direct: bool,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let options = toolshed_mcp::McpOptions { direct };
+    let options = toolshed_mcp::McpOptions {
+        direct,
+        resume_tool: app.config.mcp.resume_tool,
+    };
     app.engine.warm_search();
+    let _purge = app.engine.spawn_audit_retention();
     let _poll = app.watch_stored_sources();
     if stdio {
         // SIGTERM or Ctrl-C end the session like a closed stdin, so the caller's shutdown

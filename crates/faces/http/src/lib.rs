@@ -8,12 +8,13 @@
 //! | `GET /v1/tools/{path}?schemas=true` | compact description |
 //! | `POST /v1/tools/{path}/call` | call with a JSON object body |
 //! | `POST /v1/scripts` | run `{"script": "..."}` |
-//! | `GET /v1/executions` | paused (and running or interrupted) executions of the caller |
-//! | `GET /v1/executions/{id}` | one execution of the caller: status, pending call, result |
-//! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny"}` |
+//! | `GET /v1/executions` | paused (and running or interrupted) executions the caller owns or may decide |
+//! | `GET /v1/executions/{id}` | one such execution: status, pending call, result |
+//! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny"}`, a person's decision (needs `decide`) |
 //! | `GET /v1/audit?limit=` | the caller's newest audit entries |
 //!
-//! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code.
+//! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; a rate limit
+//! answers 429 with `Retry-After`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -24,7 +25,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use toolshed_engine::{Caller, Decision, Engine, EngineError, Face, KeyRing, Outcome};
+use toolshed_engine::{
+    Caller, Decision, DecisionChannel, Engine, EngineError, Face, KeyRing, Outcome,
+};
 
 #[derive(Clone)]
 struct AppState {
@@ -47,11 +50,16 @@ pub fn router(engine: Engine, keys: KeyRing) -> Router {
         .with_state(AppState { engine, keys })
 }
 
-struct ApiError(StatusCode, Value);
+struct ApiError(StatusCode, Value, Option<u64>);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
+        let mut r = (self.0, Json(json!({"error": self.1}))).into_response();
+        if let Some(secs) = self.2 {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        r
     }
 }
 
@@ -64,7 +72,8 @@ impl From<EngineError> for ApiError {
             EngineError::MalformedArguments { .. }
             | EngineError::InvalidArguments { .. }
             | EngineError::InvalidDecision(_) => StatusCode::BAD_REQUEST,
-            EngineError::Denied { .. } => StatusCode::FORBIDDEN,
+            EngineError::Denied { .. } | EngineError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            EngineError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             EngineError::Expired { .. } => StatusCode::GONE,
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
             EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -73,7 +82,7 @@ impl From<EngineError> for ApiError {
             | EngineError::Store(_)
             | EngineError::JournalWrite { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError(status, e.to_json())
+        ApiError(status, e.to_json(), e.retry_after_secs())
     }
 }
 
@@ -81,6 +90,7 @@ fn bad_request(message: impl Into<String>) -> ApiError {
     ApiError(
         StatusCode::BAD_REQUEST,
         json!({"code": "bad_request", "message": message.into()}),
+        None,
     )
 }
 
@@ -98,6 +108,7 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
         None => Err(ApiError(
             StatusCode::UNAUTHORIZED,
             json!({"code": "unauthorized", "message": "missing or unknown API key: send 'Authorization: Bearer <key>'"}),
+            None,
         )),
     }
 }
@@ -232,6 +243,8 @@ async fn resume(
         .ok_or_else(|| bad_request("expected {\"decision\": \"approve\" | \"deny\"}"))?
         .parse()?;
     Ok(outcome_response(
-        s.engine.resume(&caller, &id, decision).await?,
+        s.engine
+            .resume(&caller, &id, decision, DecisionChannel::Human(Face::Http))
+            .await?,
     ))
 }

@@ -1,6 +1,8 @@
 //! The HTTP API in process: every `/v1` route on a bound listener, driven with reqwest. Two
 //! principals with API keys (`alice`, `bob`) may use `demo.*`; `secret.*` exists but is outside
-//! their role and must answer exactly like a missing tool.
+//! their role and must answer exactly like a missing tool. Alice decides her pending `demo.*`
+//! calls; `carol` may use `demo.*` but decide nothing; `root` decides everyone's; `dave` may make
+//! two calls a minute.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_engine::{Engine, EngineConfig, KeyRing, RateLimits};
 use toolshed_store::Store;
 
 struct Api {
@@ -66,35 +68,50 @@ async fn start() -> Api {
         ),
         |_ctx, _args| async { Ok(json!("hidden")) },
     ));
+    let role = |id: &str, patterns: &[&str], decide: &[&str]| Role {
+        id: id.into(),
+        patterns: patterns.iter().map(|p| p.to_string()).collect(),
+        decide: decide.iter().map(|p| p.to_string()).collect(),
+        ..Default::default()
+    };
+    let principal = |id: &str, roles: &[&str]| Principal {
+        id: id.into(),
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+    };
     let policy = Policy::new(
-        vec![Role {
-            id: "demo".into(),
-            name: "Demo".into(),
-            patterns: vec!["demo.*".into()],
-        }],
         vec![
-            Principal {
-                id: "alice".into(),
-                roles: vec!["demo".into()],
-            },
-            Principal {
-                id: "bob".into(),
-                roles: vec!["demo".into()],
-            },
+            role("demo", &["demo.*"], &[]),
+            role("demo_decider", &[], &["demo.*"]),
+            role("admin", &["*"], &["**"]),
+        ],
+        vec![
+            principal("alice", &["demo", "demo_decider"]),
+            principal("bob", &["demo"]),
+            principal("carol", &["demo"]),
+            principal("root", &["admin"]),
+            principal("dave", &["demo"]),
         ],
     )
     .unwrap();
+    let config = EngineConfig {
+        principal_rate_limits: [(
+            "dave".to_string(),
+            RateLimits {
+                calls_per_minute: 2,
+                scripts_per_minute: 0,
+            },
+        )]
+        .into(),
+        ..EngineConfig::default()
+    };
     let engine = Engine::new(
         Arc::new(SharedCatalog::new(b.build().unwrap())),
         policy,
         Store::open("sqlite::memory:").await.unwrap(),
-        EngineConfig::default(),
+        config,
     );
     let keys = KeyRing::new(
-        [
-            ("k-alice".to_string(), "alice".to_string()),
-            ("k-bob".to_string(), "bob".to_string()),
-        ],
+        ["alice", "bob", "carol", "root", "dave"].map(|p| (format!("k-{p}"), p.to_string())),
         None,
     );
     let app = toolshed_http::router(engine, keys);
@@ -582,4 +599,77 @@ async fn audit_shows_the_callers_own_entries() {
     assert_eq!(v["entries"].as_array().unwrap().len(), 1);
     let (s, v) = api.get("/v1/audit?limit=-1", "k-alice").await;
     assert_eq!(s, 400, "{v}");
+}
+
+/// A principal without `decide` cannot approve its own paused call over HTTP (403, and it stays
+/// paused); an administrator whose `decide` matches sees it in its list and approves it.
+#[tokio::test]
+async fn who_decides_over_http() {
+    let api = start().await;
+    let (s, v) = api
+        .post("/v1/tools/demo.delete/call", "k-carol", r#"{"what": "c"}"#)
+        .await;
+    assert_eq!(s, 202, "{v}");
+    let id = v["executionId"].as_str().unwrap().to_string();
+    let resume = format!("/v1/executions/{id}/resume");
+    let (s, v) = api
+        .post(&resume, "k-carol", r#"{"decision": "approve"}"#)
+        .await;
+    assert_eq!(s, 403, "{v}");
+    assert_eq!(code(&v), "forbidden");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("decide"),
+        "{v}"
+    );
+    let (_, v) = api.get(&format!("/v1/executions/{id}"), "k-carol").await;
+    assert_eq!(v["status"], "paused");
+    // Bob neither sees nor decides it; root does both.
+    let (s, _) = api
+        .post(&resume, "k-bob", r#"{"decision": "approve"}"#)
+        .await;
+    assert_eq!(s, 404);
+    let (_, v) = api.get("/v1/executions", "k-root").await;
+    let listed = v["executions"].as_array().unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|e| e["executionId"] == id.as_str() && e["principal"] == "carol"),
+        "{v}"
+    );
+    let (s, v) = api
+        .post(&resume, "k-root", r#"{"decision": "approve"}"#)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"], json!({"deleted": "c"}));
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 1);
+}
+
+/// Over its rate limit a principal gets 429 with `Retry-After`; others are unaffected.
+#[tokio::test]
+async fn rate_limited_calls_answer_429_with_retry_after() {
+    let api = start().await;
+    let body = r#"{"msg": "hi"}"#;
+    for _ in 0..2 {
+        let (s, v) = api.post("/v1/tools/demo.echo/call", "k-dave", body).await;
+        assert_eq!(s, 200, "{v}");
+    }
+    let r = api
+        .http
+        .post(format!("{}/v1/tools/demo.echo/call", api.base))
+        .bearer_auth("k-dave")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    let after: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&after), "{after}");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(code(&v), "rate_limited");
+    let (s, _) = api.post("/v1/tools/demo.echo/call", "k-bob", body).await;
+    assert_eq!(s, 200);
 }

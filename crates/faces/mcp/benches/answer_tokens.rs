@@ -76,6 +76,7 @@ fn main() {
                 id: "all".into(),
                 name: String::new(),
                 patterns: vec!["*".into()],
+                ..Default::default()
             }],
             vec![Principal {
                 id: "me".into(),

@@ -1,20 +1,28 @@
 //! Approval through MCP elicitation: a paused execution is put to the human via the client
 //! (`elicitation/create`, form mode) when the client supports it. Accept approves the pending
 //! call, decline denies it, cancel (or no support, or any failure) leaves it paused, to be settled
-//! later with `resume`, the HTTP API or the CLI.
+//! later with `resume`, the HTTP API or the CLI. The answer is a person's
+//! ([`DecisionChannel::Human`]); a caller whose policy does not let it decide the call is not
+//! asked.
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::ElicitationMode;
 use rmcp::{Peer, RoleServer};
-use toolshed_engine::{Caller, Decision, Engine, Outcome};
+use toolshed_engine::decisions::refusal;
+use toolshed_engine::{Caller, Decision, DecisionChannel, Engine, Face, Outcome};
+
+const CHANNEL: DecisionChannel = DecisionChannel::Human(Face::Mcp);
 
 /// At most this many approvals are asked in a row for one script.
 const MAX_ROUNDS: usize = 20;
 
-async fn ask(peer: &Peer<RoleServer>, outcome: &Outcome) -> Option<Decision> {
+async fn ask(peer: &Peer<RoleServer>, caller: &Caller, outcome: &Outcome) -> Option<Decision> {
     let Outcome::Paused { pending, .. } = outcome else {
         return None;
     };
+    if refusal(caller, &caller.principal, &pending.path, CHANNEL).is_some() {
+        return None;
+    }
     if !peer
         .supported_elicitation_modes()
         .contains(&ElicitationMode::Form)
@@ -59,11 +67,11 @@ pub(crate) async fn settle(
         return outcome;
     };
     for _ in 0..MAX_ROUNDS {
-        let Some(decision) = ask(peer, &outcome).await else {
+        let Some(decision) = ask(peer, caller, &outcome).await else {
             return outcome;
         };
         match engine
-            .resume(caller, outcome.execution_id(), decision)
+            .resume(caller, outcome.execution_id(), decision, CHANNEL)
             .await
         {
             Ok(next) => outcome = next,

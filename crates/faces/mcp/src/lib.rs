@@ -52,10 +52,21 @@ pub enum Identity {
 }
 
 /// Options of the MCP face.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct McpOptions {
     /// Also expose every allowed tool as a plain MCP tool.
     pub direct: bool,
+    /// Offer the `resume` meta-tool (the agent deciding, where policy allows); on by default.
+    pub resume_tool: bool,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self {
+            direct: false,
+            resume_tool: true,
+        }
+    }
 }
 
 /// The MCP server handler. One per session; cheap to clone.
@@ -180,7 +191,7 @@ impl ServerHandler for ToolshedMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let mut tools = meta::meta_tools(&self.engine, &caller);
+        let mut tools = meta::meta_tools(&self.engine, &caller, self.options.resume_tool);
         if self.options.direct {
             for d in self.engine.list_tools(&caller) {
                 let ann = ToolAnnotations::new()
@@ -209,7 +220,16 @@ impl ServerHandler for ToolshedMcp {
         let caller = self.caller(&ctx)?;
         let args = Value::Object(request.arguments.unwrap_or_default());
         let name = request.name.as_ref();
-        if let Some(r) = meta::call_meta(&self.engine, &caller, name, &args, Some(&ctx.peer)).await
+        let resume_tool = self.options.resume_tool;
+        if let Some(r) = meta::call_meta(
+            &self.engine,
+            &caller,
+            name,
+            &args,
+            Some(&ctx.peer),
+            resume_tool,
+        )
+        .await
         {
             return Ok(r.into());
         }

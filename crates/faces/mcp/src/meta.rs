@@ -4,14 +4,22 @@
 use rmcp::model::{CallToolResult, Tool as McpTool, ToolAnnotations};
 use rmcp::{Peer, RoleServer};
 use serde_json::{json, Value};
-use toolshed_engine::{Caller, Decision, Engine};
+use toolshed_engine::{Caller, Decision, DecisionChannel, Engine};
 
 use crate::{error_result, json_text, object_schema, outcome_result, text_result};
 
-/// Names of the meta-tools.
+/// Names of the meta-tools (`resume` is left out with `[mcp] resume_tool = false`).
 pub const META_TOOLS: [&str; 4] = ["search_tools", "read_tool", "run_script", "resume"];
 
-pub(crate) fn meta_tools(engine: &Engine, caller: &Caller) -> Vec<McpTool> {
+pub(crate) fn meta_tools(engine: &Engine, caller: &Caller, resume_tool: bool) -> Vec<McpTool> {
+    let mut tools = all_meta_tools(engine, caller);
+    if !resume_tool {
+        tools.retain(|t| t.name != "resume");
+    }
+    tools
+}
+
+fn all_meta_tools(engine: &Engine, caller: &Caller) -> Vec<McpTool> {
     let view = engine.view_summary(caller);
     vec![
         McpTool::new(
@@ -68,8 +76,9 @@ pub(crate) fn meta_tools(engine: &Engine, caller: &Caller) -> Vec<McpTool> {
         .with_annotations(ToolAnnotations::new().read_only(false).destructive(true).idempotent(false)),
         McpTool::new(
             "resume",
-            "Continue a paused execution after a human decided on its pending destructive call: decision \"approve\" runs \
-             it, \"deny\" makes it fail with an error the script can catch. Works from any session of the same principal.",
+            "Continue a paused execution after the user decided on its pending destructive call: decision \"approve\" runs \
+             it, \"deny\" makes it fail with an error the script can catch. Works from any session of the same principal, \
+             when its policy lets it decide its own calls (otherwise a person decides through the HTTP API or the CLI).",
             object_schema(json!({
                 "type": "object",
                 "properties": {
@@ -123,13 +132,15 @@ fn bad_args(tool: &str, what: &str) -> CallToolResult {
     )
 }
 
-/// Dispatches a meta-tool call; `None` when `name` is not a meta-tool.
+/// Dispatches a meta-tool call; `None` when `name` is not a meta-tool (`resume` is not one
+/// when `resume_tool` is off).
 pub(crate) async fn call_meta(
     engine: &Engine,
     caller: &Caller,
     name: &str,
     args: &Value,
     peer: Option<&Peer<RoleServer>>,
+    resume_tool: bool,
 ) -> Option<CallToolResult> {
     let s = |k: &str| args.get(k).and_then(Value::as_str);
     Some(match name {
@@ -178,7 +189,7 @@ pub(crate) async fn call_meta(
                 Err(e) => error_result(&e),
             }
         }
-        "resume" => {
+        "resume" if resume_tool => {
             let (Some(id), Some(decision)) = (s("executionId"), s("decision")) else {
                 return Some(bad_args(
                     name,
@@ -189,7 +200,11 @@ pub(crate) async fn call_meta(
                 Ok(d) => d,
                 Err(e) => return Some(error_result(&e)),
             };
-            match engine.resume(caller, id, decision).await {
+            // The agent decides through its own tool: the engine's rule says whether it may.
+            match engine
+                .resume(caller, id, decision, DecisionChannel::AgentTool)
+                .await
+            {
                 Ok(o) => outcome_result(&crate::elicit::settle(engine, caller, o, peer).await),
                 Err(e) => error_result(&e),
             }

@@ -75,6 +75,10 @@ async fn setup(
             id: "all".into(),
             name: String::new(),
             patterns: vec!["*".into()],
+            // Like the built-in local principal: decides everything, also through `resume`.
+            decide: vec!["**".into()],
+            self_decide: true,
+            ..Default::default()
         }],
         vec![Principal {
             id: "me".into(),

@@ -42,6 +42,7 @@ async fn clients_hear_about_catalog_changes() {
             id: "all".into(),
             name: String::new(),
             patterns: vec!["*".into()],
+            ..Default::default()
         }],
         vec![Principal {
             id: "me".into(),
@@ -58,7 +59,10 @@ async fn clients_hear_about_catalog_changes() {
     let server = ToolshedMcp::new(
         engine,
         Identity::Fixed("me".into()),
-        McpOptions { direct: true },
+        McpOptions {
+            direct: true,
+            ..Default::default()
+        },
     );
 
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);

@@ -1,4 +1,5 @@
 //! Integration tests of this crate, linked into one binary (one link, one process).
 
+mod decisions;
 mod elicitation;
 mod list_changed;
