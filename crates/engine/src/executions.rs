@@ -22,8 +22,8 @@
 //! and every call that completes during the resumed run is appended to the stored journal before
 //! its result reaches the script. If the process dies mid-run, the execution stays `running`;
 //! once it has been silent longer than a run can last (the wall clock or call timeout, plus
-//! [`crate::EngineConfig::recovery_grace`]) it is listed as `interrupted` and its owner can
-//! resume it again: the recorded decision is reused, journaled calls are answered from the
+//! [`crate::EngineConfig::recovery_grace`]) it is listed as `interrupted` and can be
+//! resumed again: the recorded decision is reused, journaled calls are answered from the
 //! journal, and only calls that had not completed run (again).
 //!
 //! Each journal write runs in its own task holding the run's copy of the record, so a run that

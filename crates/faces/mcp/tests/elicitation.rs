@@ -78,7 +78,6 @@ async fn setup(
             // Like the built-in local principal: decides everything, also through `resume`.
             decide: vec!["**".into()],
             self_decide: true,
-            ..Default::default()
         }],
         vec![Principal {
             id: "me".into(),
