@@ -171,9 +171,15 @@ fn pending_path(rec: &ExecutionRecord) -> Option<&str> {
     rec.pending.as_ref()?.get("path")?.as_str()
 }
 
+/// The journal's name for a call target. A tool path is kept at most
+/// [`crate::audit::MAX_PATH_BYTES`] long: longer paths never name a tool (they all answer
+/// `not_found`), so the journal of a script calling them stays small and replays the same.
 fn target_key(t: &Target) -> String {
     match t {
-        Target::Tool(p) => format!("tool:{p}"),
+        Target::Tool(p) => format!(
+            "tool:{}",
+            crate::audit::truncated(p, crate::audit::MAX_PATH_BYTES)
+        ),
         Target::Search => "search".into(),
         Target::Describe => "describe".into(),
     }

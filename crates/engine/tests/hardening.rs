@@ -142,6 +142,33 @@ async fn hostile_paths_keep_the_audit_log_small() {
     }
 }
 
+/// The journal of a paused script names each call's target at most 256 bytes long, so calls
+/// with huge names do not make the stored execution (or the run's memory) huge.
+#[tokio::test]
+async fn hostile_paths_keep_the_journal_small() {
+    let (e, store) = engine().await;
+    let root = e.caller("root", Face::Mcp);
+    let script = r#"
+        const long = "a".repeat(100000);
+        for (let i = 0; i < 50; i++) { try { await tools[long + i]({}); } catch (err) {} }
+        return await tools.demo.destroy({});
+    "#;
+    let out = e.run_script(&root, script).await.unwrap();
+    let Outcome::Paused { execution_id, .. } = out else {
+        panic!("{out:?}")
+    };
+    let rec = store.get_execution(&execution_id).await.unwrap().unwrap();
+    let journal = rec.journal.to_string();
+    assert_eq!(rec.journal.as_array().unwrap().len(), 50);
+    assert!(journal.len() < 50 * 1_000, "{} bytes", journal.len());
+    // Replayed on approval: the same answers, then the approved call.
+    let done = e
+        .resume(&root, &execution_id, Decision::Approve, HUMAN)
+        .await
+        .unwrap();
+    assert_eq!(done.to_json()["result"], json!({"destroyedBy": "root"}));
+}
+
 /// A failing script's error message is bounded like its result and logs.
 #[tokio::test]
 async fn script_error_messages_are_bounded() {
