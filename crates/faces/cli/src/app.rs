@@ -23,7 +23,11 @@ pub const STORE_POLL: Duration = Duration::from_secs(2);
 
 /// A running Toolshed: config, store, sources and engine.
 pub struct App {
+    /// The configuration, without literal API keys (they live on only as digests in `keys`).
     pub config: Config,
+    /// API keys → principals, for the network faces (an unreadable key is an error only for
+    /// the commands that serve them).
+    pub keys: Result<toolshed_engine::KeyRing, crate::config::ConfigError>,
     pub store: Store,
     pub engine: Engine,
     pub registry: Registry,
@@ -122,7 +126,12 @@ pub fn print_reports(reports: &[SourceReport]) {
 }
 
 impl App {
-    pub async fn build(config: Config) -> anyhow::Result<Self> {
+    pub async fn build(mut config: Config) -> anyhow::Result<Self> {
+        let keys = config.key_ring();
+        // The literal keys are not kept: only their digests, in the key ring.
+        for p in &mut config.principals {
+            p.api_keys.clear();
+        }
         let store = open_store(&config).await?;
         let sources = source_store(&config, &store)?;
         let plugins = plugins(&config, &store).await;
@@ -149,6 +158,7 @@ impl App {
         }
         Ok(Self {
             config,
+            keys,
             store,
             engine,
             registry,

@@ -426,7 +426,11 @@ async fn serve(
         return Ok(());
     }
     let addr = http.unwrap_or_else(|| app.config.http.addr.clone());
-    let keys = app.config.key_ring()?;
+    let keys = app
+        .keys
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .clone();
     let mut hosts = app.config.http.allowed_hosts.clone();
     if hosts.is_empty() {
         hosts = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
