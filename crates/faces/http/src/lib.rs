@@ -14,6 +14,9 @@
 //! | `GET /v1/audit?limit=` | the caller's newest audit entries |
 //!
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code.
+//!
+//! The binary puts [`guard`] (Host, Origin and content-type checks) in front of this router and
+//! the MCP routes together: see [`guard`](mod@guard).
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -25,6 +28,10 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use toolshed_engine::{Caller, Decision, Engine, EngineError, Face, KeyRing, Outcome};
+
+pub mod guard;
+
+pub use guard::{guard, GuardConfig, LOOPBACK_HOSTS};
 
 #[derive(Clone)]
 struct AppState {
