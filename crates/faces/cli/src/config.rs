@@ -186,15 +186,49 @@ impl std::fmt::Debug for N8nConfigFile {
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     pub addr: String,
-    /// Hosts accepted in the `Host` header of MCP requests (loopback only when empty).
+    /// Hosts accepted in the `Host` header of every request (`name`, `name:port`, or `*`);
+    /// loopback names with any port when empty.
     pub allowed_hosts: Vec<String>,
+    /// Browser origins besides the server's own that may call it (`https://app.example.com`).
+    pub allowed_origins: Vec<String>,
+    /// Listen on a non-loopback address although no principal has an API key.
+    pub insecure_listen: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     /// Also list every allowed tool as a plain MCP tool.
     pub direct: bool,
+    /// MCP sessions over HTTP, all principals together.
+    pub max_sessions: usize,
+    /// MCP sessions over HTTP of one principal.
+    pub max_sessions_per_principal: usize,
+    /// An MCP session without any request for this long is closed.
+    pub session_idle_secs: u64,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        let l = toolshed_mcp::SessionLimits::default();
+        Self {
+            direct: false,
+            max_sessions: l.max_sessions,
+            max_sessions_per_principal: l.max_per_principal,
+            session_idle_secs: l.idle.as_secs(),
+        }
+    }
+}
+
+impl McpConfig {
+    /// The session limits of the streamable HTTP transport.
+    pub fn session_limits(&self) -> toolshed_mcp::SessionLimits {
+        toolshed_mcp::SessionLimits {
+            max_sessions: self.max_sessions,
+            max_per_principal: self.max_sessions_per_principal,
+            idle: Duration::from_secs(self.session_idle_secs.max(1)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -264,6 +298,8 @@ impl Default for HttpConfig {
         Self {
             addr: "127.0.0.1:7777".into(),
             allowed_hosts: vec![],
+            allowed_origins: vec![],
+            insecure_listen: false,
         }
     }
 }
@@ -414,6 +450,11 @@ impl Config {
             });
         }
         (roles, principals)
+    }
+
+    /// Whether any principal has an API key (HTTP then needs one on every request).
+    pub fn has_api_keys(&self) -> bool {
+        self.principals.iter().any(|p| !p.api_keys.is_empty())
     }
 
     /// API keys → principals. With no keys configured, HTTP callers are the local principal

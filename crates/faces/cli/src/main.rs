@@ -3,6 +3,7 @@
 
 mod app;
 mod config;
+mod listen;
 mod sources_cmd;
 
 use std::io::Read;
@@ -145,6 +146,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         other => other,
     };
+    // Refuse an exposed address before anything starts (upstream children start in the build).
+    if let Command::Serve {
+        stdio: false, http, ..
+    } = &command
+    {
+        listen::check(http.as_deref().unwrap_or(&config.http.addr), &config).await?;
+    }
     // Listen before building: upstream children start during the build.
     let stop = matches!(command, Command::Serve { .. }).then(shutdown_signal);
     let app = App::build(config).await?;
@@ -421,17 +429,24 @@ async fn serve(
     }
     let addr = http.unwrap_or_else(|| app.config.http.addr.clone());
     let keys = app.config.key_ring()?;
-    let mut hosts = app.config.http.allowed_hosts.clone();
-    if hosts.is_empty() {
-        hosts = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    }
-    let router =
-        toolshed_http::router(app.engine.clone(), keys.clone()).merge(toolshed_mcp::http_router(
-            app.engine.clone(),
-            toolshed_mcp::Identity::Keys(keys),
-            options,
-            hosts,
-        ));
+    let http_config = &app.config.http;
+    let mcp = toolshed_mcp::http_router(
+        app.engine.clone(),
+        toolshed_mcp::Identity::Keys(keys.clone()),
+        options,
+        toolshed_mcp::HttpOptions {
+            allowed_hosts: http_config.allowed_hosts.clone(),
+            sessions: toolshed_mcp::SessionTable::new(app.config.mcp.session_limits()),
+        },
+    );
+    // One guard in front of every route: Host, Origin and content type.
+    let router = toolshed_http::guard(
+        toolshed_http::router(app.engine.clone(), keys).merge(mcp),
+        toolshed_http::GuardConfig {
+            allowed_hosts: http_config.allowed_hosts.clone(),
+            allowed_origins: http_config.allowed_origins.clone(),
+        },
+    );
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("binding {addr}"))?;

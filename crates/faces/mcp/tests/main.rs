@@ -2,3 +2,4 @@
 
 mod elicitation;
 mod list_changed;
+mod sessions;
