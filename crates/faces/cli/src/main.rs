@@ -1,9 +1,13 @@
 //! The `toolshed` command: `serve` (MCP over stdio or streamable HTTP plus the HTTP API) and CLI
 //! verbs that reach tools through the same engine as every other face.
 
+#[macro_use]
+mod output;
+
 mod app;
 mod config;
 mod listen;
+mod private;
 mod sources_cmd;
 
 use std::io::Read;
@@ -102,6 +106,7 @@ enum ApprovalAction {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    private::restrict_umask();
     let cli = Cli::parse();
     let stdio = matches!(cli.command, Command::Serve { stdio: true, .. });
     tracing_subscriber::fmt()
@@ -132,6 +137,9 @@ fn main() -> ExitCode {
     // A stdio session stopped by a signal leaves a blocking read of stdin behind; dropping the
     // runtime would wait for it forever. Everything that matters was shut down by `run`.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    if output::failed() {
+        return ExitCode::from(2);
+    }
     code
 }
 
@@ -189,30 +197,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .engine
                 .search(&caller, &query, limit, namespace.as_deref());
             if json_out {
-                println!("{}", serde_json::to_string_pretty(&answer)?);
+                outln!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
-                println!("{} matching tools", answer.total);
+                outln!("{} matching tools", answer.total);
                 for h in answer.hits {
                     let flag = if h.destructive { " [destructive]" } else { "" };
-                    println!("  {}{flag}\n      {} — {}", h.path, h.name, h.summary);
+                    outln!("  {}{flag}\n      {} — {}", h.path, h.name, h.summary);
                 }
             }
             ExitCode::SUCCESS
         }
         Command::Describe { path, schemas } => match app.engine.describe(&caller, &path, schemas) {
             Ok(d) if json_out => {
-                println!("{}", serde_json::to_string_pretty(&d)?);
+                outln!("{}", serde_json::to_string_pretty(&d)?);
                 ExitCode::SUCCESS
             }
             Ok(d) => {
-                println!("{}", d.text);
+                outln!("{}", d.text);
                 if schemas {
-                    println!(
+                    outln!(
                         "input schema: {}",
                         serde_json::to_string_pretty(&d.input_schema)?
                     );
                     if let Some(o) = &d.output_schema {
-                        println!("output schema: {}", serde_json::to_string_pretty(o)?);
+                        outln!("output schema: {}", serde_json::to_string_pretty(o)?);
                     }
                 }
                 ExitCode::SUCCESS
@@ -248,16 +256,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit { limit } => {
             let entries = app.store.recent_audit(limit.clamp(1, 10_000)).await?;
             if json_out {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&json!({"entries": entries}))?
                 );
             } else {
                 for e in entries {
                     let exec = e.execution_id.as_deref().unwrap_or("-");
-                    println!(
+                    outln!(
                         "{}  {:<8} {:<5} {:<10} {}  {} µs  exec {exec}  args {}",
-                        e.ts, e.principal, e.face, e.outcome, e.path, e.duration_us, e.args
+                        e.ts,
+                        e.principal,
+                        e.face,
+                        e.outcome,
+                        e.path,
+                        e.duration_us,
+                        e.args
                     );
                 }
             }
@@ -267,12 +281,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ApprovalAction::List => {
                 let list = app.engine.pending(&caller).await?;
                 if json_out {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string_pretty(&json!({"executions": list}))?
                     );
                 } else if list.is_empty() {
-                    println!("no paused executions");
+                    outln!("no paused executions");
                 } else {
                     for p in list {
                         let (path, args) = p
@@ -280,9 +294,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             .as_ref()
                             .map(|c| (c.path.clone(), c.args.to_string()))
                             .unwrap_or_default();
-                        println!(
+                        outln!(
                             "{}  {}  {}  {path} {args}",
-                            p.execution_id, p.status, p.kind
+                            p.execution_id,
+                            p.status,
+                            p.kind
                         );
                     }
                 }
@@ -328,7 +344,7 @@ fn read_stdin() -> anyhow::Result<String> {
 
 fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
     if json_out {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
         );
@@ -338,7 +354,7 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
                 for l in logs {
                     eprintln!("[{}] {}", l.level, l.message);
                 }
-                println!("{}", pretty(result));
+                outln!("{}", pretty(result));
             }
             Outcome::Failed { error, logs, .. } => {
                 for l in logs {
@@ -351,7 +367,7 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
                 pending,
                 ..
             } => {
-                println!(
+                outln!(
                     "paused: '{}' needs approval\n  args: {}\n  approve: toolshed approvals approve {execution_id}\n  deny:    toolshed approvals deny {execution_id}",
                     pending.path, pending.args
                 );
@@ -366,7 +382,7 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
 
 fn report_error(e: &EngineError, json_out: bool) -> ExitCode {
     if json_out {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({"error": e.to_json()})).unwrap_or_default()
         );
