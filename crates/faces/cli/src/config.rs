@@ -617,6 +617,39 @@ auth = { type = "bearer", token = "pets-token-literal-5" }
     }
 
     #[test]
+    fn listener_and_session_settings() {
+        let d = Config::default();
+        assert!(!d.http.insecure_listen && d.http.allowed_origins.is_empty());
+        assert_eq!(
+            d.mcp.session_limits(),
+            toolshed_mcp::SessionLimits::default()
+        );
+        assert!(!d.has_api_keys());
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+[http]
+allowed_hosts = ["tools.example.com"]
+allowed_origins = ["https://app.example.com"]
+insecure_listen = true
+[mcp]
+max_sessions = 50
+max_sessions_per_principal = 5
+session_idle_secs = 90
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        assert_eq!(c.http.allowed_origins, ["https://app.example.com"]);
+        assert!(c.http.insecure_listen);
+        let l = c.mcp.session_limits();
+        assert_eq!((l.max_sessions, l.max_per_principal), (50, 5));
+        assert_eq!(l.idle, Duration::from_secs(90));
+    }
+
+    #[test]
     fn file_roles_and_keys() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("toolshed.toml");
