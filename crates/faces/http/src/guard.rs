@@ -203,42 +203,56 @@ fn bounded(text: &str) -> String {
     format!("{}…", &text[..end])
 }
 
-fn refuse(status: StatusCode, code: &str, message: String) -> Response {
-    (
+/// Why the guard refused a request: the JSON error it answers.
+struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+fn refuse(status: StatusCode, code: &'static str, message: String) -> Refusal {
+    Refusal {
         status,
-        Json(json!({"error": {"code": code, "message": message}})),
-    )
-        .into_response()
+        code,
+        message,
+    }
 }
 
 async fn check(State(rules): State<Rules>, req: Request, next: Next) -> Response {
-    let own = match request_authority(&req) {
-        Ok(a) => a,
-        Err(m) => return refuse(StatusCode::BAD_REQUEST, "bad_request", m),
-    };
+    match admit(&rules, &req) {
+        Ok(()) => next.run(req).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+fn admit(rules: &Rules, req: &Request) -> Result<(), Refusal> {
+    let own =
+        request_authority(req).map_err(|m| refuse(StatusCode::BAD_REQUEST, "bad_request", m))?;
     if let Some(hosts) = &rules.hosts {
         if !hosts.iter().any(|h| h.accepts(&own)) {
-            tracing::warn!(host = %own.host, "refused a request for a host that is not allowed (DNS rebinding?)");
-            return refuse(
+            tracing::warn!(host = %bounded(&own.host), "refused a request for a host that is not allowed (DNS rebinding?)");
+            return Err(refuse(
                 StatusCode::FORBIDDEN,
                 "forbidden_host",
                 format!(
                     "host '{}' is not allowed: add it to [http] allowed_hosts",
                     bounded(&own.host)
                 ),
-            );
+            ));
         }
     }
-    if let Err(r) = check_origin(&rules, req.headers(), &own) {
-        return r;
-    }
-    if let Err(r) = check_content_type(req.method(), req.headers()) {
-        return r;
-    }
-    next.run(req).await
+    check_origin(rules, req.headers(), &own)?;
+    check_content_type(req.method(), req.headers())
 }
 
-fn check_origin(rules: &Rules, headers: &HeaderMap, own: &Authority) -> Result<(), Response> {
+fn check_origin(rules: &Rules, headers: &HeaderMap, own: &Authority) -> Result<(), Refusal> {
     let Some(value) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
@@ -282,7 +296,7 @@ pub fn is_json_type(value: &str) -> bool {
             || (subtype.len() > 5 && subtype.to_ascii_lowercase().ends_with("+json")))
 }
 
-fn check_content_type(method: &Method, headers: &HeaderMap) -> Result<(), Response> {
+fn check_content_type(method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
     if !matches!(*method, Method::POST | Method::PUT | Method::PATCH) || !has_body(headers) {
         return Ok(());
     }
