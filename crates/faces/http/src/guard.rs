@@ -14,13 +14,17 @@
 //!    such as `; charset=utf-8` allowed) or a `+json` type such as `application/json-patch+json`
 //!    → 415 `unsupported_media_type`. The types a browser may send cross-site without asking
 //!    (`text/plain`, forms) are never JSON.
+//!
+//! Pages of an allowed origin also get CORS answers (preflight, `Access-Control-Allow-Origin`),
+//! so a browser lets them call the API and MCP with keys and JSON bodies.
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde_json::json;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// The loopback names accepted when no host is configured (any port).
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -38,8 +42,38 @@ pub struct GuardConfig {
 
 /// `router` with the guard in front of all of its routes.
 pub fn guard(router: Router, config: GuardConfig) -> Router {
+    let router = match cors(&config.allowed_origins) {
+        Some(layer) => router.layer(layer),
+        None => router,
+    };
     let rules = Rules::new(config);
     router.layer(axum::middleware::from_fn_with_state(rules, check))
+}
+
+/// CORS for the allowed origins (inside the guard: other origins never reach it).
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim().trim_end_matches('/')).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    let mcp = |n: &'static str| HeaderName::from_static(n);
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                mcp("x-api-key"),
+                mcp("mcp-session-id"),
+                mcp("mcp-protocol-version"),
+                mcp("last-event-id"),
+            ])
+            .expose_headers([mcp("mcp-session-id")]),
+    )
 }
 
 #[derive(Clone, Debug)]

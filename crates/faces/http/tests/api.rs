@@ -771,3 +771,50 @@ async fn cross_origin_requests_are_refused_unless_allowed() {
     let (s, _) = send(&api, "POST", "/v1/scripts", &[json_type], body).await;
     assert_eq!(s, 200, "no Origin");
 }
+
+/// Pages of an allowed origin get CORS answers, so a browser lets them send keys and JSON.
+#[tokio::test]
+async fn allowed_origins_get_cors_answers() {
+    let api = start().await;
+    let preflight = |origin: &'static str| {
+        api.http
+            .request(reqwest::Method::OPTIONS, format!("{}/v1/scripts", api.base))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type",
+            )
+            .send()
+    };
+    let r = preflight("https://app.example.com").await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let allow = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        allow(&r, "access-control-allow-origin"),
+        "https://app.example.com"
+    );
+    assert!(allow(&r, "access-control-allow-headers").contains("content-type"));
+    let r = preflight("https://evil.example").await.unwrap();
+    assert_eq!(r.status(), 403);
+    let r = api
+        .http
+        .post(format!("{}/v1/scripts", api.base))
+        .bearer_auth("k-alice")
+        .header("origin", "https://app.example.com")
+        .header("content-type", "application/json")
+        .body(r#"{"script": "return 1"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        allow(&r, "access-control-allow-origin"),
+        "https://app.example.com"
+    );
+}
