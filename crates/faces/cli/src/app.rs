@@ -34,8 +34,9 @@ pub struct App {
     pub sources: SourceStore,
 }
 
-/// Opens the configured database.
+/// Opens the configured database, after making the data directory private.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    crate::private::secure_data_dir(&config.data_dir())?;
     match &config.database_url {
         Some(url) => Store::open(url).await,
         None => Store::open_dir(&config.data_dir()).await,

@@ -199,8 +199,13 @@ impl std::fmt::Debug for N8nConfigFile {
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     pub addr: String,
-    /// Hosts accepted in the `Host` header of MCP requests (loopback only when empty).
+    /// Hosts accepted in the `Host` header of every request (`name`, `name:port`, or `*`);
+    /// loopback names with any port when empty.
     pub allowed_hosts: Vec<String>,
+    /// Browser origins besides the server's own that may call it (`https://app.example.com`).
+    pub allowed_origins: Vec<String>,
+    /// Listen on a non-loopback address although no principal has an API key.
+    pub insecure_listen: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -211,13 +216,34 @@ pub struct McpConfig {
     /// Offer the `resume` meta-tool, through which an agent decides its own pending calls where
     /// its roles allow `self_decide` (default true; false removes the tool).
     pub resume_tool: bool,
+    /// MCP sessions over HTTP, all principals together.
+    pub max_sessions: usize,
+    /// MCP sessions over HTTP of one principal.
+    pub max_sessions_per_principal: usize,
+    /// An MCP session without any request for this long is closed.
+    pub session_idle_secs: u64,
 }
 
 impl Default for McpConfig {
     fn default() -> Self {
+        let l = toolshed_mcp::SessionLimits::default();
         Self {
             direct: false,
             resume_tool: true,
+            max_sessions: l.max_sessions,
+            max_sessions_per_principal: l.max_per_principal,
+            session_idle_secs: l.idle.as_secs(),
+        }
+    }
+}
+
+impl McpConfig {
+    /// The session limits of the streamable HTTP transport.
+    pub fn session_limits(&self) -> toolshed_mcp::SessionLimits {
+        toolshed_mcp::SessionLimits {
+            max_sessions: self.max_sessions,
+            max_per_principal: self.max_sessions_per_principal,
+            idle: Duration::from_secs(self.session_idle_secs.max(1)),
         }
     }
 }
@@ -317,6 +343,8 @@ impl Default for HttpConfig {
         Self {
             addr: "127.0.0.1:7777".into(),
             allowed_hosts: vec![],
+            allowed_origins: vec![],
+            insecure_listen: false,
         }
     }
 }
@@ -501,6 +529,11 @@ impl Config {
             });
         }
         (roles, principals)
+    }
+
+    /// Whether any principal has an API key (HTTP then needs one on every request).
+    pub fn has_api_keys(&self) -> bool {
+        self.principals.iter().any(|p| !p.api_keys.is_empty())
     }
 
     /// API keys → principals. With no keys configured, HTTP callers are the local principal
@@ -689,6 +722,39 @@ auth = { type = "bearer", token = "pets-token-literal-5" }
         ] {
             assert!(text.contains(shown), "{shown} missing from {text}");
         }
+    }
+
+    #[test]
+    fn listener_and_session_settings() {
+        let d = Config::default();
+        assert!(!d.http.insecure_listen && d.http.allowed_origins.is_empty());
+        assert_eq!(
+            d.mcp.session_limits(),
+            toolshed_mcp::SessionLimits::default()
+        );
+        assert!(!d.has_api_keys());
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+[http]
+allowed_hosts = ["tools.example.com"]
+allowed_origins = ["https://app.example.com"]
+insecure_listen = true
+[mcp]
+max_sessions = 50
+max_sessions_per_principal = 5
+session_idle_secs = 90
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        assert_eq!(c.http.allowed_origins, ["https://app.example.com"]);
+        assert!(c.http.insecure_listen);
+        let l = c.mcp.session_limits();
+        assert_eq!((l.max_sessions, l.max_per_principal), (50, 5));
+        assert_eq!(l.idle, Duration::from_secs(90));
     }
 
     #[test]

@@ -1,8 +1,13 @@
 //! The `toolshed` command: `serve` (MCP over stdio or streamable HTTP plus the HTTP API) and CLI
 //! verbs that reach tools through the same engine as every other face.
 
+#[macro_use]
+mod output;
+
 mod app;
 mod config;
+mod listen;
+mod private;
 mod sources_cmd;
 
 use std::io::Read;
@@ -101,6 +106,7 @@ enum ApprovalAction {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    private::restrict_umask();
     let cli = Cli::parse();
     let stdio = matches!(cli.command, Command::Serve { stdio: true, .. });
     tracing_subscriber::fmt()
@@ -131,6 +137,9 @@ fn main() -> ExitCode {
     // A stdio session stopped by a signal leaves a blocking read of stdin behind; dropping the
     // runtime would wait for it forever. Everything that matters was shut down by `run`.
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    if output::failed() {
+        return ExitCode::from(2);
+    }
     code
 }
 
@@ -145,6 +154,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         other => other,
     };
+    // Refuse an exposed address before anything starts (upstream children start in the build).
+    if let Command::Serve {
+        stdio: false, http, ..
+    } = &command
+    {
+        listen::check(http.as_deref().unwrap_or(&config.http.addr), &config).await?;
+    }
     // Listen before building: upstream children start during the build.
     let stop = matches!(command, Command::Serve { .. }).then(shutdown_signal);
     let app = App::build(config).await?;
@@ -181,30 +197,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .engine
                 .search(&caller, &query, limit, namespace.as_deref());
             if json_out {
-                println!("{}", serde_json::to_string_pretty(&answer)?);
+                outln!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
-                println!("{} matching tools", answer.total);
+                outln!("{} matching tools", answer.total);
                 for h in answer.hits {
                     let flag = if h.destructive { " [destructive]" } else { "" };
-                    println!("  {}{flag}\n      {} — {}", h.path, h.name, h.summary);
+                    outln!("  {}{flag}\n      {} — {}", h.path, h.name, h.summary);
                 }
             }
             ExitCode::SUCCESS
         }
         Command::Describe { path, schemas } => match app.engine.describe(&caller, &path, schemas) {
             Ok(d) if json_out => {
-                println!("{}", serde_json::to_string_pretty(&d)?);
+                outln!("{}", serde_json::to_string_pretty(&d)?);
                 ExitCode::SUCCESS
             }
             Ok(d) => {
-                println!("{}", d.text);
+                outln!("{}", d.text);
                 if schemas {
-                    println!(
+                    outln!(
                         "input schema: {}",
                         serde_json::to_string_pretty(&d.input_schema)?
                     );
                     if let Some(o) = &d.output_schema {
-                        println!("output schema: {}", serde_json::to_string_pretty(o)?);
+                        outln!("output schema: {}", serde_json::to_string_pretty(o)?);
                     }
                 }
                 ExitCode::SUCCESS
@@ -240,16 +256,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit { limit } => {
             let entries = app.store.recent_audit(limit.clamp(1, 10_000)).await?;
             if json_out {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&json!({"entries": entries}))?
                 );
             } else {
                 for e in entries {
                     let exec = e.execution_id.as_deref().unwrap_or("-");
-                    println!(
+                    outln!(
                         "{}  {:<8} {:<5} {:<10} {}  {} µs  exec {exec}  args {}",
-                        e.ts, e.principal, e.face, e.outcome, e.path, e.duration_us, e.args
+                        e.ts,
+                        e.principal,
+                        e.face,
+                        e.outcome,
+                        e.path,
+                        e.duration_us,
+                        e.args
                     );
                 }
             }
@@ -259,12 +281,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ApprovalAction::List => {
                 let list = app.engine.pending(&caller).await?;
                 if json_out {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string_pretty(&json!({"executions": list}))?
                     );
                 } else if list.is_empty() {
-                    println!("no paused executions");
+                    outln!("no paused executions");
                 } else {
                     for p in list {
                         let (path, args) = p
@@ -272,9 +294,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             .as_ref()
                             .map(|c| (c.path.clone(), c.args.to_string()))
                             .unwrap_or_default();
-                        println!(
+                        outln!(
                             "{}  {}  {}  {path} {args}",
-                            p.execution_id, p.status, p.kind
+                            p.execution_id,
+                            p.status,
+                            p.kind
                         );
                     }
                 }
@@ -322,7 +346,7 @@ fn read_stdin() -> anyhow::Result<String> {
 
 fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
     if json_out {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&o.to_json()).unwrap_or_default()
         );
@@ -332,7 +356,7 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
                 for l in logs {
                     eprintln!("[{}] {}", l.level, l.message);
                 }
-                println!("{}", pretty(result));
+                outln!("{}", pretty(result));
             }
             Outcome::Failed { error, logs, .. } => {
                 for l in logs {
@@ -345,7 +369,7 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
                 pending,
                 ..
             } => {
-                println!(
+                outln!(
                     "paused: '{}' needs approval\n  args: {}\n  approve: toolshed approvals approve {execution_id}\n  deny:    toolshed approvals deny {execution_id}",
                     pending.path, pending.args
                 );
@@ -360,7 +384,7 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
 
 fn report_error(e: &EngineError, json_out: bool) -> ExitCode {
     if json_out {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({"error": e.to_json()})).unwrap_or_default()
         );
@@ -431,17 +455,24 @@ async fn serve(
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .clone();
-    let mut hosts = app.config.http.allowed_hosts.clone();
-    if hosts.is_empty() {
-        hosts = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    }
-    let router =
-        toolshed_http::router(app.engine.clone(), keys.clone()).merge(toolshed_mcp::http_router(
-            app.engine.clone(),
-            toolshed_mcp::Identity::Keys(keys),
-            options,
-            hosts,
-        ));
+    let http_config = &app.config.http;
+    let mcp = toolshed_mcp::http_router(
+        app.engine.clone(),
+        toolshed_mcp::Identity::Keys(keys.clone()),
+        options,
+        toolshed_mcp::HttpOptions {
+            allowed_hosts: http_config.allowed_hosts.clone(),
+            sessions: toolshed_mcp::SessionTable::new(app.config.mcp.session_limits()),
+        },
+    );
+    // One guard in front of every route: Host, Origin and content type.
+    let router = toolshed_http::guard(
+        toolshed_http::router(app.engine.clone(), keys).merge(mcp),
+        toolshed_http::GuardConfig {
+            allowed_hosts: http_config.allowed_hosts.clone(),
+            allowed_origins: http_config.allowed_origins.clone(),
+        },
+    );
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("binding {addr}"))?;

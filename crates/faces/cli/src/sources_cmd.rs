@@ -515,7 +515,7 @@ fn progress_bar(label: &str) -> Option<Progress> {
 }
 
 fn print_json(v: &Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -528,10 +528,10 @@ fn print_report(report: &Report) {
         } else {
             ""
         };
-        println!("  {}{flag}  {}", t.path, t.name);
+        outln!("  {}{flag}  {}", t.path, t.name);
     }
     for w in &report.warnings {
-        println!("  warning: {w}");
+        outln!("  warning: {w}");
     }
 }
 
@@ -564,7 +564,7 @@ fn plugin_namespaces(config: &Config) -> Vec<&'static str> {
 
 fn fail(json_out: bool, name: &str, message: &str) -> ExitCode {
     if json_out {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json!({"name": name, "error": message}))
                 .unwrap_or_default()
@@ -626,21 +626,21 @@ async fn add(
         }))?;
     } else {
         if common.dry_run {
-            println!(
+            outln!(
                 "dry run: '{name}' would add {} tools ({} warnings); nothing stored",
                 report.tools.len(),
                 report.warnings.len()
             );
             print_report(&report);
         } else {
-            println!(
+            outln!(
                 "added {} source '{name}': {} tools, {} warnings",
                 spec.kind(),
                 report.tools.len(),
                 report.warnings.len()
             );
             for w in &report.warnings {
-                println!("  warning: {w}");
+                outln!("  warning: {w}");
             }
         }
     }
@@ -702,12 +702,12 @@ async fn list(config: &Config, sources: &SourceStore, json_out: bool) -> anyhow:
             .collect();
         print_json(&json!({"sources": items}))?;
     } else if rows.is_empty() {
-        println!("no sources (add one with `toolshed sources add openapi|graphql|mcp NAME ...`)");
+        outln!("no sources (add one with `toolshed sources add openapi|graphql|mcp NAME ...`)");
     } else {
         for (spec, origin, _, error) in &rows {
             match error {
-                Some(e) => println!("{}  {origin}  unreadable: {e}", spec.name()),
-                None => println!(
+                Some(e) => outln!("{}  {origin}  unreadable: {e}", spec.name()),
+                None => outln!(
                     "{}  {}  {origin}  {}",
                     spec.name(),
                     spec.kind(),
@@ -729,7 +729,7 @@ async fn remove(
         if json_out {
             print_json(&json!({"name": name, "removed": true}))?;
         } else {
-            println!("removed source '{name}'");
+            outln!("removed source '{name}'");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -796,8 +796,8 @@ async fn refresh(
     } else {
         for r in &results {
             match r.get("error").and_then(Value::as_str) {
-                Some(e) => println!("{}: FAILED: {e}", r["name"].as_str().unwrap_or_default()),
-                None => println!(
+                Some(e) => outln!("{}: FAILED: {e}", r["name"].as_str().unwrap_or_default()),
+                None => outln!(
                     "{} ({}): {} tools, {} warnings",
                     r["name"].as_str().unwrap_or_default(),
                     r["kind"].as_str().unwrap_or_default(),

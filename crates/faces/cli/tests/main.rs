@@ -3,6 +3,7 @@
 mod audit_cli;
 mod cli_verbs;
 mod durability;
+mod listeners;
 mod mcp_e2e;
 mod n8n_live;
 mod n8n_mcp;

@@ -15,6 +15,9 @@
 //!
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; a rate limit
 //! answers 429 with `Retry-After`.
+//!
+//! The binary puts [`guard`] (Host, Origin and content-type checks) in front of this router and
+//! the MCP routes together: see [`guard`](mod@guard).
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -28,6 +31,10 @@ use serde_json::{json, Value};
 use toolshed_engine::{
     Caller, Decision, DecisionChannel, Engine, EngineError, Face, KeyRing, Outcome,
 };
+
+pub mod guard;
+
+pub use guard::{guard, GuardConfig, LOOPBACK_HOSTS};
 
 #[derive(Clone)]
 struct AppState {

@@ -2,7 +2,8 @@
 //! principals with API keys (`alice`, `bob`) may use `demo.*`; `secret.*` exists but is outside
 //! their role and must answer exactly like a missing tool. Alice decides her pending `demo.*`
 //! calls; `carol` may use `demo.*` but decide nothing; `root` decides everyone's; `dave` may make
-//! two calls a minute.
+//! two calls a minute. The router sits behind the listener guard as in the binary (loopback
+//! hosts, `https://app.example.com` as an allowed origin).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -114,7 +115,13 @@ async fn start() -> Api {
         ["alice", "bob", "carol", "root", "dave"].map(|p| (format!("k-{p}"), p.to_string())),
         None,
     );
-    let app = toolshed_http::router(engine, keys);
+    let app = toolshed_http::guard(
+        toolshed_http::router(engine, keys),
+        toolshed_http::GuardConfig {
+            allowed_hosts: vec![],
+            allowed_origins: vec!["https://app.example.com".into()],
+        },
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -181,7 +188,12 @@ async fn every_route_needs_a_known_key() {
             if let Some(k) = key {
                 req = req.bearer_auth(k);
             }
-            let r = req.body("{}").send().await.unwrap();
+            let r = req
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
             assert_eq!(r.status(), 401, "{method} {path} with {key:?}");
             let v: Value = r.json().await.unwrap();
             assert_eq!(code(&v), "unauthorized", "{v}");
@@ -672,4 +684,225 @@ async fn rate_limited_calls_answer_429_with_retry_after() {
     assert_eq!(code(&v), "rate_limited");
     let (s, _) = api.post("/v1/tools/demo.echo/call", "k-bob", body).await;
     assert_eq!(s, 200);
+/// A paused destructive call, for tests that try to approve it by other means.
+async fn paused_delete(api: &Api) -> String {
+    let (s, v) = api
+        .post(
+            "/v1/tools/demo.delete/call",
+            "k-alice",
+            r#"{"what": "all"}"#,
+        )
+        .await;
+    assert_eq!(s, 202, "{v}");
+    v["executionId"].as_str().unwrap().to_string()
+}
+
+/// A request with the given extra headers and body; returns (status, JSON body).
+async fn send(
+    api: &Api,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut req = api
+        .http
+        .request(method.parse().unwrap(), format!("{}{path}", api.base))
+        .bearer_auth("k-alice");
+    for (n, v) in headers {
+        req = req.header(*n, *v);
+    }
+    if let Some(b) = body {
+        req = req.body(b.to_string());
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, v)
+}
+
+/// A page in a browser may POST `text/plain` or a form without asking the server first: such
+/// bodies are refused with 415 before any route runs, and nothing is called.
+#[tokio::test]
+async fn bodies_that_are_not_json_are_refused() {
+    let api = start().await;
+    let script = json!({"script": "return await tools.demo.delete({what: 'x'})"}).to_string();
+    for ct in [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        for path in ["/v1/scripts", "/v1/tools/demo.echo/call"] {
+            let (s, v) = send(&api, "POST", path, &[("content-type", ct)], Some(&script)).await;
+            assert_eq!(s, 415, "{ct} {path}: {v}");
+            assert_eq!(code(&v), "unsupported_media_type", "{v}");
+            let m = v["error"]["message"].as_str().unwrap();
+            assert!(m.contains("application/json") && m.contains(ct), "{m}");
+        }
+    }
+    let (s, v) = send(&api, "POST", "/v1/scripts", &[], Some(&script)).await;
+    assert_eq!(s, 415, "a body without a type: {v}");
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 0);
+    let (s, v) = api.get("/v1/executions", "k-alice").await;
+    assert_eq!((s, v["executions"].clone()), (StatusCode::OK, json!([])));
+    // JSON with parameters, and +json types, pass.
+    let echo = r#"{"script": "return 1"}"#;
+    for ct in [
+        "application/json; charset=utf-8",
+        "application/json-patch+json",
+    ] {
+        let (s, v) = send(
+            &api,
+            "POST",
+            "/v1/scripts",
+            &[("content-type", ct)],
+            Some(echo),
+        )
+        .await;
+        assert_eq!(s, 200, "{ct}: {v}");
+    }
+}
+
+/// DNS rebinding: a page on another name that resolves to 127.0.0.1 sends its own Host. Every
+/// route refuses it, including the one that approves destructive calls.
+#[tokio::test]
+async fn foreign_hosts_are_refused_on_every_route() {
+    let api = start().await;
+    let id = paused_delete(&api).await;
+    let approve = format!("/v1/executions/{id}/resume");
+    let routes = [
+        ("GET", "/healthz", None),
+        ("GET", "/v1/tools", None),
+        ("GET", "/v1/executions", None),
+        ("GET", "/v1/audit", None),
+        ("POST", "/v1/scripts", Some(r#"{"script": "return 1"}"#)),
+        ("POST", approve.as_str(), Some(r#"{"decision": "approve"}"#)),
+    ];
+    for host in [
+        "evil.example",
+        "evil.example:7777",
+        "localhost.evil.example",
+    ] {
+        for (method, path, body) in &routes {
+            let headers = [("host", host), ("content-type", "application/json")];
+            let (s, v) = send(&api, method, path, &headers, *body).await;
+            assert_eq!(s, 403, "{method} {path} Host {host}: {v}");
+            assert_eq!(code(&v), "forbidden_host", "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("allowed_hosts"),
+                "{v}"
+            );
+        }
+    }
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 0);
+    // Loopback names with any port are the server's own.
+    for host in ["localhost:1", "127.0.0.1", "[::1]:7777"] {
+        let (s, v) = send(&api, "GET", "/v1/tools", &[("host", host)], None).await;
+        assert_eq!(s, 200, "{host}: {v}");
+    }
+    let (s, v) = send(
+        &api,
+        "POST",
+        &approve,
+        &[("host", "localhost"), ("content-type", "application/json")],
+        Some(r#"{"decision": "approve"}"#),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(api.deletes.load(Ordering::SeqCst), 1);
+}
+
+/// A cross-origin request from a browser is refused unless its origin is the server's own or
+/// listed in `allowed_origins`; requests without Origin (CLIs, SDKs) pass.
+#[tokio::test]
+async fn cross_origin_requests_are_refused_unless_allowed() {
+    let api = start().await;
+    let body = Some(r#"{"script": "return 7"}"#);
+    let json_type = ("content-type", "application/json");
+    for origin in [
+        "https://evil.example",
+        "http://localhost:1234",
+        "null",
+        "https://app.example.com:8443",
+    ] {
+        for (method, path, body) in [("GET", "/v1/tools", None), ("POST", "/v1/scripts", body)] {
+            let (s, v) = send(&api, method, path, &[("origin", origin), json_type], body).await;
+            assert_eq!(s, 403, "{origin} {method} {path}: {v}");
+            assert_eq!(code(&v), "forbidden_origin", "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("allowed_origins"),
+                "{v}"
+            );
+        }
+    }
+    let own = api.base.clone();
+    for origin in [own.as_str(), "https://app.example.com"] {
+        let (s, v) = send(
+            &api,
+            "POST",
+            "/v1/scripts",
+            &[("origin", origin), json_type],
+            body,
+        )
+        .await;
+        assert_eq!(s, 200, "{origin}: {v}");
+        assert_eq!(v["result"], 7);
+    }
+    let (s, _) = send(&api, "POST", "/v1/scripts", &[json_type], body).await;
+    assert_eq!(s, 200, "no Origin");
+}
+
+/// Pages of an allowed origin get CORS answers, so a browser lets them send keys and JSON.
+#[tokio::test]
+async fn allowed_origins_get_cors_answers() {
+    let api = start().await;
+    let preflight = |origin: &'static str| {
+        api.http
+            .request(reqwest::Method::OPTIONS, format!("{}/v1/scripts", api.base))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type",
+            )
+            .send()
+    };
+    let r = preflight("https://app.example.com").await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let allow = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        allow(&r, "access-control-allow-origin"),
+        "https://app.example.com"
+    );
+    assert!(allow(&r, "access-control-allow-headers").contains("content-type"));
+    let r = preflight("https://evil.example").await.unwrap();
+    assert_eq!(r.status(), 403);
+    let r = api
+        .http
+        .post(format!("{}/v1/scripts", api.base))
+        .bearer_auth("k-alice")
+        .header("origin", "https://app.example.com")
+        .header("content-type", "application/json")
+        .body(r#"{"script": "return 1"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        allow(&r, "access-control-allow-origin"),
+        "https://app.example.com"
+    );
 }

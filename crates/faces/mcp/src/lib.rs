@@ -16,10 +16,14 @@
 //! before 2026-07-28), the human is asked right away through the client; accept approves,
 //! decline denies, cancel leaves the execution paused for `resume`.
 //!
-//! Transports: [`serve_stdio`] and [`http_router`] (streamable HTTP, mounted at `/mcp`).
+//! Transports: [`serve_stdio`] and [`http_router`] (streamable HTTP, mounted at `/mcp`). Over
+//! HTTP the caller is authenticated before a session exists ([`admit`]), and sessions are
+//! bounded in total and per principal and end when idle ([`sessions`]).
 
+mod admit;
 mod elicit;
 mod meta;
+pub mod sessions;
 
 use std::sync::Arc;
 
@@ -34,6 +38,7 @@ use serde_json::{Map, Value};
 use toolshed_engine::{Caller, Engine, EngineError, Face, KeyRing, Outcome};
 
 pub use meta::{search_text, META_TOOLS};
+pub use sessions::{SessionLimits, SessionTable};
 
 /// Errors starting an MCP transport.
 #[derive(Debug, thiserror::Error)]
@@ -268,26 +273,57 @@ pub async fn serve_stdio(
     Ok(())
 }
 
-/// A router serving streamable HTTP MCP at `/mcp`.
+/// Options of the streamable HTTP transport.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// Hosts accepted in the `Host` header (loopback names when empty; `*` for any host).
+    pub allowed_hosts: Vec<String>,
+    /// The session table: its limits apply, and it shows the sessions that exist.
+    pub sessions: Arc<SessionTable>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: vec![],
+            sessions: SessionTable::new(SessionLimits::default()),
+        }
+    }
+}
+
+/// A router serving streamable HTTP MCP at `/mcp`: admission (authentication, session owner)
+/// first, then rmcp's service over [`sessions::CappedSessions`].
 pub fn http_router(
     engine: Engine,
     identity: Identity,
     options: McpOptions,
-    allowed_hosts: Vec<String>,
+    http: HttpOptions,
 ) -> axum::Router {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
-    let server = ToolshedMcp::new(engine, identity, options);
+    let identity = Arc::new(identity);
+    let server = ToolshedMcp {
+        engine,
+        identity: identity.clone(),
+        options,
+    };
     let mut config = StreamableHttpServerConfig::default();
-    if !allowed_hosts.is_empty() {
-        config.allowed_hosts = allowed_hosts;
+    if http.allowed_hosts.iter().any(|h| h.trim() == "*") {
+        config = config.disable_allowed_hosts();
+    } else if !http.allowed_hosts.is_empty() {
+        config.allowed_hosts = http.allowed_hosts;
     }
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions::CappedSessions::new(http.sessions.clone())),
         config,
     );
-    axum::Router::new().nest_service("/mcp", service)
+    let gate = admit::Gate {
+        identity,
+        table: http.sessions,
+    };
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(gate, admit::admit))
 }

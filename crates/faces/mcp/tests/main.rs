@@ -3,3 +3,4 @@
 mod decisions;
 mod elicitation;
 mod list_changed;
+mod sessions;

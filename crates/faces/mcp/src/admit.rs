@@ -1,0 +1,115 @@
+//! Admission of streamable-HTTP MCP requests, in front of rmcp's service: the caller is
+//! authenticated (API key, or the anonymous principal when no keys exist) before any session
+//! exists, so an unauthenticated `initialize` answers 401 without touching the session manager.
+//! A request naming another principal's session answers 404 like an unknown one. The request
+//! then runs with an [`Admission`] naming its principal; when [`CappedSessions`] refuses a new
+//! session over a limit, the answer is 429 (per principal) or 503 (in total) with a JSON-RPC
+//! error naming the limit.
+//!
+//! [`CappedSessions`]: crate::sessions::CappedSessions
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use toolshed_engine::KeyRing;
+
+use crate::sessions::{Admission, LimitHit, SessionTable, ADMISSION};
+use crate::Identity;
+
+/// What the admission middleware needs: who may connect, and the session table.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub(crate) identity: Arc<Identity>,
+    pub(crate) table: Arc<SessionTable>,
+}
+
+impl Gate {
+    fn principal(&self, headers: &HeaderMap) -> Option<String> {
+        match self.identity.as_ref() {
+            Identity::Fixed(p) => Some(p.clone()),
+            Identity::Keys(ring) => {
+                let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+                ring.principal(KeyRing::key_from_headers(
+                    h("authorization"),
+                    h("x-api-key"),
+                ))
+            }
+        }
+    }
+}
+
+/// A JSON-RPC error (no request id: the body was not read) with an HTTP status.
+fn rpc_error(status: StatusCode, code: i64, message: String, data: Option<Value>) -> Response {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        error["data"] = d;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": error});
+    (status, axum::Json(body)).into_response()
+}
+
+fn unauthorized() -> Response {
+    let mut r = rpc_error(
+        StatusCode::UNAUTHORIZED,
+        -32001,
+        "missing or unknown API key: send 'Authorization: Bearer <key>'".into(),
+        None,
+    );
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+fn over_limit(hit: &LimitHit) -> Response {
+    let (status, max) = match hit {
+        LimitHit::Total { max } => (StatusCode::SERVICE_UNAVAILABLE, *max),
+        LimitHit::Principal { max, .. } => (StatusCode::TOO_MANY_REQUESTS, *max),
+    };
+    let mut r = rpc_error(
+        status,
+        -32000,
+        hit.to_string(),
+        Some(json!({"limit": hit.setting(), "max": max})),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+    r
+}
+
+pub(crate) async fn admit(State(gate): State<Gate>, req: Request, next: Next) -> Response {
+    let Some(principal) = gate.principal(req.headers()) else {
+        return unauthorized();
+    };
+    let session = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok());
+    if let Some(id) = session {
+        if gate.table.owner(id).is_some_and(|owner| owner != principal) {
+            return rpc_error(
+                StatusCode::NOT_FOUND,
+                -32001,
+                "session not found".into(),
+                None,
+            );
+        }
+    }
+    let admission = Arc::new(Mutex::new(Admission {
+        principal,
+        refused: None,
+    }));
+    let response = ADMISSION.scope(admission.clone(), next.run(req)).await;
+    let refused = admission
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .refused
+        .take();
+    match refused {
+        Some(hit) => over_limit(&hit),
+        None => response,
+    }
+}
