@@ -4,6 +4,8 @@
 //!   unspecified and CGNAT addresses (literal or DNS-resolved, redirects included) unless
 //!   [`OutboundConfig::allow_private`] is set, caps response sizes while streaming, and turns
 //!   non-2xx answers into [`toolshed_core::ToolError`]s of kind `Upstream`.
+//!   Redirects are followed hop by hop under the rule of [`redirect`].
+//! - [`redirect`] — credentials never follow a redirect to another origin.
 //! - [`net`] — the address classification and the filtering DNS resolver.
 //! - [`auth`] — [`AuthConfig`] (API key, bearer, basic, OAuth2 client credentials) applied to
 //!   requests, with cached and shared OAuth2 token fetches.
@@ -15,6 +17,7 @@ pub mod auth;
 pub mod client;
 pub mod error;
 pub mod net;
+pub mod redirect;
 pub mod secret;
 pub mod secretbox;
 

@@ -77,26 +77,73 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
-/// Replaces every occurrence of the given secrets in `text` with [`REDACTED`].
-pub fn redact(text: &str, secrets: &[&str]) -> String {
-    let mut out = text.to_string();
-    for s in secrets {
-        if s.len() >= 3 && out.contains(s) {
-            out = out.replace(s, REDACTED);
+/// Secrets shorter than this are not blanked out (they would match ordinary text).
+pub const MIN_SECRET_LEN: usize = 3;
+
+/// The base64 `user:password` an HTTP Basic `Authorization` header carries: a secret of its
+/// own, since a server may echo the header.
+pub fn basic_credential(user: &str, password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
+/// Every form in which a request may carry `secret`: the value itself and its URL-encoded
+/// forms (`%20` and `+` for spaces), as a query string or a form body sends it.
+pub fn carried_forms(secret: &str) -> Vec<String> {
+    let plus: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+    let pct = plus.replace('+', "%20");
+    let mut out = vec![secret.to_string()];
+    for form in [plus, pct] {
+        if !out.contains(&form) {
+            out.push(form);
         }
     }
     out
 }
 
-/// Replaces every occurrence of the given secrets inside the strings of `v` (keys are kept).
+/// The forms of `secrets` to blank out, longest first (so that no secret's tail survives the
+/// replacement of a shorter one it contains).
+fn forms(secrets: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .flat_map(|s| carried_forms(s))
+        .collect();
+    all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    all.dedup();
+    all
+}
+
+/// Replaces every occurrence of the given secrets in `text`, in every form a request carries
+/// them ([`carried_forms`]), with [`REDACTED`].
+pub fn redact(text: &str, secrets: &[&str]) -> String {
+    replace_forms(text, &forms(secrets))
+}
+
+fn replace_forms(text: &str, forms: &[String]) -> String {
+    let mut out = text.to_string();
+    for f in forms {
+        if out.contains(f.as_str()) {
+            out = out.replace(f.as_str(), REDACTED);
+        }
+    }
+    out
+}
+
+/// Replaces every occurrence of the given secrets (in every carried form) inside the strings
+/// of `v` (keys are kept).
 pub fn redact_value(v: &mut serde_json::Value, secrets: &[&str]) {
+    redact_value_forms(v, &forms(secrets));
+}
+
+fn redact_value_forms(v: &mut serde_json::Value, forms: &[String]) {
     use serde_json::Value;
     match v {
-        Value::String(s) if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) => {
-            *s = redact(s, secrets);
+        Value::String(s) if forms.iter().any(|f| s.contains(f.as_str())) => {
+            *s = replace_forms(s, forms);
         }
-        Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, secrets)),
-        Value::Object(m) => m.values_mut().for_each(|x| redact_value(x, secrets)),
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_value_forms(x, forms)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_value_forms(x, forms)),
         _ => {}
     }
 }
@@ -266,6 +313,25 @@ mod tests {
         assert_eq!(Secret::from_config("plain").unwrap().expose(), "plain");
         let s: Secret = serde_json::from_str("\"env:TOOLSHED_OUTBOUND_TEST_SECRET\"").unwrap();
         assert_eq!(s.expose(), "from-env");
+    }
+
+    #[test]
+    fn carried_forms_are_redacted_too() {
+        let secrets = ["p@ss word/1", "abc", "abcdef"];
+        let text = "q=p%40ss+word%2F1 h=p%40ss%20word%2F1 raw=p@ss word/1 long=abcdef";
+        let out = redact(text, &secrets);
+        assert_eq!(
+            out,
+            format!("q={REDACTED} h={REDACTED} raw={REDACTED} long={REDACTED}")
+        );
+        let b64 = basic_credential("user", "pw-1");
+        assert_eq!(b64, "dXNlcjpwdy0x");
+        let mut v = serde_json::json!({"h": format!("Basic {b64}"), "q": "k%2Bv"});
+        redact_value(&mut v, &[&b64, "k+v"]);
+        assert_eq!(
+            v,
+            serde_json::json!({"h": format!("Basic {REDACTED}"), "q": REDACTED})
+        );
     }
 
     #[test]
