@@ -783,7 +783,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
     let mut secrets: Vec<toolshed_outbound::Secret> = opts
         .scheme_credentials
         .values()
-        .flat_map(|c| c.secrets().into_iter().cloned())
+        .flat_map(SchemeCredentials::secrets)
         .collect();
     secrets.extend(
         opts.auth
