@@ -10,7 +10,6 @@
 //! - [`auth`] — [`AuthConfig`] (API key, bearer, basic, OAuth2 client credentials) applied to
 //!   requests, with cached and shared OAuth2 token fetches.
 //! - [`secret`] — [`Secret`], a string that never shows itself in Debug, Display or Serialize.
-//! - [`secretbox`] — [`SecretBox`], AES-256-GCM encryption of secrets at rest.
 //! - [`error`] — [`OutboundError`].
 
 pub mod auth;
@@ -19,11 +18,9 @@ pub mod error;
 pub mod net;
 pub mod redirect;
 pub mod secret;
-pub mod secretbox;
 
 pub use auth::{ApiKeyLocation, AuthConfig};
 pub use client::{Outbound, OutboundConfig, Response};
 pub use error::OutboundError;
 pub use reqwest::{Method, RequestBuilder, StatusCode};
 pub use secret::Secret;
-pub use secretbox::SecretBox;

@@ -25,19 +25,17 @@ impl Secret {
     }
 
     /// Reads a configuration string: `env:NAME` / `${NAME}` from the environment, else literal.
+    /// This is the one resolver of configured secrets (files, stored sources, the CLI).
     pub fn from_config(s: &str) -> Result<Self, OutboundError> {
-        let var = if let Some(name) = s.strip_prefix("env:") {
-            Some(name)
-        } else {
-            s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
-        };
-        match var {
-            Some(name) => std::env::var(name.trim()).map(Self::new).map_err(|e| {
-                OutboundError::MissingSecret {
-                    name: name.trim().to_string(),
-                    reason: format!("environment variable: {e}"),
-                }
-            }),
+        match env_ref(s) {
+            Some(name) => {
+                std::env::var(name)
+                    .map(Self::new)
+                    .map_err(|e| OutboundError::MissingSecret {
+                        name: name.to_string(),
+                        reason: format!("environment variable: {e}"),
+                    })
+            }
             None => Ok(Self::new(s)),
         }
     }
@@ -49,6 +47,24 @@ impl Secret {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// The environment variable a configuration string refers to (`env:NAME` or `${NAME}`), or
+/// `None` for a literal value.
+pub fn env_ref(s: &str) -> Option<&str> {
+    s.strip_prefix("env:")
+        .or_else(|| s.strip_prefix("${").and_then(|r| r.strip_suffix('}')))
+        .map(str::trim)
+}
+
+/// A configured secret as it may be shown (Debug, listings): an environment reference as it
+/// is, a literal value as [`REDACTED`].
+pub fn shown(s: &str) -> &str {
+    if env_ref(s).is_some() {
+        s
+    } else {
+        REDACTED
     }
 }
 
@@ -291,6 +307,16 @@ mod tests {
         assert!(!format!("{s}").contains("hunter2"));
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"[REDACTED]\"");
         assert_eq!(s.expose(), "hunter2");
+    }
+
+    #[test]
+    fn references_are_shown_and_literals_masked() {
+        assert_eq!(env_ref("env:A_B"), Some("A_B"));
+        assert_eq!(env_ref("${ A_B }"), Some("A_B"));
+        assert_eq!(env_ref("plain"), None);
+        assert_eq!(shown("env:A_B"), "env:A_B");
+        assert_eq!(shown("${A_B}"), "${A_B}");
+        assert_eq!(shown("hunter2"), REDACTED);
     }
 
     #[test]

@@ -351,7 +351,7 @@ fn foreign_token_url(
 
 /// Joins a relative token URL to the API's base URL.
 fn absolute_url(url: &str, base: Option<&str>) -> Option<String> {
-    if url.starts_with("http://") || url.starts_with("https://") {
+    if toolshed_core::is_url(url) {
         return Some(url.to_string());
     }
     let base = base?;
