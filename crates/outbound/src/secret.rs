@@ -199,13 +199,15 @@ pub fn scheme_credential(value: &str) -> Option<&str> {
     (SCHEMES.iter().any(|s| scheme.eq_ignore_ascii_case(s)) && !rest.is_empty()).then_some(rest)
 }
 
-/// Whether a header or environment variable name looks like it carries a credential
-/// (`Authorization`, `Cookie`, `X-Api-Key`, `GITHUB_TOKEN`, `DB_PASSWORD`, ...): its value is
-/// then a secret to keep out of logs, results and errors. Other names (`Accept-Language`,
-/// `LOG_LEVEL`) carry ordinary values that are not blanked out.
+/// Whether a header, environment variable or argument name looks like it carries a credential
+/// (`Authorization`, `Cookie`, `X-Api-Key`, `GITHUB_TOKEN`, `DB_PASSWORD`, `apiKey`, ...): its
+/// value is then a secret to keep out of logs, results, errors and the audit log. This is the
+/// one list of credential-like names. Other names (`Accept-Language`, `LOG_LEVEL`, `author`)
+/// carry ordinary values that are not blanked out.
 pub fn is_credential_name(name: &str) -> bool {
-    const MARKERS: [&str; 12] = [
-        "auth",
+    const MARKERS: [&str; 13] = [
+        "authorization",
+        "authentication",
         "token",
         "secret",
         "password",
@@ -214,10 +216,11 @@ pub fn is_credential_name(name: &str) -> bool {
         "session",
         "credential",
         "signature",
-        "private",
+        "privatekey",
         "apikey",
         "bearer",
     ];
+    const WORDS: [&str; 3] = ["key", "pat", "auth"];
     let lower = name.to_ascii_lowercase();
     let compact: String = lower
         .chars()
@@ -226,7 +229,7 @@ pub fn is_credential_name(name: &str) -> bool {
     MARKERS.iter().any(|m| compact.contains(m))
         || lower
             .split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|word| word == "key" || word == "pat")
+            .any(|word| WORDS.contains(&word))
 }
 
 #[cfg(test)]
@@ -284,6 +287,9 @@ mod tests {
             "OPENAI_API_KEY",
             "X-Session-Id",
             "GH_PAT",
+            "X-Auth",
+            "private_key",
+            "client_secret",
         ] {
             assert!(is_credential_name(n), "{n}");
         }
@@ -295,6 +301,9 @@ mod tests {
             "X-Tenant",
             "MONKEY",
             "PATH",
+            "author",
+            "authority",
+            "is_private",
         ] {
             assert!(!is_credential_name(n), "{n}");
         }
