@@ -38,6 +38,7 @@ fn doc() -> Value {
                          "responses": ok}
             },
             "/echo": {"get": {"operationId": "echo", "responses": ok}},
+            "/echo-fail": {"get": {"operationId": "echo_fail", "responses": ok}},
             "/files/{name}": {"get": {"operationId": "file",
                                       "parameters": [path_param("name", "string")],
                                       "responses": ok}}
@@ -87,6 +88,13 @@ async fn api(other: u16, paths: Seen) -> u16 {
                     .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or(""))))
                     .collect();
                 Json(json!({"headers": headers, "query": q}))
+            }),
+        )
+        .route(
+            "/echo-fail",
+            get(|h: HeaderMap, RawQuery(q): RawQuery| async move {
+                let text = format!("{h:?} {q:?}");
+                (StatusCode::FORBIDDEN, text).into_response()
             }),
         )
         .route(
@@ -223,7 +231,9 @@ async fn every_form_of_an_echoed_secret_is_blanked_out() {
         }
         let imp = import_with(api, auth);
         let out = call(op(&imp, "echo"), json!({})).await.unwrap();
-        let text = out.to_string();
+        // An error (what the audit log and the logs record) is blanked out the same way.
+        let e = call(op(&imp, "echo_fail"), json!({})).await.unwrap_err();
+        let text = format!("{out} {} {:?}", e.message, e.data);
         assert!(text.contains("[REDACTED]"), "{kind}: {text}");
         for s in secrets.iter().flat_map(|s| carried_forms(s)) {
             assert!(!text.contains(&s), "{kind}: {s} in {text}");
