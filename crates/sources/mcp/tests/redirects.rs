@@ -54,13 +54,16 @@ async fn redirector(other: u16) -> u16 {
     listen(app).await
 }
 
-/// Every way an HTTP upstream carries a credential: (kind, headers, query, secrets).
-fn auths() -> Vec<(
+/// One way an HTTP upstream carries a credential: (kind, headers, query, secrets).
+type Carrier = (
     &'static str,
     Vec<(String, String)>,
     &'static str,
     Vec<String>,
-)> {
+);
+
+/// Every way an HTTP upstream carries a credential.
+fn auths() -> Vec<Carrier> {
     let h = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
     let b64 = basic_credential("user", "basic-pw-1");
     vec![
