@@ -10,9 +10,11 @@
 //! - [`catalog`]: [`Catalog`], an immutable snapshot of all tools, and [`SharedCatalog`], the
 //!   atomically swapped handle to the current one.
 //! - [`policy`]: roles with dot-glob patterns, principals, and the per-principal [`Access`] view.
+//! - [`location`]: [`locate`] / [`is_url`], the one answer to "is this a URL or a file?".
 //! - [`schema`]: compiled JSON Schema validators whose errors name the JSON pointer and the rule.
 
 pub mod catalog;
+pub mod location;
 pub mod path;
 pub mod plugin;
 pub mod policy;
@@ -20,6 +22,7 @@ pub mod schema;
 pub mod tool;
 
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, Renamed, SharedCatalog};
+pub use location::{is_url, locate, Location};
 pub use path::{PathError, ToolPath};
 pub use plugin::{AuthProviderDef, Plugin};
 pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};

@@ -26,6 +26,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
+use toolshed_outbound::secret::{is_credential_name, REDACTED};
 use toolshed_store::{AuditEntry, Store};
 
 /// Entries written to the store in one statement at most.
@@ -79,34 +80,16 @@ pub fn bounded(mut e: AuditEntry) -> AuditEntry {
     e
 }
 
-/// Keys whose values never reach the audit log.
-fn is_secret_key(k: &str) -> bool {
-    let k = k.to_ascii_lowercase();
-    [
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "apikey",
-        "api_key",
-        "api-key",
-        "authorization",
-        "credential",
-        "private_key",
-        "cookie",
-    ]
-    .iter()
-    .any(|s| k.contains(s))
-}
-
-/// Replaces values under secret-looking keys with "***", recursively.
+/// Replaces the values under credential-like keys (the one rule of
+/// [`toolshed_outbound::secret::is_credential_name`]) with the one mask,
+/// [`toolshed_outbound::secret::REDACTED`], recursively.
 pub fn redact(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, v)| {
-                    if is_secret_key(k) {
-                        (k.clone(), Value::String("***".into()))
+                    if is_credential_name(k) {
+                        (k.clone(), Value::String(REDACTED.into()))
                     } else {
                         (k.clone(), redact(v))
                     }
@@ -272,6 +255,17 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("\"name\":\"x\""));
+    }
+
+    #[test]
+    fn audit_masks_with_the_one_mask_and_the_one_name_rule() {
+        let v = json!({"X-Session-Id": "sess-1", "GH_PAT": "pat-1", "author": "ann", "key": "k"});
+        let r = redact(&v);
+        // The same names as every other redaction, the same text as every other mask.
+        assert_eq!(r["X-Session-Id"], REDACTED);
+        assert_eq!(r["GH_PAT"], REDACTED);
+        assert_eq!(r["key"], REDACTED);
+        assert_eq!(r["author"], "ann");
     }
 
     fn entry(i: usize) -> AuditEntry {

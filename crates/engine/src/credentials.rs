@@ -46,15 +46,7 @@ pub enum CredentialConfig {
     },
 }
 
-/// A secret configuration value for Debug output: an `env:NAME` reference as is, a literal
-/// value as `[redacted]`.
-fn shown_secret(v: &str) -> &str {
-    if v.starts_with("env:") {
-        v
-    } else {
-        "[redacted]"
-    }
-}
+use toolshed_outbound::secret::shown as shown_secret;
 
 impl std::fmt::Debug for CredentialConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

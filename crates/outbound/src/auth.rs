@@ -55,16 +55,28 @@ pub enum AuthConfig {
 }
 
 impl AuthConfig {
-    /// The secret values of this configuration, for redacting text that might echo them.
-    pub fn secrets(&self) -> Vec<&str> {
+    /// The secret values of this configuration, for redacting text that might echo them,
+    /// including what a request derives from them: for `basic`, the base64 `user:password` the
+    /// `Authorization` header carries. ([`crate::secret::redact`] adds the URL-encoded forms.)
+    pub fn secrets(&self) -> Vec<String> {
         match self {
             AuthConfig::None => vec![],
-            AuthConfig::ApiKey { value, .. } => vec![value.expose()],
-            AuthConfig::Bearer { token } => vec![token.expose()],
-            AuthConfig::Basic { password, .. } => vec![password.expose()],
-            AuthConfig::OAuth2ClientCredentials { client_secret, .. } => {
-                vec![client_secret.expose()]
+            AuthConfig::ApiKey { value, .. } => vec![value.expose().to_string()],
+            AuthConfig::Bearer { token } => vec![token.expose().to_string()],
+            AuthConfig::Basic { username, password } => {
+                vec![
+                    password.expose().to_string(),
+                    crate::secret::basic_credential(username, password.expose()),
+                ]
             }
+            AuthConfig::OAuth2ClientCredentials {
+                client_id,
+                client_secret,
+                ..
+            } => vec![
+                client_secret.expose().to_string(),
+                crate::secret::basic_credential(client_id, client_secret.expose()),
+            ],
         }
     }
 

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::auth::{AuthConfig, TokenCache};
 use crate::error::OutboundError;
 use crate::net::{check_url, classify, find_refused, GuardedResolver, Refused};
+use crate::redirect;
 use crate::secret::Secret;
 
 /// How many characters of an error body are kept in errors.
@@ -126,24 +127,15 @@ impl std::fmt::Debug for Outbound {
 impl Outbound {
     /// Builds the client for `config`.
     pub fn new(config: OutboundConfig) -> Result<Self, OutboundError> {
-        let allow_private = config.allow_private;
-        let max_redirects = config.max_redirects;
-        let policy = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() > max_redirects {
-                return attempt.error(format!("more than {max_redirects} redirects"));
-            }
-            if let Err(e) = check_url(attempt.url(), allow_private) {
-                return attempt.error(e.to_string());
-            }
-            attempt.follow()
-        });
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
             .user_agent(config.user_agent.clone())
-            .redirect(policy)
+            .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
-            .dns_resolver(GuardedResolver { allow_private })
+            .dns_resolver(GuardedResolver {
+                allow_private: config.allow_private,
+            })
             .build()
             .map_err(|e| OutboundError::Http(describe(&e)))?;
         Ok(Self {
@@ -200,15 +192,44 @@ impl Outbound {
     }
 
     /// Sends a request and reads the whole body within the size cap, whatever the status.
+    ///
+    /// Redirects are followed here, hop by hop, under the rule of [`crate::redirect`]: every
+    /// hop is checked against the address guard, and a hop to another origin carries no
+    /// credentials (or is refused when the query it would repeat carried them).
     pub async fn send(&self, req: RequestBuilder) -> Result<Response, OutboundError> {
         let (client, req) = req.build_split();
-        let req = req.map_err(|e| OutboundError::Http(describe(&e)))?;
-        check_url(req.url(), self.inner.config.allow_private)?;
-        let host = req.url().host_str().unwrap_or_default().to_string();
-        let mut resp = client
-            .execute(req)
-            .await
-            .map_err(|e| map_reqwest(e, &host))?;
+        let mut req = req.map_err(|e| OutboundError::Http(describe(&e)))?;
+        let max = self.inner.config.max_redirects;
+        let mut hops = 0;
+        loop {
+            check_url(req.url(), self.inner.config.allow_private)?;
+            let host = req.url().host_str().unwrap_or_default().to_string();
+            let again = req.try_clone();
+            let resp = client
+                .execute(req)
+                .await
+                .map_err(|e| map_reqwest(e, &host))?;
+            let Some(target) = redirect::target(&resp) else {
+                return self.read(resp, &host).await;
+            };
+            let target = target.map_err(|reason| refused(&host, reason))?;
+            if hops == max {
+                return Err(refused(&host, format!("more than {max} redirects")));
+            }
+            hops += 1;
+            let prev = again
+                .ok_or_else(|| refused(&host, "the request body cannot be sent again".into()))?;
+            req = redirect::next_request(prev, resp.status(), target)
+                .map_err(|reason| refused(&host, reason))?;
+        }
+    }
+
+    /// Reads a response within the size cap.
+    async fn read(
+        &self,
+        mut resp: reqwest::Response,
+        host: &str,
+    ) -> Result<Response, OutboundError> {
         let limit = self.inner.config.max_response_bytes;
         let url = resp.url().clone();
         if resp.content_length().is_some_and(|n| n > limit) {
@@ -220,7 +241,7 @@ impl Outbound {
         let status = resp.status();
         let headers = resp.headers().clone();
         let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| map_reqwest(e, &host))? {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| map_reqwest(e, host))? {
             if body.len() as u64 + chunk.len() as u64 > limit {
                 return Err(OutboundError::TooLarge {
                     url: strip_query(&url),
@@ -253,6 +274,25 @@ impl Outbound {
         let req = self.request(Method::GET, url)?;
         Ok(self.send_checked(req).await?.text())
     }
+}
+
+/// A redirect that is not followed.
+fn refused(host: &str, reason: String) -> OutboundError {
+    OutboundError::Http(format!("redirect from {host} refused: {reason}"))
+}
+
+/// A bare HTTP client under the same guard as [`Outbound`], for transports that drive their
+/// own requests (streamable HTTP MCP): no proxies from the environment, the address-guarding
+/// resolver, no overall timeout, and redirects never followed, so a `3xx` can take no
+/// credential anywhere.
+pub fn unfollowing_client(allow_private: bool) -> Result<reqwest::Client, OutboundError> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(GuardedResolver { allow_private })
+        .build()
+        .map_err(|e| OutboundError::Http(describe(&e)))
 }
 
 fn strip_query(url: &url::Url) -> String {
@@ -290,10 +330,6 @@ fn map_reqwest(e: reqwest::Error, host: &str) -> OutboundError {
         };
     }
     let e = e.without_url();
-    if e.is_redirect() {
-        // The redirect policy reports refusals as text; keep it readable.
-        return OutboundError::Http(format!("redirect from {host} refused: {}", describe(&e)));
-    }
     if e.is_timeout() {
         return OutboundError::Timeout(format!("{host}: {}", describe(&e)));
     }

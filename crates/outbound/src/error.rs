@@ -26,8 +26,6 @@ pub enum OutboundError {
     Token { url: String, reason: String },
     #[error("secret '{name}' is not available: {reason}")]
     MissingSecret { name: String, reason: String },
-    #[error("secret box: {0}")]
-    SecretBox(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -43,7 +41,7 @@ impl OutboundError {
             OutboundError::Token { .. } | OutboundError::MissingSecret { .. } => {
                 ToolErrorKind::Unauthorized
             }
-            OutboundError::SecretBox(_) | OutboundError::Io(_) => ToolErrorKind::Internal,
+            OutboundError::Io(_) => ToolErrorKind::Internal,
             OutboundError::TooLarge { .. }
             | OutboundError::Status { .. }
             | OutboundError::Http(_) => ToolErrorKind::Upstream,

@@ -109,6 +109,40 @@ pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), OutboundErro
     }
 }
 
+/// Checks a URL before a transport connects on its own: a literal address directly, a name by
+/// resolving it now (every answer must be public), so that a refusal comes early and names the
+/// address. The resolver of the client ([`GuardedResolver`]) still checks every connection.
+pub async fn check_host(url: &url::Url, allow_private: bool) -> Result<(), OutboundError> {
+    check_url(url, allow_private)?;
+    if allow_private {
+        return Ok(());
+    }
+    let Some(url::Host::Domain(name)) = url.host() else {
+        return Ok(());
+    };
+    let port = url.port_or_known_default().unwrap_or(443);
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
+        .await
+        .map_err(|e| OutboundError::Http(format!("cannot resolve {name}: {e}")))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(OutboundError::Http(format!(
+            "{name} resolves to no address"
+        )));
+    }
+    match addrs
+        .iter()
+        .find_map(|a| classify(a.ip()).map(|c| (a.ip(), c)))
+    {
+        Some((addr, class)) => Err(OutboundError::PrivateAddress {
+            host: name.to_string(),
+            addr: addr.to_string(),
+            class,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The error the resolver returns when a name resolves only to refused addresses.
 #[derive(Debug, Clone)]
 pub struct Refused {
@@ -205,6 +239,26 @@ mod tests {
         assert_eq!(c("::ffff:127.0.0.1"), Some("loopback"));
         assert_eq!(c("64:ff9b::a00:1"), Some("private"));
         assert_eq!(c("2606:4700::1111"), None);
+    }
+
+    #[tokio::test]
+    async fn hosts_are_checked_by_literal_and_by_name() {
+        for u in [
+            "http://127.0.0.1:9/mcp",
+            "http://[::1]:9/mcp",
+            "http://10.0.0.5/mcp",
+            "http://localhost:9/mcp",
+        ] {
+            let url = url::Url::parse(u).unwrap();
+            let e = check_host(&url, false).await.unwrap_err();
+            assert!(
+                matches!(e, OutboundError::PrivateAddress { .. }),
+                "{u}: {e}"
+            );
+            assert!(check_host(&url, true).await.is_ok(), "{u}");
+        }
+        let url = url::Url::parse("http://93.184.215.14/mcp").unwrap();
+        assert!(check_host(&url, false).await.is_ok());
     }
 
     #[test]

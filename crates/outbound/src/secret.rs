@@ -25,19 +25,17 @@ impl Secret {
     }
 
     /// Reads a configuration string: `env:NAME` / `${NAME}` from the environment, else literal.
+    /// This is the one resolver of configured secrets (files, stored sources, the CLI).
     pub fn from_config(s: &str) -> Result<Self, OutboundError> {
-        let var = if let Some(name) = s.strip_prefix("env:") {
-            Some(name)
-        } else {
-            s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
-        };
-        match var {
-            Some(name) => std::env::var(name.trim()).map(Self::new).map_err(|e| {
-                OutboundError::MissingSecret {
-                    name: name.trim().to_string(),
-                    reason: format!("environment variable: {e}"),
-                }
-            }),
+        match env_ref(s) {
+            Some(name) => {
+                std::env::var(name)
+                    .map(Self::new)
+                    .map_err(|e| OutboundError::MissingSecret {
+                        name: name.to_string(),
+                        reason: format!("environment variable: {e}"),
+                    })
+            }
             None => Ok(Self::new(s)),
         }
     }
@@ -49,6 +47,24 @@ impl Secret {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// The environment variable a configuration string refers to (`env:NAME` or `${NAME}`), or
+/// `None` for a literal value.
+pub fn env_ref(s: &str) -> Option<&str> {
+    s.strip_prefix("env:")
+        .or_else(|| s.strip_prefix("${").and_then(|r| r.strip_suffix('}')))
+        .map(str::trim)
+}
+
+/// A configured secret as it may be shown (Debug, listings): an environment reference as it
+/// is, a literal value as [`REDACTED`].
+pub fn shown(s: &str) -> &str {
+    if env_ref(s).is_some() {
+        s
+    } else {
+        REDACTED
     }
 }
 
@@ -77,26 +93,73 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
-/// Replaces every occurrence of the given secrets in `text` with [`REDACTED`].
-pub fn redact(text: &str, secrets: &[&str]) -> String {
-    let mut out = text.to_string();
-    for s in secrets {
-        if s.len() >= 3 && out.contains(s) {
-            out = out.replace(s, REDACTED);
+/// Secrets shorter than this are not blanked out (they would match ordinary text).
+pub const MIN_SECRET_LEN: usize = 3;
+
+/// The base64 `user:password` an HTTP Basic `Authorization` header carries: a secret of its
+/// own, since a server may echo the header.
+pub fn basic_credential(user: &str, password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
+/// Every form in which a request may carry `secret`: the value itself and its URL-encoded
+/// forms (`%20` and `+` for spaces), as a query string or a form body sends it.
+pub fn carried_forms(secret: &str) -> Vec<String> {
+    let plus: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+    let pct = plus.replace('+', "%20");
+    let mut out = vec![secret.to_string()];
+    for form in [plus, pct] {
+        if !out.contains(&form) {
+            out.push(form);
         }
     }
     out
 }
 
-/// Replaces every occurrence of the given secrets inside the strings of `v` (keys are kept).
+/// The forms of `secrets` to blank out, longest first (so that no secret's tail survives the
+/// replacement of a shorter one it contains).
+fn forms(secrets: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .flat_map(|s| carried_forms(s))
+        .collect();
+    all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    all.dedup();
+    all
+}
+
+/// Replaces every occurrence of the given secrets in `text`, in every form a request carries
+/// them ([`carried_forms`]), with [`REDACTED`].
+pub fn redact(text: &str, secrets: &[&str]) -> String {
+    replace_forms(text, &forms(secrets))
+}
+
+fn replace_forms(text: &str, forms: &[String]) -> String {
+    let mut out = text.to_string();
+    for f in forms {
+        if out.contains(f.as_str()) {
+            out = out.replace(f.as_str(), REDACTED);
+        }
+    }
+    out
+}
+
+/// Replaces every occurrence of the given secrets (in every carried form) inside the strings
+/// of `v` (keys are kept).
 pub fn redact_value(v: &mut serde_json::Value, secrets: &[&str]) {
+    redact_value_forms(v, &forms(secrets));
+}
+
+fn redact_value_forms(v: &mut serde_json::Value, forms: &[String]) {
     use serde_json::Value;
     match v {
-        Value::String(s) if secrets.iter().any(|x| x.len() >= 3 && s.contains(x)) => {
-            *s = redact(s, secrets);
+        Value::String(s) if forms.iter().any(|f| s.contains(f.as_str())) => {
+            *s = replace_forms(s, forms);
         }
-        Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, secrets)),
-        Value::Object(m) => m.values_mut().for_each(|x| redact_value(x, secrets)),
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_value_forms(x, forms)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_value_forms(x, forms)),
         _ => {}
     }
 }
@@ -136,13 +199,15 @@ pub fn scheme_credential(value: &str) -> Option<&str> {
     (SCHEMES.iter().any(|s| scheme.eq_ignore_ascii_case(s)) && !rest.is_empty()).then_some(rest)
 }
 
-/// Whether a header or environment variable name looks like it carries a credential
-/// (`Authorization`, `Cookie`, `X-Api-Key`, `GITHUB_TOKEN`, `DB_PASSWORD`, ...): its value is
-/// then a secret to keep out of logs, results and errors. Other names (`Accept-Language`,
-/// `LOG_LEVEL`) carry ordinary values that are not blanked out.
+/// Whether a header, environment variable or argument name looks like it carries a credential
+/// (`Authorization`, `Cookie`, `X-Api-Key`, `GITHUB_TOKEN`, `DB_PASSWORD`, `apiKey`, ...): its
+/// value is then a secret to keep out of logs, results, errors and the audit log. This is the
+/// one list of credential-like names. Other names (`Accept-Language`, `LOG_LEVEL`, `author`)
+/// carry ordinary values that are not blanked out.
 pub fn is_credential_name(name: &str) -> bool {
-    const MARKERS: [&str; 12] = [
-        "auth",
+    const MARKERS: [&str; 13] = [
+        "authorization",
+        "authentication",
         "token",
         "secret",
         "password",
@@ -151,10 +216,11 @@ pub fn is_credential_name(name: &str) -> bool {
         "session",
         "credential",
         "signature",
-        "private",
+        "privatekey",
         "apikey",
         "bearer",
     ];
+    const WORDS: [&str; 3] = ["key", "pat", "auth"];
     let lower = name.to_ascii_lowercase();
     let compact: String = lower
         .chars()
@@ -163,7 +229,7 @@ pub fn is_credential_name(name: &str) -> bool {
     MARKERS.iter().any(|m| compact.contains(m))
         || lower
             .split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|word| word == "key" || word == "pat")
+            .any(|word| WORDS.contains(&word))
 }
 
 #[cfg(test)]
@@ -221,6 +287,9 @@ mod tests {
             "OPENAI_API_KEY",
             "X-Session-Id",
             "GH_PAT",
+            "X-Auth",
+            "private_key",
+            "client_secret",
         ] {
             assert!(is_credential_name(n), "{n}");
         }
@@ -232,6 +301,9 @@ mod tests {
             "X-Tenant",
             "MONKEY",
             "PATH",
+            "author",
+            "authority",
+            "is_private",
         ] {
             assert!(!is_credential_name(n), "{n}");
         }
@@ -244,6 +316,16 @@ mod tests {
         assert!(!format!("{s}").contains("hunter2"));
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"[REDACTED]\"");
         assert_eq!(s.expose(), "hunter2");
+    }
+
+    #[test]
+    fn references_are_shown_and_literals_masked() {
+        assert_eq!(env_ref("env:A_B"), Some("A_B"));
+        assert_eq!(env_ref("${ A_B }"), Some("A_B"));
+        assert_eq!(env_ref("plain"), None);
+        assert_eq!(shown("env:A_B"), "env:A_B");
+        assert_eq!(shown("${A_B}"), "${A_B}");
+        assert_eq!(shown("hunter2"), REDACTED);
     }
 
     #[test]
@@ -266,6 +348,25 @@ mod tests {
         assert_eq!(Secret::from_config("plain").unwrap().expose(), "plain");
         let s: Secret = serde_json::from_str("\"env:TOOLSHED_OUTBOUND_TEST_SECRET\"").unwrap();
         assert_eq!(s.expose(), "from-env");
+    }
+
+    #[test]
+    fn carried_forms_are_redacted_too() {
+        let secrets = ["p@ss word/1", "abc", "abcdef"];
+        let text = "q=p%40ss+word%2F1 h=p%40ss%20word%2F1 raw=p@ss word/1 long=abcdef";
+        let out = redact(text, &secrets);
+        assert_eq!(
+            out,
+            format!("q={REDACTED} h={REDACTED} raw={REDACTED} long={REDACTED}")
+        );
+        let b64 = basic_credential("user", "pw-1");
+        assert_eq!(b64, "dXNlcjpwdy0x");
+        let mut v = serde_json::json!({"h": format!("Basic {b64}"), "q": "k%2Bv"});
+        redact_value(&mut v, &[&b64, "k+v"]);
+        assert_eq!(
+            v,
+            serde_json::json!({"h": format!("Basic {REDACTED}"), "q": REDACTED})
+        );
     }
 
     #[test]

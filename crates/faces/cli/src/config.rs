@@ -11,6 +11,8 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 use toolshed_core::{Policy, Principal, Role};
 use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits};
+use toolshed_outbound::secret::{env_ref, shown as shown_secret, REDACTED};
+use toolshed_outbound::Secret;
 use toolshed_sandbox::Limits;
 use toolshed_sources::SourceSpec;
 
@@ -95,21 +97,20 @@ pub struct Config {
     pub search: SearchConfig,
 }
 
-/// A secret setting for Debug output: an `env:NAME` reference as is, a literal as `[redacted]`.
-fn shown_secret(v: &str) -> &str {
-    if v.starts_with("env:") {
-        v
-    } else {
-        "[redacted]"
-    }
+/// Resolves a configured secret with the one resolver ([`Secret::from_config`]): `env:NAME` or
+/// `${NAME}` from the environment, else the literal; `Err` names the missing variable.
+fn resolve_secret(v: &str) -> Result<String, String> {
+    Secret::from_config(v)
+        .map(|s| s.expose().to_string())
+        .map_err(|_| env_ref(v).unwrap_or_default().to_string())
 }
 
-/// A database URL for Debug output, without the password (`postgres://user:[redacted]@host`).
+/// A database URL for Debug output, without the password (`postgres://user:[REDACTED]@host`).
 fn shown_url(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
         if let Some((creds, host)) = rest.rsplit_once('@') {
             let user = creds.split_once(':').map_or(creds, |(u, _)| u);
-            return format!("{scheme}://{user}:[redacted]@{host}");
+            return format!("{scheme}://{user}:{REDACTED}@{host}");
         }
     }
     url.to_string()
@@ -177,13 +178,7 @@ pub struct N8nConfigFile {
 
 impl std::fmt::Debug for N8nConfigFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let secret = |v: &str| {
-            if v.starts_with("env:") {
-                v.to_string()
-            } else {
-                "[redacted]".to_string()
-            }
-        };
+        let secret = |v: &str| shown_secret(v).to_string();
         f.debug_struct("N8nConfigFile")
             .field("base_url", &self.base_url)
             .field("api_key", &secret(&self.api_key))
@@ -444,12 +439,8 @@ impl Config {
         let Some(n) = &self.n8n else {
             return Ok(None);
         };
-        let api_key = match n.api_key.strip_prefix("env:") {
-            Some(var) => std::env::var(var).map_err(|_| ConfigError::MissingN8nKeyEnv {
-                var: var.to_string(),
-            })?,
-            None => n.api_key.clone(),
-        };
+        let api_key =
+            resolve_secret(&n.api_key).map_err(|var| ConfigError::MissingN8nKeyEnv { var })?;
         Ok(Some(toolshed_sources::N8nSettings {
             base_url: n.base_url.clone(),
             api_key,
@@ -466,14 +457,8 @@ impl Config {
         match (&n.email, &n.password) {
             (None, None) => Ok(None),
             (Some(email), Some(password)) if !email.trim().is_empty() && !password.is_empty() => {
-                let password = match password.strip_prefix("env:") {
-                    Some(var) => {
-                        std::env::var(var).map_err(|_| ConfigError::MissingN8nPasswordEnv {
-                            var: var.to_string(),
-                        })?
-                    }
-                    None => password.clone(),
-                };
+                let password = resolve_secret(password)
+                    .map_err(|var| ConfigError::MissingN8nPasswordEnv { var })?;
                 Ok(Some(toolshed_sources::n8n::N8nLogin {
                     email: email.trim().to_string(),
                     password,
@@ -542,18 +527,15 @@ impl Config {
         let mut keys = Vec::new();
         for p in &self.principals {
             for (index, k) in p.api_keys.iter().enumerate() {
-                let key = match k.strip_prefix("env:") {
-                    Some(var) => std::env::var(var).map_err(|_| ConfigError::MissingKeyEnv {
-                        principal: p.id.clone(),
-                        var: var.to_string(),
-                    })?,
-                    None => k.clone(),
-                };
+                let key = resolve_secret(k).map_err(|var| ConfigError::MissingKeyEnv {
+                    principal: p.id.clone(),
+                    var,
+                })?;
                 if key.trim().is_empty() || p.id.trim().is_empty() {
                     return Err(ConfigError::EmptyApiKey {
                         principal: p.id.clone(),
                         index: index + 1,
-                        var: k.strip_prefix("env:").map(str::to_string),
+                        var: env_ref(k).map(str::to_string),
                     });
                 }
                 keys.push((key, p.id.clone()));
@@ -722,6 +704,40 @@ auth = { type = "bearer", token = "pets-token-literal-5" }
         ] {
             assert!(text.contains(shown), "{shown} missing from {text}");
         }
+    }
+
+    /// API keys, the n8n key and its password resolve like every other secret: `env:NAME` and
+    /// `${NAME}` alike, through the one resolver.
+    #[test]
+    fn secrets_resolve_through_the_one_resolver() {
+        std::env::set_var("TOOLSHED_CONFIG_TEST_BRACED_KEY", "k-braced");
+        std::env::set_var("TOOLSHED_CONFIG_TEST_BRACED_PW", "pw-braced");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        std::fs::write(
+            &f,
+            r#"
+[[principals]]
+id = "ops"
+api_keys = ["${TOOLSHED_CONFIG_TEST_BRACED_KEY}"]
+[n8n]
+base_url = "http://127.0.0.1:5678"
+api_key = "${TOOLSHED_CONFIG_TEST_BRACED_KEY}"
+email = "a@example.com"
+password = "${TOOLSHED_CONFIG_TEST_BRACED_PW}"
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        let ring = c.key_ring().unwrap();
+        assert_eq!(ring.principal(Some("k-braced")).as_deref(), Some("ops"));
+        assert_eq!(c.n8n_settings().unwrap().unwrap().api_key, "k-braced");
+        assert_eq!(c.n8n_login().unwrap().unwrap().password, "pw-braced");
+        let text = format!("{c:?}");
+        assert!(
+            !text.contains("pw-braced") && !text.contains("k-braced"),
+            "{text}"
+        );
     }
 
     #[test]

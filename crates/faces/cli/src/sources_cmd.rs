@@ -160,7 +160,7 @@ pub struct AuthArgs {
 /// Names the auth forms given, never their values.
 impl std::fmt::Debug for AuthArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let given = |o: &Option<String>| o.as_ref().map(|_| "***");
+        let given = |o: &Option<String>| o.as_ref().map(|_| toolshed_outbound::secret::REDACTED);
         f.debug_struct("AuthArgs")
             .field("bearer", &given(&self.bearer))
             .field("api_key_header", &given(&self.api_key_header))
@@ -844,7 +844,10 @@ mod tests {
         for secret in ["tok-123", "pw-456", "sec-789"] {
             assert!(!text.contains(secret), "{text}");
         }
-        assert!(text.contains("client") && text.contains("***"), "{text}");
+        assert!(
+            text.contains("client") && text.contains("[REDACTED]"),
+            "{text}"
+        );
     }
 
     #[test]

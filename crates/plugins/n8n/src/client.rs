@@ -51,7 +51,7 @@ impl std::fmt::Debug for N8nClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("N8nClient")
             .field("api_base", &self.api_base)
-            .field("api_key", &"[redacted]")
+            .field("api_key", &toolshed_outbound::secret::REDACTED)
             .field("login", &self.login)
             .finish()
     }
@@ -419,19 +419,14 @@ impl N8nClient {
         }
     }
 
-    /// `s` with the API key and the password replaced.
+    /// `s` with the API key and the password (in every form a request carries them) replaced.
     fn scrub(&self, s: &str) -> String {
-        let mut out = s.to_string();
         let password = self.login.as_ref().map(|l| l.password.as_str());
-        for secret in [Some(self.api_key.as_str()), password]
+        let secrets: Vec<&str> = [Some(self.api_key.as_str()), password]
             .into_iter()
             .flatten()
-        {
-            if secret.len() >= 4 {
-                out = out.replace(secret, "[redacted]");
-            }
-        }
-        out
+            .collect();
+        toolshed_outbound::secret::redact(s, &secrets)
     }
 }
 
@@ -483,7 +478,7 @@ mod tests {
         let c =
             N8nClient::new("http://h", "secret-key-123", Duration::from_secs(1), false).unwrap();
         assert!(!format!("{c:?}").contains("secret-key-123"));
-        assert_eq!(c.scrub("x secret-key-123 y"), "x [redacted] y");
+        assert_eq!(c.scrub("x secret-key-123 y"), "x [REDACTED] y");
     }
 
     #[test]

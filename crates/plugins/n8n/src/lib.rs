@@ -89,7 +89,7 @@ impl fmt::Debug for N8nLogin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("N8nLogin")
             .field("email", &self.email)
-            .field("password", &"[redacted]")
+            .field("password", &toolshed_outbound::secret::REDACTED)
             .finish()
     }
 }
@@ -117,7 +117,7 @@ impl fmt::Debug for N8nConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("N8nConfig")
             .field("base_url", &self.base_url)
-            .field("api_key", &"[redacted]")
+            .field("api_key", &toolshed_outbound::secret::REDACTED)
             .field("timeout", &self.timeout)
             .field("allow_private", &self.allow_private)
             .field("login", &self.login)
@@ -340,7 +340,7 @@ mod tests {
         });
         let s = format!("{c:?}");
         assert!(!s.contains("SECRET") && !s.contains("PASSWORD-XYZ"), "{s}");
-        assert!(s.contains("[redacted]") && s.contains("owner@example.com"));
+        assert!(s.contains("[REDACTED]") && s.contains("owner@example.com"));
         c.login.as_mut().unwrap().password.clear();
         let e = plugin(c).unwrap_err().to_string();
         assert!(e.contains("email and password"), "{e}");

@@ -1,29 +1,19 @@
 //! Scrubbing and shrinking JSON before an agent sees it.
 //!
 //! - [`scrub`] removes what must never leave the plugin: `resumeToken`, `contextData`, stack
-//!   traces, the headers n8n records of outgoing requests, and the values of credential-bearing
-//!   headers (`authorization`, `cookie`, API-key headers) wherever a `headers` object appears.
+//!   traces, the headers n8n records of outgoing requests, and the values of headers named like
+//!   a credential (`toolshed_outbound::secret::is_credential_name`) wherever a `headers` object
+//!   appears.
 //! - [`shrink`] caps long strings, long arrays and deep nesting, leaving a marker saying what
 //!   was cut.
 //! - [`estimate_tokens`] is a deliberately pessimistic token count used to hold the answer
 //!   budgets without shipping a tokenizer (the tests check it against o200k).
 
 use serde_json::{Map, Value};
+use toolshed_outbound::secret::{is_credential_name, REDACTED};
 
 /// Keys dropped wherever they appear.
 const DROPPED_KEYS: &[&str] = &["resumeToken", "contextData", "stack", "stackTrace"];
-
-/// Header names whose values are replaced by `[redacted]`.
-const SECRET_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "x-n8n-api-key",
-    "x-api-key",
-    "api-key",
-    "x-auth-token",
-];
 
 /// Removes secrets, stack traces and request headers from `v`, in place.
 pub fn scrub(v: &mut Value) {
@@ -38,8 +28,8 @@ pub fn scrub(v: &mut Value) {
             }
             if let Some(Value::Object(headers)) = map.get_mut("headers") {
                 for (name, value) in headers.iter_mut() {
-                    if SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                        *value = Value::String("[redacted]".into());
+                    if is_credential_name(name) {
+                        *value = Value::String(REDACTED.into());
                     }
                 }
             }
@@ -172,7 +162,7 @@ mod tests {
         assert_eq!(v["data"]["items"][0]["json"]["headers"]["host"], "h");
         assert_eq!(
             v["data"]["items"][0]["json"]["headers"]["Authorization"],
-            "[redacted]"
+            REDACTED
         );
     }
 

@@ -3,5 +3,6 @@
 mod budgets;
 mod common;
 mod live;
+mod redirects;
 mod replay_tools;
 mod server;

@@ -143,7 +143,7 @@ impl HttpClient {
         // Header values are secrets when the header carries a credential by its name
         // (`Authorization`, `X-Api-Key`, `Cookie`, ...) or the caller listed them; ordinary
         // values (`Accept-Language: en`) are not blanked out of results.
-        let mut secrets: Vec<String> = opts.auth.secrets().into_iter().map(String::from).collect();
+        let mut secrets: Vec<String> = opts.auth.secrets();
         secrets.extend(
             opts.headers
                 .iter()

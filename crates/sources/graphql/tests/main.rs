@@ -4,4 +4,5 @@ mod auth;
 mod common;
 mod large;
 mod live;
+mod outbound_safety;
 mod schemas;

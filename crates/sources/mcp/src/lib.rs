@@ -10,7 +10,6 @@
 //! - [`config`]: [`Transport`] and [`UpstreamConfig`].
 //! - [`upstream`]: [`Upstream`]: connect, list, change notifications, supervision, shutdown.
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
-//! - [`net`]: the outbound address policy for streamable HTTP (`allow_private`).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
 //!
 //! ```no_run
@@ -32,7 +31,6 @@
 pub mod config;
 pub mod error;
 pub mod mapping;
-pub mod net;
 pub mod upstream;
 
 pub use config::{Transport, UpstreamConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT};

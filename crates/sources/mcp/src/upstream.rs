@@ -67,12 +67,13 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use toolshed_core::{Tool, ToolContext, ToolError, ToolErrorKind, ToolHandler};
+use toolshed_outbound::client::unfollowing_client;
+use toolshed_outbound::net::check_host;
 use toolshed_outbound::secret::{redact, redact_outcome};
 
 use crate::config::{Transport, UpstreamConfig};
 use crate::error::McpSourceError;
 use crate::mapping::{convert_result, map_tools};
-use crate::net;
 
 /// The oldest MCP revision Toolshed accepts from an upstream.
 pub const MIN_PROTOCOL_VERSION: &str = "2025-06-18";
@@ -681,24 +682,25 @@ async fn attempt(
                 reason: format!("'{url}' is not a valid URL: {e}"),
             })?;
             if !cfg.allow_private {
-                match tokio::time::timeout_at(deadline, net::check_host(&parsed)).await {
+                match tokio::time::timeout_at(deadline, check_host(&parsed, false)).await {
                     Ok(Ok(())) => {}
-                    Ok(Err((host, reason))) => {
+                    Ok(Err(e)) => {
                         return Err(McpSourceError::PrivateAddress {
                             name: name.to_string(),
-                            host,
-                            reason,
+                            host: parsed.host_str().unwrap_or_default().to_string(),
+                            reason: e.to_string(),
                         }
                         .into())
                     }
                     Err(_) => return Err(timeout_error(": resolving the host".into()).into()),
                 }
             }
-            let http =
-                net::http_client(cfg.allow_private).map_err(|e| McpSourceError::InvalidConfig {
+            let http = unfollowing_client(cfg.allow_private).map_err(|e| {
+                McpSourceError::InvalidConfig {
                     name: name.to_string(),
                     reason: format!("cannot build the HTTP client: {e}"),
-                })?;
+                }
+            })?;
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(header_map(name, headers)?);
             let transport = StreamableHttpClientTransport::with_client(http, config);

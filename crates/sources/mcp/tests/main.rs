@@ -3,5 +3,6 @@
 mod common;
 mod http_upstream;
 mod protocol_versions;
+mod redirects;
 mod reference_servers;
 mod stdio_upstream;

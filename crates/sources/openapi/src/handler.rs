@@ -159,6 +159,25 @@ fn pairs_for(b: &ParamBinding, v: &Value) -> Vec<(String, String)> {
     }
 }
 
+/// A path-parameter value as one path segment: percent-encoded, with its dots encoded too when
+/// it is made only of dots or holds a `/` (so that no server that decodes `%2F` sees `..`).
+fn path_value(text: &str) -> String {
+    let enc = utf8_percent_encode(text, PATH_SEGMENT).to_string();
+    if text.contains('/') || text.chars().all(|c| c == '.') {
+        enc.replace('.', "%2E")
+    } else {
+        enc
+    }
+}
+
+/// A `.` or `..` segment, literal or percent-encoded: URL parsers remove it, or the segment
+/// before it, so a parameter value that becomes one would change the path, whatever the
+/// encoding.
+fn is_dot_segment(segment: &str) -> bool {
+    let s = segment.to_ascii_lowercase().replace("%2e", ".");
+    s == "." || s == ".."
+}
+
 fn joined(v: &Value) -> String {
     match v {
         Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(","),
@@ -225,8 +244,13 @@ impl OpenApiHandler {
                     } else {
                         joined(v)
                     };
-                    let enc = utf8_percent_encode(&text, PATH_SEGMENT).to_string();
-                    path = path.replace(&format!("{{{}}}", b.name), &enc);
+                    path = path.replace(&format!("{{{}}}", b.name), &path_value(&text));
+                    if path.split('/').any(is_dot_segment) {
+                        return Err(ToolError::invalid(format!(
+                            "path parameter '{}' may not be '.' or '..': it would change the path",
+                            b.prop
+                        )));
+                    }
                 }
                 Location::Query => {
                     if let Some(v) = v.filter(|v| !v.is_null()) {
@@ -361,6 +385,20 @@ mod tests {
             pairs_for(&b(Style::Exploded), &json!(true)),
             vec![("tags".into(), "true".into())]
         );
+    }
+
+    #[test]
+    fn dot_values_never_make_dot_segments() {
+        assert_eq!(path_value("v1.2"), "v1.2");
+        assert_eq!(path_value("../admin"), "%2E%2E%2Fadmin");
+        assert_eq!(path_value("%2e%2e"), "%252e%252e");
+        assert_eq!(path_value(".."), "%2E%2E");
+        for s in [".", "..", "%2E%2e", ".%2E", "%2e"] {
+            assert!(is_dot_segment(s), "{s}");
+        }
+        for s in ["...", "%252e%252e", "%2E%2E%2Fadmin", "a.b", ""] {
+            assert!(!is_dot_segment(s), "{s}");
+        }
     }
 
     #[test]

@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use toolshed_core::path::to_segment;
 use toolshed_core::tool::title_case;
-use toolshed_core::{Annotations, Pattern, Tool, ToolDef, ToolPath};
+use toolshed_core::{Annotations, Tool, ToolDef, ToolPath};
 use toolshed_outbound::{AuthConfig, Outbound};
 
 use crate::error::OpenApiError;
@@ -19,19 +18,6 @@ use crate::handler::{
 use crate::refs::{DocId, Docs};
 use crate::schema::{Converter, Deps, Mode, Version};
 use crate::security::{OperationAuth, SchemeCredentials, Security};
-
-/// Changes the annotations of, or hides, the tools whose path matches a dot-glob pattern.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Override {
-    /// A dot-glob over the tool path, e.g. `petstore.pet.*` or `github.**`.
-    pub pattern: String,
-    #[serde(default)]
-    pub destructive: Option<bool>,
-    #[serde(default)]
-    pub read_only: Option<bool>,
-    #[serde(default)]
-    pub hidden: bool,
-}
 
 /// Progress callback: (operations done, operations total).
 pub type Progress = Box<dyn Fn(usize, usize) + Send + Sync>;
@@ -55,7 +41,6 @@ pub struct ImportOptions {
     pub scheme_credentials: BTreeMap<String, SchemeCredentials>,
     /// The client for calls; a default (public addresses only) one is made when absent.
     pub outbound: Option<Outbound>,
-    pub overrides: Vec<Override>,
     /// The directory relative-file `$ref`s of the root document are resolved against.
     pub base_dir: Option<PathBuf>,
     pub progress: Option<Progress>,
@@ -69,7 +54,6 @@ impl std::fmt::Debug for ImportOptions {
             .field("spec_url", &self.spec_url)
             .field("auth", &self.auth)
             .field("scheme_credentials", &self.scheme_credentials)
-            .field("overrides", &self.overrides)
             .field("base_dir", &self.base_dir)
             .finish_non_exhaustive()
     }
@@ -161,13 +145,11 @@ fn server_url(servers: Option<&Value>) -> Option<Option<String>> {
     let first = servers?.as_array()?.first()?;
     let url = first.get("url")?.as_str()?;
     let url = substitute_vars(url, first);
-    Some(
-        if url.starts_with("http://") || url.starts_with("https://") {
-            Some(url)
-        } else {
-            None
-        },
-    )
+    Some(if toolshed_core::is_url(&url) {
+        Some(url)
+    } else {
+        None
+    })
 }
 
 fn content_pick(content: &Map<String, Value>) -> Option<(&str, &Value)> {
@@ -735,7 +717,7 @@ fn token_url_trust(opts: &ImportOptions) -> Option<(&'static str, &str)> {
     }
     opts.spec_url
         .as_deref()
-        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .filter(|u| toolshed_core::is_url(u))
         .map(|u| ("the URL the document was fetched from", u))
 }
 
@@ -757,19 +739,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         Some(p) if !p.is_empty() => p,
         _ => return Err(OpenApiError::NoPaths),
     };
-    let overrides: Vec<(Pattern, &Override)> = opts
-        .overrides
-        .iter()
-        .filter_map(|o| Pattern::parse(&o.pattern).ok().map(|p| (p, o)))
-        .collect();
     let mut result = Imported::default();
-    for o in &opts.overrides {
-        if let Err(e) = Pattern::parse(&o.pattern) {
-            result
-                .warnings
-                .push(format!("override pattern '{}' ignored: {e}", o.pattern));
-        }
-    }
     let outbound = match &opts.outbound {
         Some(o) => o.clone(),
         None => Outbound::with_defaults().map_err(|e| OpenApiError::Fetch {
@@ -783,7 +753,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
     let mut secrets: Vec<toolshed_outbound::Secret> = opts
         .scheme_credentials
         .values()
-        .flat_map(|c| c.secrets().into_iter().cloned())
+        .flat_map(SchemeCredentials::secrets)
         .collect();
     secrets.extend(
         opts.auth
@@ -947,29 +917,8 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                 description =
                     format!("[deprecated] {description}\n\nThis operation is deprecated upstream.");
             }
-            // Annotations and overrides.
-            let mut ann = default_annotations(method);
-            let mut hidden = false;
-            for (pat, o) in &overrides {
-                if pat.matches(tp.as_str()) {
-                    if let Some(d) = o.destructive {
-                        ann.destructive = d;
-                    }
-                    if let Some(r) = o.read_only {
-                        ann.read_only = r;
-                        if r {
-                            ann.destructive = o.destructive.unwrap_or(false);
-                        }
-                    }
-                    hidden |= o.hidden;
-                }
-            }
-            if hidden {
-                result
-                    .skipped
-                    .push((where_, format!("hidden by an override ({tool_path})")));
-                continue;
-            }
+            // Annotations by method; overrides are the registry's (`OverrideSpec`).
+            let ann = default_annotations(method);
             let mut def = ToolDef::new(tp, name, description.trim())
                 .with_input(input)
                 .with_annotations(ann);

@@ -22,7 +22,7 @@ pub mod security;
 
 pub use error::OpenApiError;
 pub use handler::OpenApiHandler;
-pub use import::{count_operations, detect_version, import, ImportOptions, Imported, Override};
+pub use import::{count_operations, detect_version, import, ImportOptions, Imported};
 pub use parse::{load_document, parse_document};
 pub use schema::Version;
 pub use security::{SchemeCredentials, SecurityWarning};

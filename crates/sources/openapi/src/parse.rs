@@ -84,17 +84,19 @@ fn yaml_to_json(v: serde_yaml::Value) -> Value {
 
 /// Loads a document from a file path or an `http(s)` URL (fetched through `outbound`).
 pub async fn load_document(location: &str, outbound: &Outbound) -> Result<Value, OpenApiError> {
-    if location.starts_with("http://") || location.starts_with("https://") {
-        let text = outbound
-            .get_text(location)
-            .await
-            .map_err(|e| OpenApiError::Fetch {
-                url: location.to_string(),
-                message: e.to_string(),
-            })?;
-        return parse_document(&text);
-    }
-    let path = location.strip_prefix("file://").unwrap_or(location);
+    let path = match toolshed_core::locate(location) {
+        toolshed_core::Location::File(path) => path,
+        toolshed_core::Location::Url(url) => {
+            let text = outbound
+                .get_text(url)
+                .await
+                .map_err(|e| OpenApiError::Fetch {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                })?;
+            return parse_document(&text);
+        }
+    };
     let text = tokio::fs::read_to_string(Path::new(path))
         .await
         .map_err(|e| OpenApiError::Read {

@@ -45,7 +45,7 @@ fn normalize(p: &Path) -> PathBuf {
 }
 
 fn is_remote(file: &str) -> bool {
-    file.starts_with("http://") || file.starts_with("https://") || file.starts_with("//")
+    toolshed_core::is_url(file) || file.starts_with("//")
 }
 
 fn collect_refs<'v>(v: &'v Value, out: &mut Vec<&'v str>) {

@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
+use toolshed_outbound::secret::basic_credential;
 use toolshed_outbound::{ApiKeyLocation, AuthConfig, Secret};
 
 use crate::error::OpenApiError;
@@ -66,15 +67,22 @@ impl SchemeCredentials {
         }
     }
 
-    /// The secret values, for redacting text that might echo them.
-    pub fn secrets(&self) -> Vec<&Secret> {
+    /// The secret values, for redacting text that might echo them, with what a request
+    /// derives from them (the base64 `user:password` of basic auth).
+    pub fn secrets(&self) -> Vec<Secret> {
+        let basic =
+            |user: &str, secret: &Secret| Secret::new(basic_credential(user, secret.expose()));
         match self {
-            SchemeCredentials::ApiKey { value } => vec![value],
-            SchemeCredentials::Bearer { token } => vec![token],
-            SchemeCredentials::Basic { password, .. } => vec![password],
-            SchemeCredentials::OAuth2ClientCredentials { client_secret, .. } => {
-                vec![client_secret]
+            SchemeCredentials::ApiKey { value } => vec![value.clone()],
+            SchemeCredentials::Bearer { token } => vec![token.clone()],
+            SchemeCredentials::Basic { username, password } => {
+                vec![password.clone(), basic(username, password)]
             }
+            SchemeCredentials::OAuth2ClientCredentials {
+                client_id,
+                client_secret,
+                ..
+            } => vec![client_secret.clone(), basic(client_id, client_secret)],
         }
     }
 }
@@ -343,7 +351,7 @@ fn foreign_token_url(
 
 /// Joins a relative token URL to the API's base URL.
 fn absolute_url(url: &str, base: Option<&str>) -> Option<String> {
-    if url.starts_with("http://") || url.starts_with("https://") {
+    if toolshed_core::is_url(url) {
         return Some(url.to_string());
     }
     let base = base?;

@@ -144,40 +144,6 @@ fn star_trek_without_operation_ids() {
 }
 
 #[test]
-fn overrides_change_flags_and_hide() {
-    use toolshed_openapi::{import, ImportOptions, Override};
-    let imp = import(
-        &common::fixture("star-trek.oas3.0.json"),
-        &ImportOptions {
-            namespace: "stapi".into(),
-            overrides: vec![
-                Override {
-                    pattern: "stapi.*.post_*_search".into(),
-                    read_only: Some(true),
-                    destructive: Some(false),
-                    hidden: false,
-                },
-                Override {
-                    pattern: "stapi.book.*".into(),
-                    hidden: true,
-                    ..Default::default()
-                },
-            ],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let s = tool(&imp, "stapi.animal.post_animal_search");
-    assert!(s.def.annotations.read_only && !s.def.annotations.destructive);
-    assert!(imp
-        .tools
-        .iter()
-        .all(|t| !t.def.path.as_str().starts_with("stapi.book.")));
-    assert_eq!(imp.tools.len(), 117);
-    assert_eq!(imp.skipped.len(), 3);
-}
-
-#[test]
 fn progress_is_reported() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;

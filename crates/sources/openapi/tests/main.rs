@@ -5,5 +5,6 @@ mod bad_input;
 mod common;
 mod end_to_end;
 mod fixtures;
+mod outbound_safety;
 mod real_specs;
 mod security;

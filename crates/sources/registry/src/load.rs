@@ -296,14 +296,10 @@ async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loa
     let doc = toolshed_openapi::load_document(&s.spec, &outbound)
         .await
         .map_err(|e| SourcesError::import(name, e))?;
-    let is_remote = s.spec.starts_with("http://") || s.spec.starts_with("https://");
-    let base_dir = (!is_remote)
-        .then(|| {
-            Path::new(s.spec.strip_prefix("file://").unwrap_or(&s.spec))
-                .parent()
-                .map(Path::to_path_buf)
-        })
-        .flatten();
+    let (is_remote, base_dir) = match toolshed_core::locate(&s.spec) {
+        toolshed_core::Location::Url(_) => (true, None),
+        toolshed_core::Location::File(f) => (false, Path::new(f).parent().map(Path::to_path_buf)),
+    };
     let opts = ImportOptions {
         namespace: name.to_string(),
         base_url: s.base_url.clone(),
@@ -311,7 +307,6 @@ async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loa
         auth,
         scheme_credentials: schemes,
         outbound: Some(outbound),
-        overrides: Vec::new(),
         base_dir,
         progress: progress.map(|p| Box::new(move |done, total| p(done, total)) as OpenApiProgress),
     };

@@ -10,7 +10,8 @@
 
 use std::path::Path;
 
-use toolshed_outbound::{Secret, SecretBox};
+use toolshed_outbound::Secret;
+use toolshed_sealed::SecretBox;
 
 use crate::error::SourcesError;
 use crate::spec::{is_env_ref, SourceSpec};

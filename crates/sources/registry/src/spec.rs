@@ -49,7 +49,7 @@ use toolshed_core::Pattern;
 use crate::error::SourcesError;
 
 /// What [`SourceSpec::redacted`] shows instead of a literal or sealed secret.
-pub const REDACTED: &str = "[REDACTED]";
+pub use toolshed_outbound::secret::REDACTED;
 
 /// One declared tool source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -511,8 +511,10 @@ impl SourceSpec {
     /// against `base`, so a stored spec works from any working directory.
     pub fn absolutize(&mut self, base: &Path) {
         let abs = |p: &mut String| {
-            if !is_url(p) && Path::new(p.as_str()).is_relative() {
-                *p = base.join(p.as_str()).display().to_string();
+            if let toolshed_core::Location::File(f) = toolshed_core::locate(p) {
+                if Path::new(f).is_relative() {
+                    *p = base.join(f).display().to_string();
+                }
             }
         };
         match self {
@@ -551,13 +553,10 @@ impl AuthSpec {
     }
 }
 
-/// `env:NAME` or `${NAME}`: a reference to an environment variable.
+/// `env:NAME` or `${NAME}`: a reference to an environment variable (the one rule:
+/// [`toolshed_outbound::secret::env_ref`]).
 pub fn is_env_ref(s: &str) -> bool {
-    s.starts_with("env:") || (s.starts_with("${") && s.ends_with('}'))
-}
-
-fn is_url(s: &str) -> bool {
-    s.starts_with("http://") || s.starts_with("https://") || s.starts_with("file://")
+    toolshed_outbound::secret::env_ref(s).is_some()
 }
 
 /// A source name is one tool-path segment: lowercase letters, digits and `_`.
@@ -575,7 +574,7 @@ pub fn validate_name(name: &str) -> Result<(), SourcesError> {
 }
 
 fn check_http_url(name: &str, field: &str, url: &str) -> Result<(), SourcesError> {
-    let ok = (url.starts_with("http://") || url.starts_with("https://"))
+    let ok = toolshed_core::is_url(url)
         && url.split("://").nth(1).is_some_and(|rest| {
             !rest.is_empty() && !rest.starts_with('/') && !rest.starts_with(':')
         });

@@ -12,7 +12,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use toolshed_core::{Plugin, SharedCatalog, Tool, ToolContext, ToolDef, ToolError, ToolPath};
-use toolshed_outbound::SecretBox;
+use toolshed_sealed::SecretBox;
 use toolshed_sources::{
     declare, dry_run, n8n_plugin, spawn_store_poll, AuthSpec, GraphqlSpec, KeyLocation, McpSpec,
     N8nSettings, OpenApiSpec, Origin, OverrideSpec, Registry, SchemeAuthKind, SchemeAuthSpec,
@@ -703,4 +703,43 @@ async fn per_scheme_credentials_reach_the_calls() {
         "{:?}",
         report.warnings
     );
+}
+
+/// The one override rule on a large real document (moved here with the only override type):
+/// flags are changed and a whole tag is hidden.
+#[test]
+fn overrides_change_flags_and_hide_on_a_real_document() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../openapi/tests/fixtures/star-trek.oas3.0.json");
+    let doc = toolshed_openapi::parse_document(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let opts = toolshed_openapi::ImportOptions {
+        namespace: "stapi".into(),
+        ..Default::default()
+    };
+    let imported = toolshed_openapi::import(&doc, &opts).unwrap();
+    let all = imported.tools.len();
+    let overrides = [
+        OverrideSpec {
+            pattern: "stapi.*.post_*_search".into(),
+            read_only: Some(true),
+            destructive: Some(false),
+            hidden: false,
+        },
+        OverrideSpec {
+            pattern: "stapi.book.*".into(),
+            hidden: true,
+            ..Default::default()
+        },
+    ];
+    let (tools, _) =
+        toolshed_sources::apply_overrides("stapi", imported.tools, &overrides).unwrap();
+    let search = tools
+        .iter()
+        .find(|t| t.def.path.as_str() == "stapi.animal.post_animal_search")
+        .unwrap();
+    assert!(search.def.annotations.read_only && !search.def.annotations.destructive);
+    assert!(tools
+        .iter()
+        .all(|t| !t.def.path.as_str().starts_with("stapi.book.")));
+    assert!(tools.len() < all && !tools.is_empty());
 }

@@ -1,6 +1,7 @@
-//! [`SecretBox`]: secrets at rest, sealed with AES-256-GCM.
+//! Secrets at rest: [`SecretBox`] seals them with AES-256-GCM.
 //!
-//! The key comes from an environment variable (base64 of 32 bytes) or from a key file that is
+//! Nothing here leaves the machine: stored sources keep their literal secrets sealed with this
+//! box (see `toolshed-sources`). The key comes from an environment variable (base64 of 32 bytes) or from a key file that is
 //! created with mode 0600 on first use. Sealed text is base64 of a 12-byte random nonce followed
 //! by the ciphertext and tag.
 
@@ -13,9 +14,18 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rand::RngCore;
 
-use crate::error::OutboundError;
-
 const NONCE_LEN: usize = 12;
+
+/// Why a key could not be had, or a sealed value could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SealedError {
+    #[error("secret box: {0}")]
+    Key(String),
+    #[error("secret box: {0}")]
+    Open(String),
+    #[error("secret box key file: {0}")]
+    Io(#[from] std::io::Error),
+}
 
 /// Encrypts and decrypts secrets with one AES-256-GCM key.
 #[derive(Clone)]
@@ -29,8 +39,12 @@ impl std::fmt::Debug for SecretBox {
     }
 }
 
-fn err(msg: impl Into<String>) -> OutboundError {
-    OutboundError::SecretBox(msg.into())
+fn err(msg: impl Into<String>) -> SealedError {
+    SealedError::Key(msg.into())
+}
+
+fn open_err(msg: impl Into<String>) -> SealedError {
+    SealedError::Open(msg.into())
 }
 
 impl SecretBox {
@@ -42,7 +56,7 @@ impl SecretBox {
     }
 
     /// A box for a base64-encoded 32-byte key.
-    pub fn from_base64(key: &str) -> Result<Self, OutboundError> {
+    pub fn from_base64(key: &str) -> Result<Self, SealedError> {
         let bytes = STANDARD
             .decode(key.trim())
             .map_err(|e| err(format!("key is not base64: {e}")))?;
@@ -61,7 +75,7 @@ impl SecretBox {
 
     /// Uses the key in `key_env` when set; else reads `key_file`, creating it (mode 0600) with a
     /// new random key when it does not exist.
-    pub fn from_env_or_file(key_env: &str, key_file: &Path) -> Result<Self, OutboundError> {
+    pub fn from_env_or_file(key_env: &str, key_file: &Path) -> Result<Self, SealedError> {
         if let Ok(k) = std::env::var(key_env) {
             if !k.trim().is_empty() {
                 return Self::from_base64(&k)
@@ -109,20 +123,20 @@ impl SecretBox {
     }
 
     /// Decrypts what [`SecretBox::seal`] produced; fails on a wrong key or tampering.
-    pub fn open(&self, sealed: &str) -> Result<String, OutboundError> {
+    pub fn open(&self, sealed: &str) -> Result<String, SealedError> {
         let bytes = STANDARD
             .decode(sealed.trim())
-            .map_err(|e| err(format!("sealed value is not base64: {e}")))?;
+            .map_err(|e| open_err(format!("sealed value is not base64: {e}")))?;
         if bytes.len() < NONCE_LEN + 16 {
-            return Err(err("sealed value is too short"));
+            return Err(open_err("sealed value is too short"));
         }
         let (nonce, ct) = bytes.split_at(NONCE_LEN);
-        let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| err("bad nonce"))?;
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| open_err("bad nonce"))?;
         let plain = self
             .cipher
             .decrypt(&Nonce::from(nonce), ct)
-            .map_err(|_| err("cannot open sealed value: wrong key or tampered data"))?;
-        String::from_utf8(plain).map_err(|_| err("sealed value is not UTF-8"))
+            .map_err(|_| open_err("cannot open sealed value: wrong key or tampered data"))?;
+        String::from_utf8(plain).map_err(|_| open_err("sealed value is not UTF-8"))
     }
 }
 
