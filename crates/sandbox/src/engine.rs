@@ -69,6 +69,21 @@ pub(crate) struct Job {
     pub det: Determinism,
     pub cancel: Arc<Cancel>,
     pub start: Instant,
+    /// How the loop waits for host replies: parking the thread (in process) or, in a worker
+    /// process, reading replies from the pipe.
+    pub wait: Option<Waiter>,
+}
+
+/// Blocks for at most the given time or until a host reply may have arrived.
+pub(crate) type Waiter = Arc<dyn Fn(Duration) + Send + Sync>;
+
+impl Job {
+    fn wait(&self, timeout: Duration) {
+        match &self.wait {
+            Some(w) => w(timeout),
+            None => std::thread::park_timeout(timeout),
+        }
+    }
 }
 
 /// What the thread hands back (the caller adds timing).
@@ -526,7 +541,8 @@ impl<'js> Loop<'_, 'js> {
             if now >= self.deadline {
                 return Status::Failed(self.timeout_error());
             }
-            std::thread::park_timeout(self.deadline - now);
+            // Reading replies from a worker's pipe is host work too.
+            self.cpu.exclude(|| self.job.wait(self.deadline - now));
         }
     }
 
@@ -741,7 +757,7 @@ impl<'js> Loop<'_, 'js> {
             if now >= self.deadline || self.job.cancel.is_cancelled() {
                 return;
             }
-            std::thread::park_timeout(self.deadline - now);
+            self.job.wait(self.deadline - now);
         }
     }
 }

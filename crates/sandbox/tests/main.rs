@@ -5,3 +5,4 @@ mod common;
 mod concurrency;
 mod limits;
 mod replay;
+mod workers;
