@@ -51,10 +51,19 @@ pub enum EngineError {
         path: String,
         reason: String,
     },
+    /// Every script slot is busy and the queue of waiting scripts is full.
+    #[error("{0}")]
+    Overloaded(toolshed_sandbox::Overloaded),
     #[error("invalid decision '{0}': use \"approve\" or \"deny\"")]
     InvalidDecision(String),
     #[error("storage failed: {0}")]
     Store(Box<toolshed_store::StoreError>),
+}
+
+impl From<toolshed_sandbox::Overloaded> for EngineError {
+    fn from(e: toolshed_sandbox::Overloaded) -> Self {
+        Self::Overloaded(e)
+    }
 }
 
 impl From<toolshed_store::StoreError> for EngineError {
@@ -92,6 +101,7 @@ impl EngineError {
             Self::AlreadySettled { .. } => "already_settled",
             Self::Busy { .. } => "busy",
             Self::JournalWrite { .. } => "journal_failed",
+            Self::Overloaded(_) => "overloaded",
             Self::InvalidDecision(_) => "invalid_decision",
             Self::Store(_) => "store",
         }
@@ -122,6 +132,7 @@ impl EngineError {
         !matches!(
             self,
             Self::Store(_)
+                | Self::Overloaded(_)
                 | Self::JournalWrite { .. }
                 | Self::BrokenSchema { .. }
                 | Self::Tool { .. }

@@ -50,6 +50,7 @@ pub fn is_worker() -> bool {
 /// The worker's main function: never returns.
 pub fn main() -> ! {
     let self_test = std::env::args_os().any(|a| a == SELF_TEST_ARG);
+    die_with_parent();
     set_limit(libc::RLIMIT_CORE, 0);
     let runner = std::thread::Builder::new()
         .name("toolshed-sandbox-worker".into())
@@ -60,6 +61,18 @@ pub fn main() -> ! {
         Err(_) => EXIT_THREAD,
     };
     std::process::exit(code)
+}
+
+/// The worker is killed when the server dies, so no orphan keeps running a script.
+fn die_with_parent() {
+    // SAFETY: plain prctl/getppid calls.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // The server may have died before the request took effect: we were reparented.
+        if libc::getppid() == 1 {
+            std::process::exit(0);
+        }
+    }
 }
 
 fn set_limit(resource: libc::__rlimit_resource_t, value: libc::rlim_t) {

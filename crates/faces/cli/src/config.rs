@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 use toolshed_core::{Policy, Principal, Role};
-use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing};
+use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, SandboxConfig};
 use toolshed_sandbox::Limits;
 use toolshed_sources::SourceSpec;
 
@@ -206,6 +206,11 @@ pub struct LimitsConfig {
     pub cpu_ms: u64,
     pub max_tool_calls: u32,
     pub call_timeout_ms: u64,
+    /// Scripts running at once, each in its own worker process (default: the number of
+    /// CPUs, at least 2).
+    pub max_concurrent_scripts: usize,
+    /// Scripts waiting for a slot; beyond it a script is refused as `overloaded`.
+    pub max_queued_scripts: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -277,6 +282,8 @@ impl Default for LimitsConfig {
             cpu_ms: l.cpu_time.as_millis() as u64,
             max_tool_calls: l.max_tool_calls,
             call_timeout_ms: 30_000,
+            max_concurrent_scripts: toolshed_sandbox::service::default_concurrency(),
+            max_queued_scripts: toolshed_sandbox::service::DEFAULT_MAX_QUEUED,
         }
     }
 }
@@ -449,6 +456,11 @@ impl Config {
             approval_ttl: Duration::from_secs(self.approvals.ttl_secs),
             recovery_grace: Duration::from_secs(self.approvals.recovery_grace_secs),
             limits,
+            sandbox: SandboxConfig {
+                workers: None,
+                max_concurrent: self.limits.max_concurrent_scripts.max(1),
+                max_queued: self.limits.max_queued_scripts,
+            },
             ..EngineConfig::default()
         }
     }
@@ -480,6 +492,8 @@ mod tests {
 memory_mb = 8
 cpu_ms = 250
 max_tool_calls = 7
+max_concurrent_scripts = 3
+max_queued_scripts = 5
 [approvals]
 recovery_grace_secs = 3
 [auth.crm]
@@ -499,6 +513,8 @@ scopes = ["read"]
         assert_eq!(e.limits.memory_bytes, 8 * 1024 * 1024);
         assert_eq!(e.limits.cpu_time, Duration::from_millis(250));
         assert_eq!(e.limits.max_tool_calls, 7);
+        assert_eq!(e.sandbox.max_concurrent, 3);
+        assert_eq!(e.sandbox.max_queued, 5);
         assert_eq!(e.recovery_grace, Duration::from_secs(3));
         assert_eq!(
             c.auth["crm"],
@@ -512,6 +528,8 @@ scopes = ["read"]
         ));
         let d = Config::default().engine_config();
         assert_eq!(d.limits.cpu_time, Duration::from_secs(10));
+        assert!(d.sandbox.max_concurrent >= 2);
+        assert_eq!(d.sandbox.max_queued, 64);
         assert_eq!(d.recovery_grace, Duration::from_secs(60));
         std::fs::write(&f, "[auth.x]\ntype = \"magic\"\n").unwrap();
         let e = Config::load(Some(&f)).unwrap_err().to_string();

@@ -13,7 +13,8 @@
 //! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny"}` |
 //! | `GET /v1/audit?limit=` | the caller's newest audit entries |
 //!
-//! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code.
+//! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; an
+//! overloaded server (every script slot busy, the queue full) answers 429 with `Retry-After`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -49,9 +50,19 @@ pub fn router(engine: Engine, keys: KeyRing) -> Router {
 
 struct ApiError(StatusCode, Value);
 
+/// Seconds an overloaded server asks clients to wait (`Retry-After`).
+const RETRY_AFTER_SECS: &str = "1";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
+        let mut r = (self.0, Json(json!({"error": self.1}))).into_response();
+        if self.0 == StatusCode::TOO_MANY_REQUESTS {
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        r
     }
 }
 
@@ -68,6 +79,7 @@ impl From<EngineError> for ApiError {
             EngineError::Expired { .. } => StatusCode::GONE,
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
             EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            EngineError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             EngineError::Tool { .. } | EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
             EngineError::BrokenSchema { .. }
             | EngineError::Store(_)

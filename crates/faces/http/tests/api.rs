@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_engine::{Engine, EngineConfig, KeyRing, SandboxConfig};
 use toolshed_store::Store;
 
 struct Api {
@@ -30,6 +30,11 @@ fn def(path: &str, name: &str, ann: Annotations, input: Value) -> ToolDef {
 }
 
 async fn start() -> Api {
+    start_with(EngineConfig::default(), false).await
+}
+
+/// `with_wait` adds `demo.wait`, which answers after 400 ms.
+async fn start_with(config: EngineConfig, with_wait: bool) -> Api {
     let deletes = Arc::new(AtomicUsize::new(0));
     let mut b = CatalogBuilder::new();
     b.add_tool(Tool::from_fn(
@@ -57,6 +62,20 @@ async fn start() -> Api {
             }
         },
     ));
+    if with_wait {
+        b.add_tool(Tool::from_fn(
+            def(
+                "demo.wait",
+                "Wait A Moment",
+                Annotations::READ_ONLY,
+                json!({"type": "object"}),
+            ),
+            |_ctx, _args| async {
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                Ok(json!("waited"))
+            },
+        ));
+    }
     b.add_tool(Tool::from_fn(
         def(
             "secret.read",
@@ -88,7 +107,7 @@ async fn start() -> Api {
         Arc::new(SharedCatalog::new(b.build().unwrap())),
         policy,
         Store::open("sqlite::memory:").await.unwrap(),
-        EngineConfig::default(),
+        config,
     );
     let keys = KeyRing::new(
         [
@@ -582,4 +601,59 @@ async fn audit_shows_the_callers_own_entries() {
     assert_eq!(v["entries"].as_array().unwrap().len(), 1);
     let (s, v) = api.get("/v1/audit?limit=-1", "k-alice").await;
     assert_eq!(s, 400, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_beyond_the_slots_and_the_queue_get_429_with_retry_after() {
+    let api = Arc::new(
+        start_with(
+            EngineConfig {
+                sandbox: SandboxConfig {
+                    workers: None,
+                    max_concurrent: 1,
+                    max_queued: 1,
+                },
+                ..EngineConfig::default()
+            },
+            true,
+        )
+        .await,
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = api
+                .http
+                .post(format!("{}/v1/scripts", api.base))
+                .bearer_auth("k-alice")
+                .json(&json!({"script": "return await tools.demo.wait({});"}))
+                .send()
+                .await
+                .unwrap();
+            let retry = r
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (r.status(), retry, r.json::<Value>().await.unwrap())
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (mut ok, mut refused) = (0, 0);
+    for t in tasks {
+        let (status, retry, body) = t.await.unwrap();
+        match status {
+            StatusCode::OK => {
+                assert_eq!(body["result"], json!("waited"));
+                ok += 1;
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(code(&body), "overloaded", "{body}");
+                assert_eq!(retry.as_deref(), Some("1"));
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!((ok, refused), (2, 3));
 }
