@@ -15,6 +15,10 @@
 //! Executions that never pause are never written to the store: the fast path stays in memory and
 //! the audit log records their calls.
 //!
+//! A script first takes a sandbox slot ([`toolshed_sandbox::Sandbox::admit`]): when every slot
+//! is busy and the queue is full it is refused with `overloaded` before anything is stored, and
+//! a resume takes its slot before it claims the execution, so a refused resume leaves it paused.
+//!
 //! Crash safety of a resumed run: the claim stores the decision together with `status=running`,
 //! and every call that completes during the resumed run is appended to the stored journal before
 //! its result reaches the script. If the process dies mid-run, the execution stays `running`;
