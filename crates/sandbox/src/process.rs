@@ -117,14 +117,12 @@ impl Worker {
             return Ok(());
         }
         let deadline = TokioInstant::now() + START_TIMEOUT;
-        loop {
-            match self.next_message(deadline).await? {
-                FromWorker::Ready => break,
-                other => {
-                    return Err(io::Error::other(format!(
-                        "the worker sent {other:?} before it was ready"
-                    )))
-                }
+        match self.next_message(deadline).await? {
+            FromWorker::Ready => {}
+            other => {
+                return Err(io::Error::other(format!(
+                    "the worker sent {other:?} before it was ready"
+                )))
             }
         }
         self.ready = true;
