@@ -159,11 +159,20 @@ async fn every_builtin_on_huge_inputs_ends_within_its_limits() {
             > 0
     );
     assert!(took < Duration::from_secs(60), "{took:?}");
-    // Nothing keeps running: every child is idle, and there are no more than the pool's.
+    // Nothing keeps running: every child is idle (other tests' workers included), and this
+    // pool holds no more workers than its slots, each of them alive.
     assert_children_idle(Duration::from_millis(300), Duration::from_secs(5)).await;
-    let live = children().iter().filter(|(_, s, _)| *s != 'Z').count();
+    let pool = sandbox.idle_worker_pids();
     assert!(
-        live <= PARALLEL,
-        "{live} live workers for a pool of {PARALLEL}"
+        pool.len() <= PARALLEL,
+        "{} workers for a pool of {PARALLEL}",
+        pool.len()
     );
+    let alive = children();
+    for pid in pool {
+        assert!(
+            alive.iter().any(|(p, s, _)| *p == pid && *s != 'Z'),
+            "worker {pid} is gone"
+        );
+    }
 }
