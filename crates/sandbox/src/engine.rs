@@ -381,6 +381,9 @@ impl<'js> Loop<'_, 'js> {
 
     /// Installs the prelude and starts the user's script.
     fn start(&mut self) -> Result<Promise<'js>, ScriptError> {
+        if let Some(at) = self.job.source.find('\0') {
+            return Err(nul_error(&self.job.source, at));
+        }
         let ctx = self.ctx.clone();
         let natives = Object::new(ctx.clone()).map_err(|e| self.setup_error(e))?;
         let sh = self.shared.clone();
@@ -759,6 +762,23 @@ impl<'js> Loop<'_, 'js> {
             }
             self.job.wait(self.deadline - now);
         }
+    }
+}
+
+/// The interpreter takes C strings: a NUL character in the source is a syntax error at its
+/// position (1-based line and column, in characters).
+fn nul_error(source: &str, at: usize) -> ScriptError {
+    let before = &source[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    ScriptError {
+        kind: ScriptErrorKind::Syntax,
+        message:
+            "the script contains a NUL character (\\u0000), which is not allowed in source text"
+                .into(),
+        line: u32::try_from(line).ok(),
+        column: u32::try_from(column).ok(),
+        stack: None,
     }
 }
 
