@@ -1,7 +1,9 @@
 //! Engine benchmarks (plain binary, `cargo bench -p toolshed-engine`):
 //!
 //! 1. `run_script` with a trivial script calling one read-only tool: p50/p99 latency one at a
-//!    time, and scripts per second on a 2-worker runtime.
+//!    time, and scripts per second on a 2-worker runtime; in worker processes (as the
+//!    `toolshed` binary runs scripts: this bench binary doubles as the worker, 2 workers) and
+//!    in process.
 //! 2. Engine overhead per call (resolve, validation, policy, approval gate, audit enqueue; the
 //!    handler returns at once): p50/p99.
 //! 3. `search_tools` over 10,000 synthetic tools: p50/p99.
@@ -14,7 +16,7 @@ use serde_json::json;
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, Face};
+use toolshed_engine::{Engine, EngineConfig, Face, WorkerCommand};
 use toolshed_store::Store;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -100,65 +102,85 @@ fn policy() -> Policy {
     .unwrap()
 }
 
-async fn engine(extra: usize) -> Engine {
+async fn engine(extra: usize, workers: bool) -> Engine {
     let store = Store::open("sqlite::memory:").await.unwrap();
-    Engine::new(
-        Arc::new(catalog(extra)),
-        policy(),
-        store,
-        EngineConfig::default(),
-    )
+    let mut config = EngineConfig::default();
+    config.sandbox.max_concurrent = 2;
+    if workers {
+        let exe = std::env::current_exe().expect("this bench's path");
+        config.sandbox.workers = Some(WorkerCommand::new(exe));
+    }
+    Engine::new(Arc::new(catalog(extra)), policy(), store, config)
+}
+
+/// 1a and 1b for one way of running scripts.
+async fn bench_scripts(workers: bool) {
+    let label = if workers {
+        "worker processes"
+    } else {
+        "in process"
+    };
+    let e = engine(0, workers).await;
+    let caller = e.caller("bench", Face::Mcp);
+    let script = "return await tools.demo.echo({x: 1})";
+
+    // 1a. run_script latency, one at a time.
+    for _ in 0..200 {
+        e.run_script(&caller, script).await.unwrap();
+    }
+    let mut samples = Vec::with_capacity(3000);
+    for _ in 0..3000 {
+        let t = Instant::now();
+        let out = e.run_script(&caller, script).await.unwrap();
+        samples.push(t.elapsed());
+        debug_assert!(matches!(out, toolshed_engine::Outcome::Completed { .. }));
+    }
+    report(
+        &format!("run_script (trivial script, one read-only call), {label}, sequential"),
+        samples,
+    );
+
+    // 1b. run_script throughput on 2 worker threads.
+    let done = Arc::new(AtomicUsize::new(0));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let e = e.clone();
+        let caller = caller.clone();
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                e.run_script(&caller, script).await.unwrap();
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let start = Instant::now();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let n = done.load(Ordering::Relaxed);
+    println!(
+        "run_script throughput, {label}, 2 worker threads, 16 concurrent: {n} scripts in {:.2}s = {:.0} scripts/s",
+        start.elapsed().as_secs_f64(),
+        n as f64 / start.elapsed().as_secs_f64()
+    );
 }
 
 fn main() {
+    if toolshed_sandbox::worker::is_worker() {
+        toolshed_sandbox::worker::main();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let e = engine(0).await;
+        bench_scripts(true).await;
+        bench_scripts(false).await;
+        let e = engine(0, false).await;
         let caller = e.caller("bench", Face::Mcp);
-        let script = "return await tools.demo.echo({x: 1})";
-
-        // 1a. run_script latency, one at a time.
-        for _ in 0..200 {
-            e.run_script(&caller, script).await.unwrap();
-        }
-        let mut samples = Vec::with_capacity(3000);
-        for _ in 0..3000 {
-            let t = Instant::now();
-            let out = e.run_script(&caller, script).await.unwrap();
-            samples.push(t.elapsed());
-            debug_assert!(matches!(out, toolshed_engine::Outcome::Completed { .. }));
-        }
-        report("run_script (trivial script, one read-only call), sequential", samples);
-
-        // 1b. run_script throughput on 2 worker threads.
-        let done = Arc::new(AtomicUsize::new(0));
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let mut tasks = Vec::new();
-        for _ in 0..16 {
-            let e = e.clone();
-            let caller = caller.clone();
-            let done = done.clone();
-            tasks.push(tokio::spawn(async move {
-                while Instant::now() < deadline {
-                    e.run_script(&caller, script).await.unwrap();
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            }));
-        }
-        let start = Instant::now();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let n = done.load(Ordering::Relaxed);
-        println!(
-            "run_script throughput, 2 worker threads, 16 concurrent: {n} scripts in {:.2}s = {:.0} scripts/s",
-            start.elapsed().as_secs_f64(),
-            n as f64 / start.elapsed().as_secs_f64()
-        );
 
         // 2. Engine overhead per call (handler returns immediately).
         let args = json!({"x": 5, "note": "hello"});
@@ -172,15 +194,21 @@ fn main() {
             e.call(&caller, "demo.echo", a).await.unwrap();
             samples.push(t.elapsed());
         }
-        report("engine call overhead (resolve+validate+policy+gate+audit, no-op handler)", samples);
+        report(
+            "engine call overhead (resolve+validate+policy+gate+audit, no-op handler)",
+            samples,
+        );
         e.flush_audit().await;
 
         // 3. search over 10,000 synthetic tools.
-        let big = engine(10_000).await;
+        let big = engine(10_000, false).await;
         let caller = big.caller("bench", Face::Mcp);
         let t = Instant::now();
         big.warm_search();
-        println!("search index build over 10,001 tools: {:.1}ms", t.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "search index build over 10,001 tools: {:.1}ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
         let queries = [
             "create an invoice",
             "list github issues",

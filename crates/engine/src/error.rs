@@ -64,10 +64,19 @@ pub enum EngineError {
         path: String,
         reason: String,
     },
+    /// Every script slot is busy and the queue of waiting scripts is full.
+    #[error("{0}")]
+    Overloaded(toolshed_sandbox::Overloaded),
     #[error("invalid decision '{0}': use \"approve\" or \"deny\"")]
     InvalidDecision(String),
     #[error("storage failed: {0}")]
     Store(Box<toolshed_store::StoreError>),
+}
+
+impl From<toolshed_sandbox::Overloaded> for EngineError {
+    fn from(e: toolshed_sandbox::Overloaded) -> Self {
+        Self::Overloaded(e)
+    }
 }
 
 impl From<toolshed_store::StoreError> for EngineError {
@@ -122,6 +131,7 @@ impl EngineError {
             Self::AlreadySettled { .. } => "already_settled",
             Self::Busy { .. } => "busy",
             Self::JournalWrite { .. } => "journal_failed",
+            Self::Overloaded(_) => "overloaded",
             Self::InvalidDecision(_) => "invalid_decision",
             Self::Store(_) => "store",
         }
@@ -141,10 +151,13 @@ impl EngineError {
         }
     }
 
-    /// For `rate_limited`: whole seconds until the next call or script may start.
+    /// For `rate_limited` and `overloaded`: whole seconds until the next call or script may
+    /// start.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Self::RateLimited { retry_after, .. } => Some(retry_secs(retry_after)),
+            // Every script slot is busy: a slot frees up as soon as a script ends.
+            Self::Overloaded(_) => Some(1),
             _ => None,
         }
     }
@@ -163,6 +176,7 @@ impl EngineError {
         !matches!(
             self,
             Self::Store(_)
+                | Self::Overloaded(_)
                 | Self::JournalWrite { .. }
                 | Self::BrokenSchema { .. }
                 | Self::Tool { .. }

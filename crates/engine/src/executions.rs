@@ -18,6 +18,10 @@
 //! Who may decide a pending call, and who sees an execution, is [`crate::decisions`]: `resume`
 //! applies it before anything runs, and the resumed run runs as the execution's owner.
 //!
+//! A script first takes a sandbox slot ([`toolshed_sandbox::Sandbox::admit`]): when every slot
+//! is busy and the queue is full it is refused with `overloaded` before anything is stored, and
+//! a resume takes its slot before it claims the execution, so a refused resume leaves it paused.
+//!
 //! Crash safety of a resumed run: the claim stores the decision together with `status=running`,
 //! and every call that completes during the resumed run is appended to the stored journal before
 //! its result reaches the script. If the process dies mid-run, the execution stays `running`;
@@ -41,7 +45,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_sandbox::{
-    Determinism, Host, HostCall, HostError, HostReply, LogEntry, Status, Target,
+    Determinism, Host, HostCall, HostError, HostReply, LogEntry, Permit, Status, Target,
 };
 use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
 
@@ -425,10 +429,13 @@ impl Host for ScriptHost {
 
 impl Engine {
     /// Runs a script for the caller. Destructive calls pause it.
+    /// Waits for a sandbox slot first; `overloaded` when every slot is busy and the queue is
+    /// full.
     pub async fn run_script(&self, caller: &Caller, source: &str) -> Result<Outcome, EngineError> {
         self.inner
             .rates
             .check(&caller.principal, RateKind::Scripts)?;
+        let permit = self.inner.sandbox.admit().await?;
         let now = now_ms();
         let record = ExecutionRecord {
             id: format!("ex_{}", uuid::Uuid::new_v4().simple()),
@@ -449,7 +456,7 @@ impl Engine {
             expires_at: None,
             version: 0,
         };
-        self.run_record(caller, record, false).await
+        self.run_record(caller, record, false, permit).await
     }
 
     /// Runs (or re-runs) a script execution and stores the result when it must be durable.
@@ -458,6 +465,7 @@ impl Engine {
         caller: &Caller,
         mut rec: ExecutionRecord,
         stored: bool,
+        permit: Permit,
     ) -> Result<Outcome, EngineError> {
         let mut state = RunState::default();
         if let Some(entries) = rec.journal.as_array() {
@@ -498,8 +506,11 @@ impl Engine {
             seed: rec.seed as u64,
             now_ms: rec.now_ms as f64,
         };
-        let outcome =
-            toolshed_sandbox::run(&rec.source, host, &self.inner.config.limits, det).await;
+        let outcome = self
+            .inner
+            .sandbox
+            .run(permit, &rec.source, host, &self.inner.config.limits, det)
+            .await;
         let (journal, pending_calls) = {
             let st = state.lock();
             (journal_json(&st), st.pending.clone())
@@ -757,6 +768,12 @@ impl Engine {
             }
         };
         rec.decisions = Value::Object(decisions);
+        // A script needs a sandbox slot: take it before the claim, so an overloaded server
+        // leaves the execution paused.
+        let permit = match rec.kind.as_str() {
+            "call" => None,
+            _ => Some(self.inner.sandbox.admit().await?),
+        };
         // Claim it: whoever bumps the version first runs it.
         rec.status = ExecutionStatus::Running;
         rec.updated_at = now;
@@ -768,10 +785,10 @@ impl Engine {
 
         // The run is the owner's, whoever decided.
         let owner = self.caller(&rec.principal, caller.face);
-        if rec.kind == "call" {
-            return self.resume_call(&owner, rec, pending, decision).await;
+        match permit {
+            Some(permit) => self.run_record(&owner, rec, true, permit).await,
+            None => self.resume_call(&owner, rec, pending, decision).await,
         }
-        self.run_record(&owner, rec, true).await
     }
 
     async fn resume_call(

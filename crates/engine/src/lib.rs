@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use toolshed_core::{Policy, SharedCatalog, TokenSource};
-use toolshed_sandbox::Limits;
+use toolshed_sandbox::{Limits, Sandbox};
 use toolshed_store::Store;
 
 pub use caller::{Caller, Face, KeyRing};
@@ -48,6 +48,7 @@ pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
 pub use rate::RateLimits;
+pub use toolshed_sandbox::{Overloaded, SandboxConfig, WorkerCommand};
 
 /// How long [`Engine::shutdown`] waits for queued audit entries to be written.
 pub const SHUTDOWN_AUDIT_DEADLINE: Duration = Duration::from_secs(5);
@@ -61,6 +62,8 @@ pub struct EngineConfig {
     pub approval_ttl: Duration,
     /// Sandbox limits for scripts.
     pub limits: Limits,
+    /// How scripts run (worker processes or in process) and how many at once / queued.
+    pub sandbox: SandboxConfig,
     /// How long past the longest possible run (wall clock or call timeout) a resumed execution
     /// must be silent before it counts as interrupted and may be resumed again.
     pub recovery_grace: Duration,
@@ -83,6 +86,7 @@ impl Default for EngineConfig {
             call_timeout: Duration::from_secs(30),
             approval_ttl: Duration::from_secs(24 * 3600),
             limits: Limits::default(),
+            sandbox: SandboxConfig::default(),
             recovery_grace: Duration::from_secs(60),
             audit_queue: 10_000,
             audit_retention: Some(Duration::from_secs(90 * 24 * 3600)),
@@ -102,6 +106,7 @@ pub(crate) struct Inner {
     pub credentials: Option<Arc<Credentials>>,
     pub search: discovery::SearchCache,
     pub rates: rate::RateLimiter,
+    pub sandbox: Sandbox,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -111,7 +116,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts an engine (and its audit writer) on the current tokio runtime.
+    /// Starts an engine (its audit writer, and the sandbox's worker processes when
+    /// [`EngineConfig::sandbox`] names a worker command) on the current tokio runtime.
     pub fn new(
         catalog: Arc<SharedCatalog>,
         policy: Policy,
@@ -121,6 +127,7 @@ impl Engine {
         let audit = audit::AuditSink::start(store.clone(), config.audit_queue);
         let rates =
             rate::RateLimiter::new(config.rate_limits, config.principal_rate_limits.clone());
+        let sandbox = Sandbox::new(config.sandbox.clone());
         Self {
             inner: Arc::new(Inner {
                 catalog,
@@ -132,6 +139,7 @@ impl Engine {
                 credentials: None,
                 search: discovery::SearchCache::default(),
                 rates,
+                sandbox,
             }),
         }
     }

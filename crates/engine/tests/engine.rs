@@ -1241,3 +1241,48 @@ async fn a_journal_write_in_flight_at_the_wall_clock_is_not_lost() {
     assert_eq!(rec.status.as_str(), "failed", "the result was stored");
     assert_eq!(rec.journal.as_array().unwrap().len(), 1, "{}", rec.journal);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_beyond_the_slots_and_the_queue_are_refused_as_overloaded() {
+    let config = EngineConfig {
+        call_timeout: Duration::from_millis(600),
+        sandbox: toolshed_sandbox::SandboxConfig {
+            workers: None,
+            max_concurrent: 2,
+            max_queued: 2,
+        },
+        ..Default::default()
+    };
+    let (e, _) = engine_with(Store::open("sqlite::memory:").await.unwrap(), config).await;
+    let caller = e.caller("alice", Face::Http);
+    // Each admitted script holds its slot ~600 ms (the slow tool times out, caught).
+    let src = "try { await tools.demo.slow({}); } catch (err) { return err.code; }";
+    let mut tasks = Vec::new();
+    for _ in 0..7 {
+        let (e, caller) = (e.clone(), caller.clone());
+        tasks.push(tokio::spawn(
+            async move { e.run_script(&caller, src).await },
+        ));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (mut done, mut refused) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(o) => {
+                assert_eq!(completed(&o), &json!("timeout"));
+                done += 1;
+            }
+            Err(err) => {
+                assert!(matches!(err, EngineError::Overloaded(_)), "{err}");
+                assert_eq!(err.code(), "overloaded");
+                assert!(err.to_string().contains("overloaded"), "{err}");
+                assert!(!err.is_client_error());
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((done, refused), (4, 3));
+    // Once the burst is over, scripts run again.
+    let o = e.run_script(&caller, "return 1;").await.unwrap();
+    assert_eq!(completed(&o), &json!(1));
+}

@@ -1,4 +1,6 @@
-//! Latency and throughput of trivial scripts against an instant in-memory host.
+//! Latency and throughput of trivial scripts against an instant in-memory host, in process
+//! ([`run`]) and in worker processes ([`Sandbox`] with the crate's worker binary, 2 workers:
+//! admission, a pipe round trip per tool call, and the result frame included).
 //!
 //! Run with `cargo bench -p toolshed-sandbox`. Set `SANDBOX_BENCH_N` to change the number of
 //! scripts per phase (default 5000).
@@ -9,7 +11,10 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use futures::FutureExt;
-use toolshed_sandbox::{run, Determinism, Host, HostCall, HostReply, Limits, Status};
+use toolshed_sandbox::{
+    run, Determinism, Host, HostCall, HostReply, Limits, Outcome, Sandbox, SandboxConfig, Status,
+    WorkerCommand,
+};
 
 const SCRIPT: &str = "return await tools.demo.echo({x: 1})";
 
@@ -40,6 +45,23 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx]
 }
 
+/// How the bench runs one script.
+#[derive(Clone, Copy)]
+enum Mode {
+    InProcess,
+    Workers(&'static Sandbox),
+}
+
+async fn run_one(mode: Mode, host: Arc<dyn Host>, limits: &Limits) -> Outcome {
+    match mode {
+        Mode::InProcess => run(SCRIPT, host, limits, det()).await,
+        Mode::Workers(sb) => {
+            let permit = sb.admit().await.expect("admitted");
+            sb.run(permit, SCRIPT, host, limits, det()).await
+        }
+    }
+}
+
 fn main() {
     let n: usize = std::env::var("SANDBOX_BENCH_N")
         .ok()
@@ -50,13 +72,29 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let sandbox: &'static Sandbox = rt.block_on(async {
+        Box::leak(Box::new(Sandbox::new(SandboxConfig {
+            workers: Some(WorkerCommand::new(env!(
+                "CARGO_BIN_EXE_toolshed-sandbox-worker"
+            ))),
+            max_concurrent: 2,
+            max_queued: 1 << 20,
+        })))
+    });
+    println!("== in process ==");
+    bench(&rt, n, Mode::InProcess);
+    println!("== worker processes (2) ==");
+    bench(&rt, n, Mode::Workers(sandbox));
+}
+
+fn bench(rt: &tokio::runtime::Runtime, n: usize, mode: Mode) {
     let host: Arc<dyn Host> = Arc::new(Echo);
     let limits = Limits::default();
 
     // Warm-up: spin up pool threads and fault in QuickJS code pages.
     rt.block_on(async {
         for _ in 0..200 {
-            check(&run(SCRIPT, host.clone(), &limits, det()).await.status);
+            check(&run_one(mode, host.clone(), &limits).await.status);
         }
     });
 
@@ -66,7 +104,7 @@ fn main() {
     rt.block_on(async {
         for _ in 0..n {
             let t = Instant::now();
-            let o = run(SCRIPT, host.clone(), &limits, det()).await;
+            let o = run_one(mode, host.clone(), &limits).await;
             lat.push(t.elapsed());
             check(&o.status);
         }
@@ -90,7 +128,7 @@ fn main() {
                 .map(|_| {
                     let host = host.clone();
                     let limits = limits.clone();
-                    tokio::spawn(async move { run(SCRIPT, host, &limits, det()).await })
+                    tokio::spawn(async move { run_one(mode, host, &limits).await })
                 })
                 .buffer_unordered(concurrency)
                 .collect()

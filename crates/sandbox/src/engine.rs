@@ -69,6 +69,21 @@ pub(crate) struct Job {
     pub det: Determinism,
     pub cancel: Arc<Cancel>,
     pub start: Instant,
+    /// How the loop waits for host replies: parking the thread (in process) or, in a worker
+    /// process, reading replies from the pipe.
+    pub wait: Option<Waiter>,
+}
+
+/// Blocks for at most the given time or until a host reply may have arrived.
+pub(crate) type Waiter = Arc<dyn Fn(Duration) + Send + Sync>;
+
+impl Job {
+    fn wait(&self, timeout: Duration) {
+        match &self.wait {
+            Some(w) => w(timeout),
+            None => std::thread::park_timeout(timeout),
+        }
+    }
 }
 
 /// What the thread hands back (the caller adds timing).
@@ -366,6 +381,9 @@ impl<'js> Loop<'_, 'js> {
 
     /// Installs the prelude and starts the user's script.
     fn start(&mut self) -> Result<Promise<'js>, ScriptError> {
+        if let Some(at) = self.job.source.find('\0') {
+            return Err(nul_error(&self.job.source, at));
+        }
         let ctx = self.ctx.clone();
         let natives = Object::new(ctx.clone()).map_err(|e| self.setup_error(e))?;
         let sh = self.shared.clone();
@@ -526,7 +544,8 @@ impl<'js> Loop<'_, 'js> {
             if now >= self.deadline {
                 return Status::Failed(self.timeout_error());
             }
-            std::thread::park_timeout(self.deadline - now);
+            // Reading replies from a worker's pipe is host work too.
+            self.cpu.exclude(|| self.job.wait(self.deadline - now));
         }
     }
 
@@ -741,8 +760,25 @@ impl<'js> Loop<'_, 'js> {
             if now >= self.deadline || self.job.cancel.is_cancelled() {
                 return;
             }
-            std::thread::park_timeout(self.deadline - now);
+            self.job.wait(self.deadline - now);
         }
+    }
+}
+
+/// The interpreter takes C strings: a NUL character in the source is a syntax error at its
+/// position (1-based line and column, in characters).
+fn nul_error(source: &str, at: usize) -> ScriptError {
+    let before = &source[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    ScriptError {
+        kind: ScriptErrorKind::Syntax,
+        message:
+            "the script contains a NUL character (\\u0000), which is not allowed in source text"
+                .into(),
+        line: u32::try_from(line).ok(),
+        column: u32::try_from(column).ok(),
+        stack: None,
     }
 }
 

@@ -21,21 +21,43 @@
 //!   journal behaves identically. A host can [`HostReply::Suspend`] a call (e.g. pending
 //!   approval); the run then ends [`Status::Suspended`] and can be replayed later.
 //!
-//! Threading: each run executes on a thread of a small elastic pool ([`pool`] explains why not
-//! on tokio's workers), polls its host futures there, and hands the [`Outcome`] back through a
-//! oneshot channel, so the future returned by [`run`] is `Send` and never blocks a worker.
+//! - **Preemption**: with [`Sandbox`] in worker mode ([`SandboxConfig::workers`]) every script
+//!   runs in a pre-started worker process (the same binary, see [`worker`]) under a seccomp
+//!   allow-list (no files, sockets, programs or threads) and address-space and CPU rlimits.
+//!   The QuickJS interrupt handler stops ordinary runaway JavaScript gracefully; the server
+//!   SIGKILLs the worker when the wall clock or the CPU budget is overrun by [`process::KILL_MARGIN`]
+//!   (interpreter built-ins that never poll the handler), the run ends `Failed` with the
+//!   matching [`ScriptErrorKind`], and a fresh worker takes the killed one's place.
+//! - **Admission**: [`Sandbox::admit`] bounds the scripts running at once (= worker processes)
+//!   and the queue waiting for them; beyond both it answers [`Overloaded`].
+//!
+//! Threading and processes: in worker mode the run's future forwards the worker's host calls
+//! to the [`Host`] and polls their futures itself, in the caller's task; one pipe pair per
+//! worker carries length-prefixed JSON frames ([`proto`]). In process ([`run`], for tests and
+//! embedders), each run executes on a thread of a small elastic pool ([`pool`] explains why
+//! not on tokio's workers), polls its host futures there, and hands the [`Outcome`] back
+//! through a oneshot channel. Either way the future is `Send` and never blocks a tokio worker.
 //!
 //! Modules: [`types`] (the public data types), [`engine`] (one run: runtime, prelude, event
-//! loop), [`alloc`] (the memory budget), [`pool`] (the threads).
+//! loop), [`alloc`] (the memory budget), [`pool`] (the threads), [`service`] (admission and the
+//! worker pool), [`process`] (the server side of a worker), [`worker`] (the worker's main
+//! loop), [`proto`] (the pipe frames), [`seccomp`] (the system-call filter).
 
 pub mod alloc;
 pub mod engine;
 pub mod pool;
+pub mod process;
+pub mod proto;
+pub mod seccomp;
+pub mod service;
 pub mod types;
+pub mod worker;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use process::WorkerCommand;
+pub use service::{Overloaded, Permit, Sandbox, SandboxConfig};
 pub use types::{
     Determinism, Host, HostCall, HostError, HostReply, Limits, LogEntry, Outcome, ScriptError,
     ScriptErrorKind, Status, Target,
@@ -50,7 +72,9 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Runs `source` (the body of an async function) against `host` and reports how it ended.
+/// Runs `source` (the body of an async function) against `host` in this process and reports
+/// how it ended. No admission control, and a built-in that never yields to the interrupt
+/// handler cannot be stopped: servers use [`Sandbox`] in worker mode.
 ///
 /// The returned future is `Send`; the JavaScript itself runs on a sandbox pool thread. Dropping
 /// the future cancels the run. Host futures are polled inside the caller's tokio runtime
@@ -66,6 +90,7 @@ pub async fn run(source: &str, host: Arc<dyn Host>, limits: &Limits, det: Determ
         det,
         cancel,
         start,
+        wait: None,
     };
     let handle = tokio::runtime::Handle::try_current().ok();
     let (tx, rx) = tokio::sync::oneshot::channel();

@@ -132,8 +132,9 @@ impl HostError {
 /// The side that answers a script's calls (in Toolshed: the engine, which validates, applies
 /// policy and approval, runs the handler and audits).
 pub trait Host: Send + Sync + 'static {
-    /// Answers one call. The future is polled on the sandbox's worker thread, concurrently with
-    /// the script's other in-flight calls, inside the caller's tokio runtime context.
+    /// Answers one call. The future is polled concurrently with the script's other in-flight
+    /// calls: in the run's own task for worker processes, or on the sandbox thread inside the
+    /// caller's tokio runtime context for in-process runs.
     fn call(&self, call: HostCall) -> BoxFuture<'static, HostReply>;
 }
 

@@ -375,3 +375,23 @@ async fn outcome_serializes_to_camel_case_json() {
     assert_eq!(v["logs"][0], json!({"level": "log", "message": "x"}));
     assert!(v["elapsed"].is_number());
 }
+
+#[tokio::test]
+async fn a_nul_character_in_the_source_is_a_syntax_error_at_its_position() {
+    // Found by the fuzz target: the source `\0\0\x04` ended as an internal error.
+    let o = run_simple("\0\0\u{4}").await;
+    let Status::Failed(e) = &o.status else {
+        panic!("{:?}", o.status)
+    };
+    assert_eq!(e.kind, ScriptErrorKind::Syntax, "{e:?}");
+    assert!(e.message.contains("NUL character"), "{}", e.message);
+    assert_eq!((e.line, e.column), (Some(1), Some(1)));
+    let o = run_simple("const a = 1;\nreturn 'x\0';").await;
+    let Status::Failed(e) = &o.status else {
+        panic!("{:?}", o.status)
+    };
+    assert_eq!(
+        (e.kind, e.line, e.column),
+        (ScriptErrorKind::Syntax, Some(2), Some(10))
+    );
+}

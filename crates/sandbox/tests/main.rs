@@ -3,5 +3,7 @@
 mod basics;
 mod common;
 mod concurrency;
+mod corpus;
 mod limits;
 mod replay;
+mod workers;

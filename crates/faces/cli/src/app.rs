@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use toolshed_core::{Plugin, SharedCatalog};
-use toolshed_engine::{Credentials, Engine};
+use toolshed_engine::{Credentials, Engine, WorkerCommand};
 use toolshed_sources::{declare_with_store, Registry, Sealer, SourceReport, SourceStore};
 use toolshed_store::Store;
 
@@ -151,7 +151,11 @@ impl App {
             tracing::debug!("{r}");
         }
         let policy = config.policy()?;
-        let mut engine = Engine::new(catalog, policy, store.clone(), config.engine_config())
+        let mut engine_config = config.engine_config();
+        // Scripts always run in worker processes: this very binary, started as a worker.
+        let exe = std::env::current_exe().context("finding this binary for sandbox workers")?;
+        engine_config.sandbox.workers = Some(WorkerCommand::new(exe));
+        let mut engine = Engine::new(catalog, policy, store.clone(), engine_config)
             .with_credentials(credentials);
         if let Some(dir) = &config.search.model {
             let vectors = config.data_dir().join("tool-vectors.bin");

@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 use toolshed_core::{Policy, Principal, Role};
-use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits};
+use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits, SandboxConfig};
 use toolshed_outbound::secret::{env_ref, shown as shown_secret, REDACTED};
 use toolshed_outbound::Secret;
 use toolshed_sandbox::Limits;
@@ -271,6 +271,11 @@ pub struct LimitsConfig {
     pub calls_per_minute: u32,
     /// Scripts each principal may start per minute; 0 = unlimited.
     pub scripts_per_minute: u32,
+    /// Scripts running at once, each in its own worker process (default: the number of
+    /// CPUs, at least 2).
+    pub max_concurrent_scripts: usize,
+    /// Scripts waiting for a slot; beyond it a script is refused as `overloaded`.
+    pub max_queued_scripts: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -355,6 +360,8 @@ impl Default for LimitsConfig {
             call_timeout_ms: 30_000,
             calls_per_minute: 0,
             scripts_per_minute: 0,
+            max_concurrent_scripts: toolshed_sandbox::service::default_concurrency(),
+            max_queued_scripts: toolshed_sandbox::service::DEFAULT_MAX_QUEUED,
         }
     }
 }
@@ -580,6 +587,11 @@ impl Config {
             audit_retention: (days > 0).then(|| Duration::from_secs(days * 24 * 3600)),
             rate_limits,
             principal_rate_limits,
+            sandbox: SandboxConfig {
+                workers: None,
+                max_concurrent: self.limits.max_concurrent_scripts.max(1),
+                max_queued: self.limits.max_queued_scripts,
+            },
             ..EngineConfig::default()
         }
     }
@@ -611,6 +623,8 @@ mod tests {
 memory_mb = 8
 cpu_ms = 250
 max_tool_calls = 7
+max_concurrent_scripts = 3
+max_queued_scripts = 5
 [approvals]
 recovery_grace_secs = 3
 [auth.crm]
@@ -630,6 +644,8 @@ scopes = ["read"]
         assert_eq!(e.limits.memory_bytes, 8 * 1024 * 1024);
         assert_eq!(e.limits.cpu_time, Duration::from_millis(250));
         assert_eq!(e.limits.max_tool_calls, 7);
+        assert_eq!(e.sandbox.max_concurrent, 3);
+        assert_eq!(e.sandbox.max_queued, 5);
         assert_eq!(e.recovery_grace, Duration::from_secs(3));
         assert_eq!(
             c.auth["crm"],
@@ -643,6 +659,8 @@ scopes = ["read"]
         ));
         let d = Config::default().engine_config();
         assert_eq!(d.limits.cpu_time, Duration::from_secs(10));
+        assert!(d.sandbox.max_concurrent >= 2);
+        assert_eq!(d.sandbox.max_queued, 64);
         assert_eq!(d.recovery_grace, Duration::from_secs(60));
         std::fs::write(&f, "[auth.x]\ntype = \"magic\"\n").unwrap();
         let e = Config::load(Some(&f)).unwrap_err().to_string();

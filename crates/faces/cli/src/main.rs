@@ -106,6 +106,10 @@ enum ApprovalAction {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A sandbox worker (started by this binary's own sandbox) does nothing else.
+    if toolshed_sandbox::worker::is_worker() {
+        toolshed_sandbox::worker::main();
+    }
     private::restrict_umask();
     let cli = Cli::parse();
     let stdio = matches!(cli.command, Command::Serve { stdio: true, .. });

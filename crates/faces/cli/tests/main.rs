@@ -8,6 +8,7 @@ mod mcp_e2e;
 mod n8n_live;
 mod n8n_mcp;
 mod policy_faces;
+mod sandbox_corpus;
 #[cfg(feature = "semantic")]
 mod semantic_search;
 mod sources_auth;

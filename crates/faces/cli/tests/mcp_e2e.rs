@@ -185,7 +185,14 @@ async fn direct_mode_lists_and_calls_tools_through_the_engine() {
 #[tokio::test]
 async fn hundred_scripts_at_once_with_hostile_ones_and_the_server_stays_healthy() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), None, &[]);
+    // Room in the queue for all of them (beyond it, scripts are refused as overloaded).
+    let cfg = dir.path().join("toolshed.toml");
+    std::fs::write(
+        &cfg,
+        "[limits]\ncpu_ms = 2000\nmax_concurrent_scripts = 8\nmax_queued_scripts = 100\n",
+    )
+    .unwrap();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
     let client = std::sync::Arc::new(http_client(server.port, None).await);
     let hostile = [
         "while (true) {}",

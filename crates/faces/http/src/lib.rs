@@ -14,7 +14,8 @@
 //! | `GET /v1/audit?limit=` | the caller's newest audit entries |
 //!
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; a rate limit
-//! answers 429 with `Retry-After`.
+//! and an overloaded server (every script slot busy, the queue full) answer 429 with
+//! `Retry-After`.
 //!
 //! The binary puts [`guard`] (Host, Origin and content-type checks) in front of this router and
 //! the MCP routes together: see [`guard`](mod@guard).
@@ -84,6 +85,7 @@ impl From<EngineError> for ApiError {
             EngineError::Expired { .. } => StatusCode::GONE,
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
             EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            EngineError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             EngineError::Tool { .. } | EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
             EngineError::BrokenSchema { .. }
             | EngineError::Store(_)

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, KeyRing, RateLimits};
+use toolshed_engine::{Engine, EngineConfig, KeyRing, RateLimits, SandboxConfig};
 use toolshed_store::Store;
 
 struct Api {
@@ -33,6 +33,11 @@ fn def(path: &str, name: &str, ann: Annotations, input: Value) -> ToolDef {
 }
 
 async fn start() -> Api {
+    start_with(EngineConfig::default(), false).await
+}
+
+/// `with_wait` adds `demo.wait`, which answers after 400 ms.
+async fn start_with(config: EngineConfig, with_wait: bool) -> Api {
     let deletes = Arc::new(AtomicUsize::new(0));
     let mut b = CatalogBuilder::new();
     b.add_tool(Tool::from_fn(
@@ -60,6 +65,20 @@ async fn start() -> Api {
             }
         },
     ));
+    if with_wait {
+        b.add_tool(Tool::from_fn(
+            def(
+                "demo.wait",
+                "Wait A Moment",
+                Annotations::READ_ONLY,
+                json!({"type": "object"}),
+            ),
+            |_ctx, _args| async {
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                Ok(json!("waited"))
+            },
+        ));
+    }
     b.add_tool(Tool::from_fn(
         def(
             "secret.read",
@@ -103,7 +122,7 @@ async fn start() -> Api {
             },
         )]
         .into(),
-        ..EngineConfig::default()
+        ..config
     };
     let engine = Engine::new(
         Arc::new(SharedCatalog::new(b.build().unwrap())),
@@ -905,4 +924,59 @@ async fn allowed_origins_get_cors_answers() {
         allow(&r, "access-control-allow-origin"),
         "https://app.example.com"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_beyond_the_slots_and_the_queue_get_429_with_retry_after() {
+    let api = Arc::new(
+        start_with(
+            EngineConfig {
+                sandbox: SandboxConfig {
+                    workers: None,
+                    max_concurrent: 1,
+                    max_queued: 1,
+                },
+                ..EngineConfig::default()
+            },
+            true,
+        )
+        .await,
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = api
+                .http
+                .post(format!("{}/v1/scripts", api.base))
+                .bearer_auth("k-alice")
+                .json(&json!({"script": "return await tools.demo.wait({});"}))
+                .send()
+                .await
+                .unwrap();
+            let retry = r
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (r.status(), retry, r.json::<Value>().await.unwrap())
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (mut ok, mut refused) = (0, 0);
+    for t in tasks {
+        let (status, retry, body) = t.await.unwrap();
+        match status {
+            StatusCode::OK => {
+                assert_eq!(body["result"], json!("waited"));
+                ok += 1;
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(code(&body), "overloaded", "{body}");
+                assert_eq!(retry.as_deref(), Some("1"));
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!((ok, refused), (2, 3));
 }

@@ -327,3 +327,33 @@ pub fn http_router(
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(gate, admit::admit))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: &CallToolResult) -> String {
+        serde_json::to_value(r).unwrap()["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn overloaded_is_a_tool_error_distinct_from_busy() {
+        let e = EngineError::Overloaded(toolshed_engine::Overloaded {
+            running: 4,
+            queued: 64,
+        });
+        let r = error_result(&e);
+        assert_eq!(r.is_error, Some(true));
+        let t = text(&r);
+        assert!(t.contains(r#""code":"overloaded""#), "{t}");
+        assert!(t.contains("the server is overloaded"), "{t}");
+        let busy = text(&error_result(&EngineError::Busy { id: "ex_1".into() }));
+        assert!(
+            busy.contains(r#""code":"busy""#) && !busy.contains("overloaded"),
+            "{busy}"
+        );
+    }
+}

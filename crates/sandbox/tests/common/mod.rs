@@ -131,3 +131,81 @@ impl Host for JournalHandle {
         .boxed()
     }
 }
+
+/// A sandbox running scripts in worker processes of this crate's worker binary.
+pub fn worker_sandbox(max_concurrent: usize, max_queued: usize) -> toolshed_sandbox::Sandbox {
+    toolshed_sandbox::Sandbox::new(toolshed_sandbox::SandboxConfig {
+        workers: Some(toolshed_sandbox::WorkerCommand::new(env!(
+            "CARGO_BIN_EXE_toolshed-sandbox-worker"
+        ))),
+        max_concurrent,
+        max_queued,
+    })
+}
+
+/// Runs one script in `sandbox`, waiting for a slot.
+pub async fn run_in(
+    sandbox: &toolshed_sandbox::Sandbox,
+    source: &str,
+    host: Arc<dyn Host>,
+    limits: &Limits,
+) -> Outcome {
+    let permit = sandbox.admit().await.expect("admitted");
+    sandbox.run(permit, source, host, limits, det()).await
+}
+
+/// Child processes of this process: `(pid, state, cpu ticks)` from `/proc/<pid>/stat`.
+pub fn children() -> Vec<(u32, char, u64)> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ppid: u32 = f.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if ppid != me {
+            continue;
+        }
+        let state = f.first().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ticks = f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+        out.push((pid, state, ticks));
+    }
+    out
+}
+
+/// Waits until no child process uses CPU: every child is sleeping (or a zombie) and its CPU
+/// time stays put over `window`. Panics with the busy ones after `within`.
+pub async fn assert_children_idle(window: Duration, within: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let before = children();
+        tokio::time::sleep(window).await;
+        let after = children();
+        let busy: Vec<_> = after
+            .iter()
+            .filter(|(pid, state, ticks)| {
+                let was = before.iter().find(|(p, _, _)| p == pid).map(|b| b.2);
+                *state == 'R' || was.is_some_and(|w| w != *ticks)
+            })
+            .cloned()
+            .collect();
+        if busy.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < within,
+            "child processes still use CPU: {busy:?}"
+        );
+    }
+}
