@@ -703,6 +703,8 @@ async fn rate_limited_calls_answer_429_with_retry_after() {
     assert_eq!(code(&v), "rate_limited");
     let (s, _) = api.post("/v1/tools/demo.echo/call", "k-bob", body).await;
     assert_eq!(s, 200);
+}
+
 /// A paused destructive call, for tests that try to approve it by other means.
 async fn paused_delete(api: &Api) -> String {
     let (s, v) = api

@@ -23,6 +23,7 @@ async fn start(limits: SessionLimits) -> Server {
         id: "all".into(),
         name: String::new(),
         patterns: vec!["*".into()],
+        ..Default::default()
     };
     let principals = ["a", "b"].map(|id| Principal {
         id: id.into(),
