@@ -328,7 +328,9 @@ impl Config {
     }
 
     /// The n8n settings with the API key resolved.
-    pub fn n8n_settings(&self) -> Result<Option<toolshed_sources::N8nSettings>, ConfigError> {
+    pub fn n8n_settings(
+        &self,
+    ) -> Result<Option<toolshed_n8n_integration::N8nSettings>, ConfigError> {
         let Some(n) = &self.n8n else {
             return Ok(None);
         };
@@ -338,7 +340,7 @@ impl Config {
             })?,
             None => n.api_key.clone(),
         };
-        Ok(Some(toolshed_sources::N8nSettings {
+        Ok(Some(toolshed_n8n_integration::N8nSettings {
             base_url: n.base_url.clone(),
             api_key,
             allow_private: n.allow_private,
@@ -347,7 +349,7 @@ impl Config {
     }
 
     /// The n8n login (email and password resolved), when `[n8n]` has one.
-    pub fn n8n_login(&self) -> Result<Option<toolshed_sources::n8n::N8nLogin>, ConfigError> {
+    pub fn n8n_login(&self) -> Result<Option<toolshed_n8n_integration::N8nLogin>, ConfigError> {
         let Some(n) = &self.n8n else {
             return Ok(None);
         };
@@ -362,7 +364,7 @@ impl Config {
                     }
                     None => password.clone(),
                 };
-                Ok(Some(toolshed_sources::n8n::N8nLogin {
+                Ok(Some(toolshed_n8n_integration::N8nLogin {
                     email: email.trim().to_string(),
                     password,
                 }))
