@@ -741,22 +741,8 @@ fn token_url_trust(opts: &ImportOptions) -> Option<(&'static str, &str)> {
 
 /// Imports every operation of `doc` as a tool.
 pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiError> {
-    if !doc.is_object() {
-        return Err(OpenApiError::NotAnObject(match doc {
-            Value::Array(_) => "an array",
-            Value::String(_) => "a string",
-            _ => "a scalar",
-        }));
-    }
-    let version = detect_version(doc)?;
+    let (version, paths) = check_document(doc, opts)?;
     let ns = opts.namespace.trim();
-    if ToolPath::parse(&format!("{ns}.x")).is_err() {
-        return Err(OpenApiError::Namespace(opts.namespace.clone()));
-    }
-    let paths = match doc.get("paths").and_then(Value::as_object) {
-        Some(p) if !p.is_empty() => p,
-        _ => return Err(OpenApiError::NoPaths),
-    };
     let overrides: Vec<(Pattern, &Override)> = opts
         .overrides
         .iter()
@@ -770,28 +756,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                 .push(format!("override pattern '{}' ignored: {e}", o.pattern));
         }
     }
-    let outbound = match &opts.outbound {
-        Some(o) => o.clone(),
-        None => Outbound::with_defaults().map_err(|e| OpenApiError::Fetch {
-            url: String::new(),
-            message: e.to_string(),
-        })?,
-    };
-    if !opts.scheme_credentials.is_empty() && opts.auth != AuthConfig::None {
-        return Err(OpenApiError::AuthConflict);
-    }
-    let mut secrets: Vec<toolshed_outbound::Secret> = opts
-        .scheme_credentials
-        .values()
-        .flat_map(|c| c.secrets().into_iter().cloned())
-        .collect();
-    secrets.extend(
-        opts.auth
-            .secrets()
-            .into_iter()
-            .map(toolshed_outbound::Secret::new),
-    );
-    let shared = Arc::new(Shared { outbound, secrets });
+    let shared = shared_transport(opts)?;
     let docs = Docs::new(doc, opts.base_dir.as_deref());
     let mut conv = Converter::new(&docs, version);
     let mut b = Builder {
@@ -800,24 +765,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         warnings: Vec::new(),
         outputs_dropped: 0,
     };
-    let doc_base = if version == Version::Swagger2 {
-        doc.get("host").and_then(Value::as_str).map(|host| {
-            let scheme = doc
-                .get("schemes")
-                .and_then(Value::as_array)
-                .and_then(|s| {
-                    s.iter()
-                        .filter_map(Value::as_str)
-                        .find(|s| *s == "https")
-                        .or_else(|| s.first().and_then(Value::as_str))
-                })
-                .unwrap_or("https");
-            let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("");
-            format!("{scheme}://{host}{}", base_path.trim_end_matches('/'))
-        })
-    } else {
-        server_url(doc.get("servers")).flatten()
-    };
+    let doc_base = document_base(doc, version);
     let mut security = if opts.scheme_credentials.is_empty() {
         None
     } else {
@@ -834,10 +782,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         AuthConfig::None => Vec::new(),
         a => vec![a.clone()],
     };
-    let total: usize = paths
-        .values()
-        .map(|item| METHODS.iter().filter(|m| item.get(**m).is_some()).count())
-        .sum();
+    let total = count_operations(doc);
     let mut done = 0;
     let mut used: HashSet<String> = HashSet::new();
     let mut no_base_warned = false;
@@ -886,43 +831,15 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                         continue;
                     }
                 };
-
-            // Tool path.
-            let op_id = str_of(op, "operationId");
-            let tag = op
-                .get("tags")
-                .and_then(Value::as_array)
-                .and_then(|t| t.iter().find_map(Value::as_str))
-                .map(String::from)
-                .or_else(|| {
-                    path.split('/')
-                        .find(|s| !s.is_empty() && !s.starts_with('{'))
-                        .map(String::from)
-                })
-                .unwrap_or_else(|| "default".into());
-            let tag_seg = to_segment(&tag);
-            let mut op_seg = match op_id {
-                Some(id) => to_segment(id),
-                None => to_segment(&format!("{method}_{path}")),
-            };
-            if let Some(rest) = op_seg.strip_prefix(&format!("{tag_seg}_")) {
-                if !rest.is_empty() {
-                    op_seg = rest.to_string();
-                }
-            }
-            let mut tool_path = format!("{ns}.{tag_seg}.{op_seg}");
-            if used.contains(&tool_path) {
-                let mut n = 2;
-                while used.contains(&format!("{tool_path}_{n}")) {
-                    n += 1;
-                }
-                let new = format!("{tool_path}_{n}");
-                result.warnings.push(format!(
-                    "{where_}: tool path '{tool_path}' is taken; using '{new}'"
-                ));
-                tool_path = new;
-            }
-            used.insert(tool_path.clone());
+            let (op_seg, tool_path) = tool_path_for(
+                ns,
+                path,
+                method,
+                op,
+                &mut used,
+                &where_,
+                &mut result.warnings,
+            );
             let tp = match ToolPath::parse(&tool_path) {
                 Ok(p) => p,
                 Err(e) => {
@@ -930,46 +847,13 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                     continue;
                 }
             };
-            // Name and description.
-            let summary = str_of(op, "summary");
-            let name = match (summary, op_id) {
-                (Some(s), _) if s.chars().count() <= 80 => title_case(s),
-                (_, Some(id)) => title_case(id),
-                _ => title_case(&op_seg),
-            };
-            let mut description = match (summary, str_of(op, "description")) {
-                (Some(s), Some(d)) if d != s => format!("{s}\n\n{d}"),
-                (Some(s), _) => s.to_string(),
-                (None, Some(d)) => d.to_string(),
-                (None, None) => where_.clone(),
-            };
-            if op.get("deprecated") == Some(&Value::Bool(true)) {
-                description =
-                    format!("[deprecated] {description}\n\nThis operation is deprecated upstream.");
-            }
-            // Annotations and overrides.
-            let mut ann = default_annotations(method);
-            let mut hidden = false;
-            for (pat, o) in &overrides {
-                if pat.matches(tp.as_str()) {
-                    if let Some(d) = o.destructive {
-                        ann.destructive = d;
-                    }
-                    if let Some(r) = o.read_only {
-                        ann.read_only = r;
-                        if r {
-                            ann.destructive = o.destructive.unwrap_or(false);
-                        }
-                    }
-                    hidden |= o.hidden;
-                }
-            }
-            if hidden {
+            let (name, description) = name_and_description(op, &op_seg, &where_);
+            let Some(ann) = annotations_for(method, tp.as_str(), &overrides) else {
                 result
                     .skipped
                     .push((where_, format!("hidden by an override ({tool_path})")));
                 continue;
-            }
+            };
             let mut def = ToolDef::new(tp, name, description.trim())
                 .with_input(input)
                 .with_annotations(ann);
@@ -1006,6 +890,176 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             .extend(s.warnings().iter().map(ToString::to_string));
     }
     Ok(result)
+}
+
+/// The document is an object of a known version with paths, and the namespace is usable.
+fn check_document<'d>(
+    doc: &'d Value,
+    opts: &ImportOptions,
+) -> Result<(Version, &'d Map<String, Value>), OpenApiError> {
+    if !doc.is_object() {
+        return Err(OpenApiError::NotAnObject(match doc {
+            Value::Array(_) => "an array",
+            Value::String(_) => "a string",
+            _ => "a scalar",
+        }));
+    }
+    let version = detect_version(doc)?;
+    let ns = opts.namespace.trim();
+    if ToolPath::parse(&format!("{ns}.x")).is_err() {
+        return Err(OpenApiError::Namespace(opts.namespace.clone()));
+    }
+    match doc.get("paths").and_then(Value::as_object) {
+        Some(p) if !p.is_empty() => Ok((version, p)),
+        _ => Err(OpenApiError::NoPaths),
+    }
+}
+
+/// What every handler of the import shares: the HTTP client and the secrets to redact.
+fn shared_transport(opts: &ImportOptions) -> Result<Arc<Shared>, OpenApiError> {
+    let outbound = match &opts.outbound {
+        Some(o) => o.clone(),
+        None => Outbound::with_defaults().map_err(|e| OpenApiError::Fetch {
+            url: String::new(),
+            message: e.to_string(),
+        })?,
+    };
+    if !opts.scheme_credentials.is_empty() && opts.auth != AuthConfig::None {
+        return Err(OpenApiError::AuthConflict);
+    }
+    let mut secrets: Vec<toolshed_outbound::Secret> = opts
+        .scheme_credentials
+        .values()
+        .flat_map(|c| c.secrets().into_iter().cloned())
+        .collect();
+    secrets.extend(
+        opts.auth
+            .secrets()
+            .into_iter()
+            .map(toolshed_outbound::Secret::new),
+    );
+    Ok(Arc::new(Shared { outbound, secrets }))
+}
+
+/// The document's own base URL: Swagger 2.0 `schemes` + `host` + `basePath` (https preferred),
+/// else the first absolute `servers` URL.
+fn document_base(doc: &Value, version: Version) -> Option<String> {
+    if version == Version::Swagger2 {
+        doc.get("host").and_then(Value::as_str).map(|host| {
+            let scheme = doc
+                .get("schemes")
+                .and_then(Value::as_array)
+                .and_then(|s| {
+                    s.iter()
+                        .filter_map(Value::as_str)
+                        .find(|s| *s == "https")
+                        .or_else(|| s.first().and_then(Value::as_str))
+                })
+                .unwrap_or("https");
+            let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("");
+            format!("{scheme}://{host}{}", base_path.trim_end_matches('/'))
+        })
+    } else {
+        server_url(doc.get("servers")).flatten()
+    }
+}
+
+/// `ns.<tag>.<operation>` from the first tag (else the first literal path segment) and the
+/// `operationId` (else method and path), the tag prefix dropped; a taken path gets `_2`, `_3`...
+/// with a warning. Returns the operation segment and the tool path, now marked `used`.
+fn tool_path_for(
+    ns: &str,
+    path: &str,
+    method: &str,
+    op: &Value,
+    used: &mut HashSet<String>,
+    where_: &str,
+    warnings: &mut Vec<String>,
+) -> (String, String) {
+    let tag = op
+        .get("tags")
+        .and_then(Value::as_array)
+        .and_then(|t| t.iter().find_map(Value::as_str))
+        .map(String::from)
+        .or_else(|| {
+            path.split('/')
+                .find(|s| !s.is_empty() && !s.starts_with('{'))
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "default".into());
+    let tag_seg = to_segment(&tag);
+    let mut op_seg = match str_of(op, "operationId") {
+        Some(id) => to_segment(id),
+        None => to_segment(&format!("{method}_{path}")),
+    };
+    if let Some(rest) = op_seg.strip_prefix(&format!("{tag_seg}_")) {
+        if !rest.is_empty() {
+            op_seg = rest.to_string();
+        }
+    }
+    let mut tool_path = format!("{ns}.{tag_seg}.{op_seg}");
+    if used.contains(&tool_path) {
+        let mut n = 2;
+        while used.contains(&format!("{tool_path}_{n}")) {
+            n += 1;
+        }
+        let new = format!("{tool_path}_{n}");
+        warnings.push(format!(
+            "{where_}: tool path '{tool_path}' is taken; using '{new}'"
+        ));
+        tool_path = new;
+    }
+    used.insert(tool_path.clone());
+    (op_seg, tool_path)
+}
+
+/// The tool's Title Case name (summary up to 80 characters, else `operationId`, else the
+/// operation segment) and its description (summary and description; deprecation noted).
+fn name_and_description(op: &Value, op_seg: &str, where_: &str) -> (String, String) {
+    let op_id = str_of(op, "operationId");
+    let summary = str_of(op, "summary");
+    let name = match (summary, op_id) {
+        (Some(s), _) if s.chars().count() <= 80 => title_case(s),
+        (_, Some(id)) => title_case(id),
+        _ => title_case(op_seg),
+    };
+    let mut description = match (summary, str_of(op, "description")) {
+        (Some(s), Some(d)) if d != s => format!("{s}\n\n{d}"),
+        (Some(s), _) => s.to_string(),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => where_.to_string(),
+    };
+    if op.get("deprecated") == Some(&Value::Bool(true)) {
+        description =
+            format!("[deprecated] {description}\n\nThis operation is deprecated upstream.");
+    }
+    (name, description)
+}
+
+/// The method's default annotations with the matching overrides applied; `None` when an
+/// override hides the tool.
+fn annotations_for(
+    method: &str,
+    tool_path: &str,
+    overrides: &[(Pattern, &Override)],
+) -> Option<Annotations> {
+    let mut ann = default_annotations(method);
+    let mut hidden = false;
+    for (pat, o) in overrides {
+        if pat.matches(tool_path) {
+            if let Some(d) = o.destructive {
+                ann.destructive = d;
+            }
+            if let Some(r) = o.read_only {
+                ann.read_only = r;
+                if r {
+                    ann.destructive = o.destructive.unwrap_or(false);
+                }
+            }
+            hidden |= o.hidden;
+        }
+    }
+    (!hidden).then_some(ann)
 }
 
 /// Counts operations per method without importing (for reports).
