@@ -473,86 +473,10 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
             {
                 continue;
             }
-            let (raw_schema, style) = if self.version == Version::Swagger2 {
-                let style = match p
-                    .get("collectionFormat")
-                    .and_then(Value::as_str)
-                    .unwrap_or("csv")
-                {
-                    "multi" => Style::Exploded,
-                    "pipes" => Style::Joined('|'),
-                    "ssv" => Style::Joined(' '),
-                    "tsv" => Style::Joined('\t'),
-                    _ => Style::Joined(','),
-                };
-                (Self::v2_param_schema(p), style)
-            } else if let Some(s) = p.get("schema") {
-                let explode_default = matches!(location, Location::Query | Location::Cookie);
-                let explode = p.get("explode").and_then(Value::as_bool).unwrap_or(
-                    match p.get("style").and_then(Value::as_str) {
-                        Some("form") | None => explode_default,
-                        _ => false,
-                    },
-                );
-                let style = match p.get("style").and_then(Value::as_str) {
-                    Some("deepObject") => Style::DeepObject,
-                    Some("pipeDelimited") => Style::Joined('|'),
-                    Some("spaceDelimited") => Style::Joined(' '),
-                    _ if explode => Style::Exploded,
-                    _ => Style::Joined(','),
-                };
-                (s.clone(), style)
-            } else if let Some((_, media)) = p
-                .get("content")
-                .and_then(Value::as_object)
-                .and_then(content_pick)
-            {
-                (
-                    media.get("schema").cloned().unwrap_or(json!({})),
-                    Style::Json,
-                )
-            } else {
-                (json!({"type": "string"}), Style::Joined(','))
-            };
-            let mut schema =
-                self.conv
-                    .convert(*pdoc, &raw_schema, Mode::Request, &mut input.deps)?;
-            if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
-                if !m.contains_key("$ref") {
-                    m.entry("description").or_insert_with(|| json!(d));
-                }
-            }
-            if p.get("deprecated") == Some(&Value::Bool(true)) {
-                if let Value::Object(m) = &mut schema {
-                    m.insert("deprecated".into(), json!(true));
-                }
-            }
-            let want = readable(name);
-            let loc_name = match location {
-                Location::Path => "path",
-                Location::Query => "query",
-                Location::Header => "header",
-                Location::Cookie => "cookie",
-            };
-            let (prop, renamed) = input.unique(&want, &format!("{loc_name}_{want}"));
-            if renamed {
-                self.warnings.push(format!(
-                    "{where_}: {loc_name} parameter '{name}' collides with another input; it is '{prop}' in the tool input"
-                ));
-            }
-            let required =
-                location == Location::Path || p.get("required") == Some(&Value::Bool(true));
-            input.props.push(Prop {
-                name: prop.clone(),
-                schema,
-                required,
-            });
-            bindings.push(ParamBinding {
-                prop,
-                name: name.to_string(),
-                location,
-                style,
-            });
+            let (raw_schema, style) = self.param_schema_and_style(p, location);
+            bindings.push(self.add_param(
+                &mut input, *pdoc, p, name, location, raw_schema, style, &where_,
+            )?);
         }
         // Request body.
         if self.version == Version::Swagger2 {
@@ -587,34 +511,7 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
                 } else {
                     BodyKind::Form
                 };
-                let mut fields = Vec::new();
-                for (fdoc, p) in &form_fields {
-                    let Some(name) = p.get("name").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    let mut schema = self.conv.convert(
-                        *fdoc,
-                        &Self::v2_param_schema(p),
-                        Mode::Request,
-                        &mut input.deps,
-                    )?;
-                    if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
-                        m.entry("description").or_insert_with(|| json!(d));
-                    }
-                    let want = readable(name);
-                    let (prop, renamed) = input.unique(&want, &format!("form_{want}"));
-                    if renamed {
-                        self.warnings.push(format!(
-                            "{where_}: form field '{name}' collides with a parameter; it is '{prop}' in the tool input"
-                        ));
-                    }
-                    input.props.push(Prop {
-                        name: prop.clone(),
-                        schema,
-                        required: p.get("required") == Some(&Value::Bool(true)),
-                    });
-                    fields.push((prop, name.to_string()));
-                }
+                let fields = self.v2_form_fields(&mut input, &form_fields, &where_)?;
                 body_binding = Some(BodyBinding::Fields { fields, kind });
             }
         } else if let Some(rb) = op.get("requestBody") {
@@ -639,21 +536,7 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
                 )?);
             }
         }
-        // Assemble the input schema.
-        let mut properties = Map::new();
-        let mut required = Vec::new();
-        for p in input.props {
-            if p.required {
-                required.push(json!(p.name.clone()));
-            }
-            properties.insert(p.name, p.schema);
-        }
-        let mut schema = json!({"type": "object", "properties": properties});
-        if !required.is_empty() {
-            schema["required"] = Value::Array(required);
-        }
-        self.conv
-            .attach_defs(&mut schema, &input.deps, Mode::Request, MAX_DEFS);
+        let schema = self.input_schema(input);
         let output = self.output_schema(item_doc, op, &where_);
         let plan = OperationPlan {
             method: Method::from_bytes(method.to_uppercase().as_bytes())
@@ -666,6 +549,164 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
             auth_unmet: None,
         };
         Ok((schema, output, plan))
+    }
+
+    /// A parameter's schema before conversion and how its value is serialised: Swagger 2.0
+    /// `collectionFormat`, OpenAPI 3 `style` / `explode`, or a `content` media type (JSON).
+    fn param_schema_and_style(&self, p: &Value, location: Location) -> (Value, Style) {
+        if self.version == Version::Swagger2 {
+            let style = match p
+                .get("collectionFormat")
+                .and_then(Value::as_str)
+                .unwrap_or("csv")
+            {
+                "multi" => Style::Exploded,
+                "pipes" => Style::Joined('|'),
+                "ssv" => Style::Joined(' '),
+                "tsv" => Style::Joined('\t'),
+                _ => Style::Joined(','),
+            };
+            (Self::v2_param_schema(p), style)
+        } else if let Some(s) = p.get("schema") {
+            let explode_default = matches!(location, Location::Query | Location::Cookie);
+            let explode = p.get("explode").and_then(Value::as_bool).unwrap_or(
+                match p.get("style").and_then(Value::as_str) {
+                    Some("form") | None => explode_default,
+                    _ => false,
+                },
+            );
+            let style = match p.get("style").and_then(Value::as_str) {
+                Some("deepObject") => Style::DeepObject,
+                Some("pipeDelimited") => Style::Joined('|'),
+                Some("spaceDelimited") => Style::Joined(' '),
+                _ if explode => Style::Exploded,
+                _ => Style::Joined(','),
+            };
+            (s.clone(), style)
+        } else if let Some((_, media)) = p
+            .get("content")
+            .and_then(Value::as_object)
+            .and_then(content_pick)
+        {
+            (
+                media.get("schema").cloned().unwrap_or(json!({})),
+                Style::Json,
+            )
+        } else {
+            (json!({"type": "string"}), Style::Joined(','))
+        }
+    }
+
+    /// Converts one parameter's schema into a property of the tool input (renamed with its
+    /// location when the name is taken) and returns how the call sends it.
+    #[allow(clippy::too_many_arguments)]
+    fn add_param(
+        &mut self,
+        input: &mut Input,
+        pdoc: DocId,
+        p: &Value,
+        name: &str,
+        location: Location,
+        raw_schema: Value,
+        style: Style,
+        where_: &str,
+    ) -> Result<ParamBinding, String> {
+        let mut schema = self
+            .conv
+            .convert(pdoc, &raw_schema, Mode::Request, &mut input.deps)?;
+        if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
+            if !m.contains_key("$ref") {
+                m.entry("description").or_insert_with(|| json!(d));
+            }
+        }
+        if p.get("deprecated") == Some(&Value::Bool(true)) {
+            if let Value::Object(m) = &mut schema {
+                m.insert("deprecated".into(), json!(true));
+            }
+        }
+        let want = readable(name);
+        let loc_name = match location {
+            Location::Path => "path",
+            Location::Query => "query",
+            Location::Header => "header",
+            Location::Cookie => "cookie",
+        };
+        let (prop, renamed) = input.unique(&want, &format!("{loc_name}_{want}"));
+        if renamed {
+            self.warnings.push(format!(
+                "{where_}: {loc_name} parameter '{name}' collides with another input; it is '{prop}' in the tool input"
+            ));
+        }
+        let required = location == Location::Path || p.get("required") == Some(&Value::Bool(true));
+        input.props.push(Prop {
+            name: prop.clone(),
+            schema,
+            required,
+        });
+        Ok(ParamBinding {
+            prop,
+            name: name.to_string(),
+            location,
+            style,
+        })
+    }
+
+    /// Swagger 2.0 `formData` parameters as input properties; returns (property, field name).
+    fn v2_form_fields(
+        &mut self,
+        input: &mut Input,
+        form_fields: &[(DocId, &Value)],
+        where_: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut fields = Vec::new();
+        for (fdoc, p) in form_fields {
+            let Some(name) = p.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut schema = self.conv.convert(
+                *fdoc,
+                &Self::v2_param_schema(p),
+                Mode::Request,
+                &mut input.deps,
+            )?;
+            if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
+                m.entry("description").or_insert_with(|| json!(d));
+            }
+            let want = readable(name);
+            let (prop, renamed) = input.unique(&want, &format!("form_{want}"));
+            if renamed {
+                self.warnings.push(format!(
+                    "{where_}: form field '{name}' collides with a parameter; it is '{prop}' in the tool input"
+                ));
+            }
+            input.props.push(Prop {
+                name: prop.clone(),
+                schema,
+                required: p.get("required") == Some(&Value::Bool(true)),
+            });
+            fields.push((prop, name.to_string()));
+        }
+        Ok(fields)
+    }
+
+    /// The tool's input schema: every property, the required ones, and the definitions they use.
+    fn input_schema(&mut self, input: Input) -> Value {
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        let Input { props, deps, .. } = input;
+        for p in props {
+            if p.required {
+                required.push(json!(p.name.clone()));
+            }
+            properties.insert(p.name, p.schema);
+        }
+        let mut schema = json!({"type": "object", "properties": properties});
+        if !required.is_empty() {
+            schema["required"] = Value::Array(required);
+        }
+        self.conv
+            .attach_defs(&mut schema, &deps, Mode::Request, MAX_DEFS);
+        schema
     }
 
     fn output_schema(&mut self, doc: DocId, op: &Value, where_: &str) -> Option<Value> {
