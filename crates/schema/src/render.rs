@@ -388,21 +388,34 @@ impl<'a> Renderer<'a> {
         } else {
             (obj.clone(), Vec::new())
         };
-        let get = |k: &str| obj.get(k);
-
-        d.description = get("description")
+        d.description = obj
+            .get("description")
             .and_then(Value::as_str)
             .map(|t| field_description(t, FIELD_DESCRIPTION_CHARS));
+        let bare_values = self.describe_type(&obj, depth, &mut d);
+        for rest in all_of_rest {
+            d.cons.push(format!("& {rest}"));
+        }
+        push_number_constraints(&obj, &mut d.cons);
+        self.push_string_and_array_constraints(&obj, &mut d.cons);
+        self.describe_properties(&obj, &mut d);
+        self.push_key_constraints(&obj, &mut d.cons);
+        self.push_logic(&obj, &mut d.cons);
+        self.push_annotations(&obj, bare_values.as_deref(), &mut d);
+        d
+    }
 
-        // Types.
-        let mut types: Vec<String> = match get("type") {
-            Some(Value::String(t)) => vec![t.clone()],
-            Some(Value::Array(ts)) => ts
-                .iter()
-                .map(|t| t.as_str().map(str::to_string).unwrap_or_else(|| compact(t)))
-                .collect(),
-            _ => Vec::new(),
-        };
+    /// The type (`d.ty`): declared types, enum and const values, array items, format,
+    /// nullability and unions; item and union blocks go to `d.children`, extra-item rules and
+    /// unions beside a type to `d.cons`. Returns the enum values when they are written bare.
+    fn describe_type(
+        &mut self,
+        obj: &Map<String, Value>,
+        depth: usize,
+        d: &mut Desc,
+    ) -> Option<Vec<Value>> {
+        let get = |k: &str| obj.get(k);
+        let mut types = declared_types(obj);
         let is_object = types.iter().any(|t| t == "object")
             || (types.is_empty()
                 && (obj.contains_key("properties")
@@ -413,7 +426,7 @@ impl<'a> Renderer<'a> {
 
         // Enum / const replace the type when it is implied by the values.
         let mut parts: Vec<String> = Vec::new();
-        let mut bare_values: Option<&Vec<Value>> = None;
+        let mut bare_values: Option<Vec<Value>> = None;
         let const_union = if get("enum").is_none() && get("const").is_none() {
             ["oneOf", "anyOf"].into_iter().find_map(|k| {
                 get(k)
@@ -438,73 +451,87 @@ impl<'a> Renderer<'a> {
             }
             let text = enum_values(values);
             if !text.contains('"') {
-                bare_values = Some(values);
+                bare_values = Some(values.clone());
             }
             parts.push(text);
         }
 
         if is_array {
-            let tuple = get("prefixItems")
-                .and_then(Value::as_array)
-                .or_else(|| get("items").and_then(Value::as_array));
-            if let Some(tuple) = tuple {
-                let items: Vec<String> = tuple.iter().map(|i| self.inline(i)).collect();
-                let t = format!("[{}]", items.join(", "));
-                replace_type(&mut types, "array", t);
-                let rest = if get("prefixItems").is_some() {
-                    get("items")
-                } else {
-                    get("additionalItems")
-                };
-                match rest {
-                    Some(Value::Bool(false)) => d.cons.push("no extra items".into()),
-                    Some(Value::Bool(true)) | None => {}
-                    Some(s) => {
-                        let extra = self.inline(s);
-                        d.cons.push(format!("extra items: {extra}"));
-                    }
-                }
-            } else if let Some(items) = get("items") {
-                let item_block = matches!(self.resolve(items, true), Resolved::Schema(ref s, _) if has_children(s) || is_union_with_children(s));
-                if item_block && self.max_depth.is_none_or(|m| depth < m) {
-                    let label = "items".to_string();
-                    d.children.push((label, items.clone(), false));
-                    replace_type(&mut types, "array", "array".into());
-                } else {
-                    let item = self.inline(items);
-                    let t = if is_simple_type(&item) {
-                        format!("{item}[]")
-                    } else {
-                        format!("array of {item}")
-                    };
-                    replace_type(&mut types, "array", t);
-                }
-            }
-            if let Some(extra) = get("additionalItems").filter(|_| {
-                get("prefixItems").is_some() || !get("items").is_some_and(Value::is_array)
-            }) {
-                let extra = self.inline(extra);
-                d.cons.push(format!("additionalItems: {extra}"));
-            }
+            self.describe_array(obj, depth, &mut types, d);
         }
+        apply_format_and_nullable(obj, &mut types);
+        let skip = const_union.as_ref().map(|c| c.0);
+        let union_parts = self.union_parts(obj, depth, skip, &mut d.children);
+        d.ty = compose_type(obj, types, parts, union_parts, is_object, &mut d.cons);
+        bare_values
+    }
 
-        if let Some(format) = get("format").and_then(Value::as_str) {
-            let base = types.iter().position(|t| t != "null").unwrap_or(0);
-            if types.is_empty() {
-                types.push(format!("<{format}>"));
+    /// Array items: a tuple, an item type (`T[]`, `array of T`) or an `items` block.
+    fn describe_array(
+        &mut self,
+        obj: &Map<String, Value>,
+        depth: usize,
+        types: &mut Vec<String>,
+        d: &mut Desc,
+    ) {
+        let get = |k: &str| obj.get(k);
+        let tuple = get("prefixItems")
+            .and_then(Value::as_array)
+            .or_else(|| get("items").and_then(Value::as_array));
+        if let Some(tuple) = tuple {
+            let items: Vec<String> = tuple.iter().map(|i| self.inline(i)).collect();
+            let t = format!("[{}]", items.join(", "));
+            replace_type(types, "array", t);
+            let rest = if get("prefixItems").is_some() {
+                get("items")
             } else {
-                types[base] = format!("{}<{format}>", types[base]);
+                get("additionalItems")
+            };
+            match rest {
+                Some(Value::Bool(false)) => d.cons.push("no extra items".into()),
+                Some(Value::Bool(true)) | None => {}
+                Some(s) => {
+                    let extra = self.inline(s);
+                    d.cons.push(format!("extra items: {extra}"));
+                }
+            }
+        } else if let Some(items) = get("items") {
+            let item_block = matches!(self.resolve(items, true), Resolved::Schema(ref s, _) if has_children(s) || is_union_with_children(s));
+            if item_block && self.max_depth.is_none_or(|m| depth < m) {
+                let label = "items".to_string();
+                d.children.push((label, items.clone(), false));
+                replace_type(types, "array", "array".into());
+            } else {
+                let item = self.inline(items);
+                let t = if is_simple_type(&item) {
+                    format!("{item}[]")
+                } else {
+                    format!("array of {item}")
+                };
+                replace_type(types, "array", t);
             }
         }
-
-        if get("nullable") == Some(&Value::Bool(true)) && !types.iter().any(|t| t == "null") {
-            types.push("null".into());
+        if let Some(extra) = get("additionalItems")
+            .filter(|_| get("prefixItems").is_some() || !get("items").is_some_and(Value::is_array))
+        {
+            let extra = self.inline(extra);
+            d.cons.push(format!("additionalItems: {extra}"));
         }
+    }
 
-        // Unions.
+    /// The `oneOf` / `anyOf` unions (except `skip`, already written as enum values): inline,
+    /// or as labelled branch blocks in `children` when a branch has children of its own.
+    fn union_parts(
+        &mut self,
+        obj: &Map<String, Value>,
+        depth: usize,
+        skip: Option<&str>,
+        children: &mut Vec<Child>,
+    ) -> Vec<String> {
+        let get = |k: &str| obj.get(k);
         let mut union_parts = Vec::new();
         for key in ["oneOf", "anyOf"] {
-            if const_union.as_ref().is_some_and(|c| c.0 == key) {
+            if skip == Some(key) {
                 continue;
             }
             if let Some(branches) = get(key).and_then(Value::as_array) {
@@ -516,7 +543,7 @@ impl<'a> Renderer<'a> {
                     .map(|(i, b)| {
                         if block {
                             let label = branch_label(b, i);
-                            d.children.push((label.clone(), b.clone(), false));
+                            children.push((label.clone(), b.clone(), false));
                             label
                         } else {
                             self.inline(b)
@@ -534,114 +561,48 @@ impl<'a> Renderer<'a> {
             }
         }
 
-        let mut ty_parts: Vec<String> = Vec::new();
-        if !union_parts.is_empty()
-            && types.iter().all(|t| t == "object" || t == "null")
-            && parts.is_empty()
-        {
-            if types.iter().any(|t| t == "null") {
-                union_parts.push("null".into());
-            }
-            ty_parts.push(join_union(&union_parts));
-        } else if !parts.is_empty() && types.iter().all(|t| t == "null") {
-            parts.extend(types.iter().cloned());
-            ty_parts.push(join_union(&parts));
-        } else {
-            if !types.is_empty() {
-                ty_parts.push(join_union(&types));
-            }
-            ty_parts.append(&mut parts);
-            for u in &union_parts {
-                d.cons.push(u.clone());
-            }
-        }
-        if let Some(c) = get("const") {
-            // A literal type: the value alone when it implies the type.
-            if ty_parts.len() == 1 && fits_type(c, &ty_parts[0]) {
-                ty_parts.clear();
-            }
-            ty_parts.push(compact(c));
-        }
-        if ty_parts.is_empty() {
-            ty_parts.push(if is_object {
-                "object".into()
-            } else {
-                "any".into()
-            });
-        }
-        d.ty = ty_parts.join(" ");
-        for rest in all_of_rest {
-            d.cons.push(format!("& {rest}"));
-        }
+        union_parts
+    }
 
-        // Numbers.
-        let draft4_excl = |k: &str| get(k) == Some(&Value::Bool(true));
-        let inclusive_range = match (get("minimum"), get("maximum")) {
-            (Some(lo), Some(hi))
-                if lo.is_number()
-                    && hi.is_number()
-                    && !draft4_excl("exclusiveMinimum")
-                    && !draft4_excl("exclusiveMaximum") =>
-            {
-                d.cons.push(format!("{}..{}", num(lo), num(hi)));
-                true
-            }
-            _ => false,
-        };
-        if let Some(v) = get("minimum").filter(|_| !inclusive_range) {
-            let op = if draft4_excl("exclusiveMinimum") {
-                ">"
-            } else {
-                ">="
-            };
-            d.cons.push(format!("{op} {}", num(v)));
-        }
-        if let Some(v) = get("exclusiveMinimum").filter(|v| v.is_number()) {
-            d.cons.push(format!("> {}", num(v)));
-        }
-        if let Some(v) = get("maximum").filter(|_| !inclusive_range) {
-            let op = if draft4_excl("exclusiveMaximum") {
-                "<"
-            } else {
-                "<="
-            };
-            d.cons.push(format!("{op} {}", num(v)));
-        }
-        if let Some(v) = get("exclusiveMaximum").filter(|v| v.is_number()) {
-            d.cons.push(format!("< {}", num(v)));
-        }
-        if let Some(v) = get("multipleOf") {
-            d.cons.push(format!("multiple of {}", num(v)));
-        }
-        push_range(&mut d.cons, "len", get("minLength"), get("maxLength"));
+    /// `minLength` through `unevaluatedItems`: string and array constraints.
+    fn push_string_and_array_constraints(
+        &mut self,
+        obj: &Map<String, Value>,
+        cons: &mut Vec<String>,
+    ) {
+        let get = |k: &str| obj.get(k);
+        push_range(cons, "len", get("minLength"), get("maxLength"));
         if let Some(p) = get("pattern") {
             let p = p.as_str().map(str::to_string).unwrap_or_else(|| compact(p));
-            d.cons.push(format!("pattern /{p}/"));
+            cons.push(format!("pattern /{p}/"));
         }
-        push_range(&mut d.cons, "items", get("minItems"), get("maxItems"));
+        push_range(cons, "items", get("minItems"), get("maxItems"));
         if get("uniqueItems") == Some(&Value::Bool(true)) {
-            d.cons.push("unique".into());
+            cons.push("unique".into());
         }
         if let Some(c) = get("contains") {
             let c = self.inline(c);
-            d.cons.push(format!("contains {c}"));
+            cons.push(format!("contains {c}"));
         }
         push_range(
-            &mut d.cons,
+            cons,
             "contains count",
             get("minContains"),
             get("maxContains"),
         );
         match get("unevaluatedItems") {
-            Some(Value::Bool(false)) => d.cons.push("no unevaluated items".into()),
+            Some(Value::Bool(false)) => cons.push("no unevaluated items".into()),
             Some(Value::Bool(true)) | None => {}
             Some(s) => {
                 let s = self.inline(s);
-                d.cons.push(format!("unevaluated items: {s}"));
+                cons.push(format!("unevaluated items: {s}"));
             }
         }
+    }
 
-        // Objects.
+    /// Properties (children, required), `patternProperties` and `additionalProperties`.
+    fn describe_properties(&mut self, obj: &Map<String, Value>, d: &mut Desc) {
+        let get = |k: &str| obj.get(k);
         let required: Vec<String> = get("required")
             .and_then(Value::as_array)
             .map(|r| {
@@ -681,15 +642,15 @@ impl<'a> Renderer<'a> {
                 d.cons.push(format!("extra keys: {s}"));
             }
         }
-        push_range(
-            &mut d.cons,
-            "keys",
-            get("minProperties"),
-            get("maxProperties"),
-        );
+    }
+
+    /// Key counts, key names, dependencies and `unevaluatedProperties`.
+    fn push_key_constraints(&mut self, obj: &Map<String, Value>, cons: &mut Vec<String>) {
+        let get = |k: &str| obj.get(k);
+        push_range(cons, "keys", get("minProperties"), get("maxProperties"));
         if let Some(names) = get("propertyNames") {
             let n = self.inline(names);
-            d.cons.push(format!("key names: {n}"));
+            cons.push(format!("key names: {n}"));
         }
         if let Some(Value::Object(dr)) = get("dependentRequired") {
             for (k, v) in dr {
@@ -701,7 +662,7 @@ impl<'a> Renderer<'a> {
                             .collect()
                     })
                     .unwrap_or_default();
-                d.cons.push(format!("{k} requires {}", list.join(", ")));
+                cons.push(format!("{k} requires {}", list.join(", ")));
             }
         }
         for key in ["dependentSchemas", "dependencies"] {
@@ -712,27 +673,30 @@ impl<'a> Renderer<'a> {
                             .iter()
                             .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| compact(x)))
                             .collect();
-                        d.cons.push(format!("{k} requires {}", list.join(", ")));
+                        cons.push(format!("{k} requires {}", list.join(", ")));
                     } else {
                         let s = self.inline(v);
-                        d.cons.push(format!("if {k} present: {s}"));
+                        cons.push(format!("if {k} present: {s}"));
                     }
                 }
             }
         }
         match get("unevaluatedProperties") {
-            Some(Value::Bool(false)) => d.cons.push("no unevaluated keys".into()),
+            Some(Value::Bool(false)) => cons.push("no unevaluated keys".into()),
             Some(Value::Bool(true)) | None => {}
             Some(s) => {
                 let s = self.inline(s);
-                d.cons.push(format!("unevaluated keys: {s}"));
+                cons.push(format!("unevaluated keys: {s}"));
             }
         }
+    }
 
-        // Logic.
+    /// `not`, `if` / `then` / `else` and the discriminator.
+    fn push_logic(&mut self, obj: &Map<String, Value>, cons: &mut Vec<String>) {
+        let get = |k: &str| obj.get(k);
         if let Some(n) = get("not") {
             let n = self.inline(n);
-            d.cons.push(format!("not {n}"));
+            cons.push(format!("not {n}"));
         }
         if let Some(i) = get("if") {
             let mut s = format!("if {}", self.inline(i));
@@ -742,13 +706,22 @@ impl<'a> Renderer<'a> {
             if let Some(e) = get("else") {
                 s.push_str(&format!(" else {}", self.inline(e)));
             }
-            d.cons.push(s);
+            cons.push(s);
         }
         if let Some(disc) = get("discriminator") {
-            d.cons.push(discriminator(disc));
+            cons.push(discriminator(disc));
         }
+    }
 
-        // Annotations that constrain or matter to a caller.
+    /// Annotations that constrain or matter to a caller: default (bare when it is one of the
+    /// `bare_values` of the enum), read/write-only, deprecated, content encoding and schema.
+    fn push_annotations(
+        &mut self,
+        obj: &Map<String, Value>,
+        bare_values: Option<&[Value]>,
+        d: &mut Desc,
+    ) {
+        let get = |k: &str| obj.get(k);
         if let Some(v) = get("default").filter(|v| !v.is_null()) {
             // A default among bare enum values is written bare too.
             d.default = Some(match v.as_str() {
@@ -775,7 +748,127 @@ impl<'a> Renderer<'a> {
             let s = self.inline(v);
             d.cons.push(format!("content {s}"));
         }
-        d
+    }
+}
+
+/// The declared `type`s, as written.
+fn declared_types(obj: &Map<String, Value>) -> Vec<String> {
+    match obj.get("type") {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .map(|t| t.as_str().map(str::to_string).unwrap_or_else(|| compact(t)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `format` appended to the first non-null type (`string<date-time>`); OpenAPI's `nullable`.
+fn apply_format_and_nullable(obj: &Map<String, Value>, types: &mut Vec<String>) {
+    let get = |k: &str| obj.get(k);
+    if let Some(format) = get("format").and_then(Value::as_str) {
+        let base = types.iter().position(|t| t != "null").unwrap_or(0);
+        if types.is_empty() {
+            types.push(format!("<{format}>"));
+        } else {
+            types[base] = format!("{}<{format}>", types[base]);
+        }
+    }
+
+    if get("nullable") == Some(&Value::Bool(true)) && !types.iter().any(|t| t == "null") {
+        types.push("null".into());
+    }
+}
+
+/// The type text from the declared `types`, the enum `parts`, the unions and `const`;
+/// unions beside a declared type become constraints.
+fn compose_type(
+    obj: &Map<String, Value>,
+    types: Vec<String>,
+    mut parts: Vec<String>,
+    mut union_parts: Vec<String>,
+    is_object: bool,
+    cons: &mut Vec<String>,
+) -> String {
+    let get = |k: &str| obj.get(k);
+    let mut ty_parts: Vec<String> = Vec::new();
+    if !union_parts.is_empty()
+        && types.iter().all(|t| t == "object" || t == "null")
+        && parts.is_empty()
+    {
+        if types.iter().any(|t| t == "null") {
+            union_parts.push("null".into());
+        }
+        ty_parts.push(join_union(&union_parts));
+    } else if !parts.is_empty() && types.iter().all(|t| t == "null") {
+        parts.extend(types.iter().cloned());
+        ty_parts.push(join_union(&parts));
+    } else {
+        if !types.is_empty() {
+            ty_parts.push(join_union(&types));
+        }
+        ty_parts.append(&mut parts);
+        for u in &union_parts {
+            cons.push(u.clone());
+        }
+    }
+    if let Some(c) = get("const") {
+        // A literal type: the value alone when it implies the type.
+        if ty_parts.len() == 1 && fits_type(c, &ty_parts[0]) {
+            ty_parts.clear();
+        }
+        ty_parts.push(compact(c));
+    }
+    if ty_parts.is_empty() {
+        ty_parts.push(if is_object {
+            "object".into()
+        } else {
+            "any".into()
+        });
+    }
+    ty_parts.join(" ")
+}
+
+/// `minimum` through `multipleOf` (draft-4 boolean exclusive bounds too).
+fn push_number_constraints(obj: &Map<String, Value>, cons: &mut Vec<String>) {
+    let get = |k: &str| obj.get(k);
+    let draft4_excl = |k: &str| get(k) == Some(&Value::Bool(true));
+    let inclusive_range = match (get("minimum"), get("maximum")) {
+        (Some(lo), Some(hi))
+            if lo.is_number()
+                && hi.is_number()
+                && !draft4_excl("exclusiveMinimum")
+                && !draft4_excl("exclusiveMaximum") =>
+        {
+            cons.push(format!("{}..{}", num(lo), num(hi)));
+            true
+        }
+        _ => false,
+    };
+    if let Some(v) = get("minimum").filter(|_| !inclusive_range) {
+        let op = if draft4_excl("exclusiveMinimum") {
+            ">"
+        } else {
+            ">="
+        };
+        cons.push(format!("{op} {}", num(v)));
+    }
+    if let Some(v) = get("exclusiveMinimum").filter(|v| v.is_number()) {
+        cons.push(format!("> {}", num(v)));
+    }
+    if let Some(v) = get("maximum").filter(|_| !inclusive_range) {
+        let op = if draft4_excl("exclusiveMaximum") {
+            "<"
+        } else {
+            "<="
+        };
+        cons.push(format!("{op} {}", num(v)));
+    }
+    if let Some(v) = get("exclusiveMaximum").filter(|v| v.is_number()) {
+        cons.push(format!("< {}", num(v)));
+    }
+    if let Some(v) = get("multipleOf") {
+        cons.push(format!("multiple of {}", num(v)));
     }
 }
 

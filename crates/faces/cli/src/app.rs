@@ -56,11 +56,11 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     match config.n8n_settings() {
         Ok(None) => {}
         Ok(Some(settings)) => match async {
-            if let Some(w) = toolshed_sources::n8n::cleartext_warning(&settings.base_url) {
+            if let Some(w) = toolshed_n8n_integration::cleartext_warning(&settings.base_url) {
                 eprintln!("plugin n8n: WARNING: {w}");
             }
             let login = config.n8n_login().map_err(|e| e.to_string())?;
-            toolshed_sources::n8n::n8n_plugin_with_login(&settings, login)
+            toolshed_n8n_integration::n8n_plugin_with_login(&settings, login)
                 .await
                 .map_err(|e| e.to_string())
         }

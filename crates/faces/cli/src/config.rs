@@ -442,13 +442,15 @@ impl Config {
     }
 
     /// The n8n settings with the API key resolved.
-    pub fn n8n_settings(&self) -> Result<Option<toolshed_sources::N8nSettings>, ConfigError> {
+    pub fn n8n_settings(
+        &self,
+    ) -> Result<Option<toolshed_n8n_integration::N8nSettings>, ConfigError> {
         let Some(n) = &self.n8n else {
             return Ok(None);
         };
         let api_key =
             resolve_secret(&n.api_key).map_err(|var| ConfigError::MissingN8nKeyEnv { var })?;
-        Ok(Some(toolshed_sources::N8nSettings {
+        Ok(Some(toolshed_n8n_integration::N8nSettings {
             base_url: n.base_url.clone(),
             api_key,
             allow_private: n.allow_private,
@@ -457,7 +459,7 @@ impl Config {
     }
 
     /// The n8n login (email and password resolved), when `[n8n]` has one.
-    pub fn n8n_login(&self) -> Result<Option<toolshed_sources::n8n::N8nLogin>, ConfigError> {
+    pub fn n8n_login(&self) -> Result<Option<toolshed_n8n_integration::N8nLogin>, ConfigError> {
         let Some(n) = &self.n8n else {
             return Ok(None);
         };
@@ -466,7 +468,7 @@ impl Config {
             (Some(email), Some(password)) if !email.trim().is_empty() && !password.is_empty() => {
                 let password = resolve_secret(password)
                     .map_err(|var| ConfigError::MissingN8nPasswordEnv { var })?;
-                Ok(Some(toolshed_sources::n8n::N8nLogin {
+                Ok(Some(toolshed_n8n_integration::N8nLogin {
                     email: email.trim().to_string(),
                     password,
                 }))

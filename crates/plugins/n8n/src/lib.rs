@@ -40,11 +40,11 @@
 //!
 //! # The rest of the public API
 //! The hand-written tools cover the operations listed by [`hand_written_paths`]. Every other
-//! operation of n8n's public API comes from importing the bundled OpenAPI document
-//! ([`public_api_spec`], n8n 2.41.1) with an OpenAPI importer under the `n8n` namespace, the
-//! plugin's base URL (`{base}/api/v1`) and the same `X-N8N-API-KEY` auth; where an imported
-//! operation is one of [`hand_written_paths`], the hand-written tool wins and the imported one is
-//! dropped.
+//! operation of n8n's public API comes from the n8n integration crate
+//! (`crates/integrations/n8n`), which imports n8n's OpenAPI document (2.41.1) under the `n8n`
+//! namespace, the plugin's base URL (`{base}/api/v1`) and the same `X-N8N-API-KEY` auth; where an
+//! imported operation is one of [`hand_written_paths`], the hand-written tool wins and the
+//! imported one is dropped. This crate knows nothing of OpenAPI.
 
 pub mod catalog;
 pub mod client;
@@ -69,7 +69,8 @@ pub use summary::SUMMARY_BUDGET;
 /// The plugin id, also the namespace of its tools.
 pub const PLUGIN_ID: &str = "n8n";
 
-/// The n8n version whose public API the plugin and its bundled spec follow.
+/// The n8n version whose public API the plugin (and the OpenAPI document the n8n integration
+/// bundles) follows.
 pub const N8N_API_VERSION: &str = "2.41.1";
 
 /// Default cap on one reply body: 64 MiB (the editor's node catalog of 2.41.1 is ~18 MB, a
@@ -308,15 +309,9 @@ pub const HAND_WRITTEN: &[(&str, &str)] = &[
 ];
 
 /// The public API operations (`METHOD /path`, as in the spec) the hand-written tools cover.
-/// An OpenAPI import of [`public_api_spec`] should skip these.
+/// An OpenAPI import of n8n's public API document should skip these.
 pub fn hand_written_paths() -> Vec<&'static str> {
     HAND_WRITTEN.iter().map(|(op, _)| *op).collect()
-}
-
-/// n8n's public API OpenAPI document (2.41.1, bundled YAML), for importing the operations the
-/// hand-written tools do not cover.
-pub fn public_api_spec() -> &'static str {
-    include_str!("../spec/openapi-n8n-2.41.1-bundled.yml")
 }
 
 #[cfg(test)]
@@ -423,26 +418,6 @@ mod tests {
             assert!(
                 p.tools.iter().any(|t| t.def.path.as_str() == *tool),
                 "{op}: no tool {tool}"
-            );
-        }
-    }
-
-    #[test]
-    fn hand_written_paths_exist_in_the_bundled_spec() {
-        let spec = public_api_spec();
-        assert!(spec.contains("openapi"));
-        for op in hand_written_paths() {
-            let (method, path) = op.split_once(' ').unwrap();
-            let key = format!("\n  {path}:\n");
-            let at = spec
-                .find(&key)
-                .unwrap_or_else(|| panic!("{path} not in spec"));
-            // The method appears in the path item before the next path.
-            let rest = &spec[at + key.len() - 1..];
-            let end = rest.find("\n  /").unwrap_or(rest.len());
-            assert!(
-                rest[..end].contains(&format!("\n    {}:", method.to_ascii_lowercase())),
-                "{op} not in spec"
             );
         }
     }

@@ -325,9 +325,27 @@ fn selection(filter: Option<Value>, all: bool, action: &'static str) -> Result<S
 
 /// Builds the plugin around a [`Tables`] handle.
 pub fn plugin(tables: Tables) -> Plugin {
-    let filter_prop = json!({"$ref": "#/$defs/filter"});
     let t = &tables;
-    let tools = vec![
+    let tools = [
+        table_tools(t),
+        column_tools(t),
+        row_read_tools(t),
+        row_change_tools(t),
+    ];
+    let mut p = Plugin::new(
+        PLUGIN_ID,
+        "Data Tables",
+        "Typed data tables stored in Toolshed's own database: create tables, query rows with filters, and write rows transactionally.",
+    );
+    for tool in tools.into_iter().flatten() {
+        p = p.with_tool(tool);
+    }
+    p
+}
+
+/// `tables.list`, `tables.create`, `tables.delete`, `tables.get_schema`.
+fn table_tools(t: &Tables) -> Vec<Tool> {
+    vec![
         tool(
             t,
             def(
@@ -406,6 +424,12 @@ pub fn plugin(tables: Tables) -> Plugin {
             .with_output(schema_output()),
             |t, a: NameArgs| async move { Ok(schema_json(&t.info(&a.name).await?)) },
         ),
+    ]
+}
+
+/// `tables.columns.add`, `tables.columns.delete`, `tables.columns.rename`.
+fn column_tools(t: &Tables) -> Vec<Tool> {
+    vec![
         tool(
             t,
             def(
@@ -466,6 +490,13 @@ pub fn plugin(tables: Tables) -> Plugin {
                 Ok(schema_json(&t.rename_column(&a.table, &a.from, &a.to).await?))
             },
         ),
+    ]
+}
+
+/// `tables.rows.query` and `tables.rows.insert`.
+fn row_read_tools(t: &Tables) -> Vec<Tool> {
+    let filter_prop = json!({"$ref": "#/$defs/filter"});
+    vec![
         tool(
             t,
             def(
@@ -528,6 +559,13 @@ pub fn plugin(tables: Tables) -> Plugin {
                 Ok(json!({"inserted": rows.len(), "rows": rows}))
             },
         ),
+    ]
+}
+
+/// `tables.rows.update`, `tables.rows.upsert` and `tables.rows.delete`.
+fn row_change_tools(t: &Tables) -> Vec<Tool> {
+    let filter_prop = json!({"$ref": "#/$defs/filter"});
+    vec![
         tool(
             t,
             def(
@@ -609,16 +647,7 @@ pub fn plugin(tables: Tables) -> Plugin {
                 Ok(json!({"deleted": ids.len(), "ids": ids}))
             },
         ),
-    ];
-    let mut p = Plugin::new(
-        PLUGIN_ID,
-        "Data Tables",
-        "Typed data tables stored in Toolshed's own database: create tables, query rows with filters, and write rows transactionally.",
-    );
-    for tool in tools {
-        p = p.with_tool(tool);
-    }
-    p
+    ]
 }
 
 #[cfg(test)]

@@ -8,7 +8,13 @@
 //! audit).
 //!
 //! - [`config`]: [`Transport`] and [`UpstreamConfig`].
-//! - [`upstream`]: [`Upstream`]: connect, list, change notifications, supervision, shutdown.
+//! - [`upstream`]: [`Upstream`], the handle: connect, list tools, change notifications, shutdown.
+//! - [`connect`]: transports (child process, streamable HTTP) and the handshake, with the
+//!   accepted protocol revisions and the `server/discover` fallback.
+//! - [`supervisor`]: the session's lifetime: reconnect with backoff, re-list after
+//!   `tools/list_changed`, close on shutdown.
+//! - `handler`: the tool handler that relays one call as `tools/call`.
+//! - `stderr`: a child's stderr, logged with secrets blanked out, its tail kept for errors.
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
 //!
@@ -29,8 +35,12 @@
 //! ```
 
 pub mod config;
+pub mod connect;
 pub mod error;
+mod handler;
 pub mod mapping;
+mod stderr;
+pub mod supervisor;
 pub mod upstream;
 
 pub use config::{Transport, UpstreamConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT};

@@ -1,8 +1,7 @@
 //! The npm reference servers (`@modelcontextprotocol/server-memory`, `server-everything`), when
-//! installed under `$MCP_TOOLS` (default `/tmp/mcp-tools`) by
-//! `../shared/scripts/mcp-tools.sh install`; `scripts/test.sh` installs them before
-//! `cargo test` when that script exists. Without them each test prints a `note: ... skipping`
-//! line and returns.
+//! installed under `$MCP_TOOLS` (default `/tmp/mcp-tools`) by `scripts/peers.sh`, which
+//! `scripts/test.sh` runs before `cargo test`. Without them (npm unreachable) each test prints a
+//! `note: ... skipping` line and returns.
 
 use crate::common;
 
@@ -28,7 +27,7 @@ fn installed(name: &str) -> Option<String> {
         Some(path.display().to_string())
     } else {
         eprintln!(
-            "note: {} is not installed (../shared/scripts/mcp-tools.sh install); skipping this reference-server test",
+            "note: {} is not installed (bash scripts/peers.sh); skipping this reference-server test",
             path.display()
         );
         None

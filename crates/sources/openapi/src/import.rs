@@ -455,86 +455,10 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
             {
                 continue;
             }
-            let (raw_schema, style) = if self.version == Version::Swagger2 {
-                let style = match p
-                    .get("collectionFormat")
-                    .and_then(Value::as_str)
-                    .unwrap_or("csv")
-                {
-                    "multi" => Style::Exploded,
-                    "pipes" => Style::Joined('|'),
-                    "ssv" => Style::Joined(' '),
-                    "tsv" => Style::Joined('\t'),
-                    _ => Style::Joined(','),
-                };
-                (Self::v2_param_schema(p), style)
-            } else if let Some(s) = p.get("schema") {
-                let explode_default = matches!(location, Location::Query | Location::Cookie);
-                let explode = p.get("explode").and_then(Value::as_bool).unwrap_or(
-                    match p.get("style").and_then(Value::as_str) {
-                        Some("form") | None => explode_default,
-                        _ => false,
-                    },
-                );
-                let style = match p.get("style").and_then(Value::as_str) {
-                    Some("deepObject") => Style::DeepObject,
-                    Some("pipeDelimited") => Style::Joined('|'),
-                    Some("spaceDelimited") => Style::Joined(' '),
-                    _ if explode => Style::Exploded,
-                    _ => Style::Joined(','),
-                };
-                (s.clone(), style)
-            } else if let Some((_, media)) = p
-                .get("content")
-                .and_then(Value::as_object)
-                .and_then(content_pick)
-            {
-                (
-                    media.get("schema").cloned().unwrap_or(json!({})),
-                    Style::Json,
-                )
-            } else {
-                (json!({"type": "string"}), Style::Joined(','))
-            };
-            let mut schema =
-                self.conv
-                    .convert(*pdoc, &raw_schema, Mode::Request, &mut input.deps)?;
-            if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
-                if !m.contains_key("$ref") {
-                    m.entry("description").or_insert_with(|| json!(d));
-                }
-            }
-            if p.get("deprecated") == Some(&Value::Bool(true)) {
-                if let Value::Object(m) = &mut schema {
-                    m.insert("deprecated".into(), json!(true));
-                }
-            }
-            let want = readable(name);
-            let loc_name = match location {
-                Location::Path => "path",
-                Location::Query => "query",
-                Location::Header => "header",
-                Location::Cookie => "cookie",
-            };
-            let (prop, renamed) = input.unique(&want, &format!("{loc_name}_{want}"));
-            if renamed {
-                self.warnings.push(format!(
-                    "{where_}: {loc_name} parameter '{name}' collides with another input; it is '{prop}' in the tool input"
-                ));
-            }
-            let required =
-                location == Location::Path || p.get("required") == Some(&Value::Bool(true));
-            input.props.push(Prop {
-                name: prop.clone(),
-                schema,
-                required,
-            });
-            bindings.push(ParamBinding {
-                prop,
-                name: name.to_string(),
-                location,
-                style,
-            });
+            let (raw_schema, style) = self.param_schema_and_style(p, location);
+            bindings.push(self.add_param(
+                &mut input, *pdoc, p, name, location, raw_schema, style, &where_,
+            )?);
         }
         // Request body.
         if self.version == Version::Swagger2 {
@@ -569,34 +493,7 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
                 } else {
                     BodyKind::Form
                 };
-                let mut fields = Vec::new();
-                for (fdoc, p) in &form_fields {
-                    let Some(name) = p.get("name").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    let mut schema = self.conv.convert(
-                        *fdoc,
-                        &Self::v2_param_schema(p),
-                        Mode::Request,
-                        &mut input.deps,
-                    )?;
-                    if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
-                        m.entry("description").or_insert_with(|| json!(d));
-                    }
-                    let want = readable(name);
-                    let (prop, renamed) = input.unique(&want, &format!("form_{want}"));
-                    if renamed {
-                        self.warnings.push(format!(
-                            "{where_}: form field '{name}' collides with a parameter; it is '{prop}' in the tool input"
-                        ));
-                    }
-                    input.props.push(Prop {
-                        name: prop.clone(),
-                        schema,
-                        required: p.get("required") == Some(&Value::Bool(true)),
-                    });
-                    fields.push((prop, name.to_string()));
-                }
+                let fields = self.v2_form_fields(&mut input, &form_fields, &where_)?;
                 body_binding = Some(BodyBinding::Fields { fields, kind });
             }
         } else if let Some(rb) = op.get("requestBody") {
@@ -621,21 +518,7 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
                 )?);
             }
         }
-        // Assemble the input schema.
-        let mut properties = Map::new();
-        let mut required = Vec::new();
-        for p in input.props {
-            if p.required {
-                required.push(json!(p.name.clone()));
-            }
-            properties.insert(p.name, p.schema);
-        }
-        let mut schema = json!({"type": "object", "properties": properties});
-        if !required.is_empty() {
-            schema["required"] = Value::Array(required);
-        }
-        self.conv
-            .attach_defs(&mut schema, &input.deps, Mode::Request, MAX_DEFS);
+        let schema = self.input_schema(input);
         let output = self.output_schema(item_doc, op, &where_);
         let plan = OperationPlan {
             method: Method::from_bytes(method.to_uppercase().as_bytes())
@@ -648,6 +531,164 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
             auth_unmet: None,
         };
         Ok((schema, output, plan))
+    }
+
+    /// A parameter's schema before conversion and how its value is serialised: Swagger 2.0
+    /// `collectionFormat`, OpenAPI 3 `style` / `explode`, or a `content` media type (JSON).
+    fn param_schema_and_style(&self, p: &Value, location: Location) -> (Value, Style) {
+        if self.version == Version::Swagger2 {
+            let style = match p
+                .get("collectionFormat")
+                .and_then(Value::as_str)
+                .unwrap_or("csv")
+            {
+                "multi" => Style::Exploded,
+                "pipes" => Style::Joined('|'),
+                "ssv" => Style::Joined(' '),
+                "tsv" => Style::Joined('\t'),
+                _ => Style::Joined(','),
+            };
+            (Self::v2_param_schema(p), style)
+        } else if let Some(s) = p.get("schema") {
+            let explode_default = matches!(location, Location::Query | Location::Cookie);
+            let explode = p.get("explode").and_then(Value::as_bool).unwrap_or(
+                match p.get("style").and_then(Value::as_str) {
+                    Some("form") | None => explode_default,
+                    _ => false,
+                },
+            );
+            let style = match p.get("style").and_then(Value::as_str) {
+                Some("deepObject") => Style::DeepObject,
+                Some("pipeDelimited") => Style::Joined('|'),
+                Some("spaceDelimited") => Style::Joined(' '),
+                _ if explode => Style::Exploded,
+                _ => Style::Joined(','),
+            };
+            (s.clone(), style)
+        } else if let Some((_, media)) = p
+            .get("content")
+            .and_then(Value::as_object)
+            .and_then(content_pick)
+        {
+            (
+                media.get("schema").cloned().unwrap_or(json!({})),
+                Style::Json,
+            )
+        } else {
+            (json!({"type": "string"}), Style::Joined(','))
+        }
+    }
+
+    /// Converts one parameter's schema into a property of the tool input (renamed with its
+    /// location when the name is taken) and returns how the call sends it.
+    #[allow(clippy::too_many_arguments)]
+    fn add_param(
+        &mut self,
+        input: &mut Input,
+        pdoc: DocId,
+        p: &Value,
+        name: &str,
+        location: Location,
+        raw_schema: Value,
+        style: Style,
+        where_: &str,
+    ) -> Result<ParamBinding, String> {
+        let mut schema = self
+            .conv
+            .convert(pdoc, &raw_schema, Mode::Request, &mut input.deps)?;
+        if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
+            if !m.contains_key("$ref") {
+                m.entry("description").or_insert_with(|| json!(d));
+            }
+        }
+        if p.get("deprecated") == Some(&Value::Bool(true)) {
+            if let Value::Object(m) = &mut schema {
+                m.insert("deprecated".into(), json!(true));
+            }
+        }
+        let want = readable(name);
+        let loc_name = match location {
+            Location::Path => "path",
+            Location::Query => "query",
+            Location::Header => "header",
+            Location::Cookie => "cookie",
+        };
+        let (prop, renamed) = input.unique(&want, &format!("{loc_name}_{want}"));
+        if renamed {
+            self.warnings.push(format!(
+                "{where_}: {loc_name} parameter '{name}' collides with another input; it is '{prop}' in the tool input"
+            ));
+        }
+        let required = location == Location::Path || p.get("required") == Some(&Value::Bool(true));
+        input.props.push(Prop {
+            name: prop.clone(),
+            schema,
+            required,
+        });
+        Ok(ParamBinding {
+            prop,
+            name: name.to_string(),
+            location,
+            style,
+        })
+    }
+
+    /// Swagger 2.0 `formData` parameters as input properties; returns (property, field name).
+    fn v2_form_fields(
+        &mut self,
+        input: &mut Input,
+        form_fields: &[(DocId, &Value)],
+        where_: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut fields = Vec::new();
+        for (fdoc, p) in form_fields {
+            let Some(name) = p.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut schema = self.conv.convert(
+                *fdoc,
+                &Self::v2_param_schema(p),
+                Mode::Request,
+                &mut input.deps,
+            )?;
+            if let (Value::Object(m), Some(d)) = (&mut schema, str_of(p, "description")) {
+                m.entry("description").or_insert_with(|| json!(d));
+            }
+            let want = readable(name);
+            let (prop, renamed) = input.unique(&want, &format!("form_{want}"));
+            if renamed {
+                self.warnings.push(format!(
+                    "{where_}: form field '{name}' collides with a parameter; it is '{prop}' in the tool input"
+                ));
+            }
+            input.props.push(Prop {
+                name: prop.clone(),
+                schema,
+                required: p.get("required") == Some(&Value::Bool(true)),
+            });
+            fields.push((prop, name.to_string()));
+        }
+        Ok(fields)
+    }
+
+    /// The tool's input schema: every property, the required ones, and the definitions they use.
+    fn input_schema(&mut self, input: Input) -> Value {
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        let Input { props, deps, .. } = input;
+        for p in props {
+            if p.required {
+                required.push(json!(p.name.clone()));
+            }
+            properties.insert(p.name, p.schema);
+        }
+        let mut schema = json!({"type": "object", "properties": properties});
+        if !required.is_empty() {
+            schema["required"] = Value::Array(required);
+        }
+        self.conv
+            .attach_defs(&mut schema, &deps, Mode::Request, MAX_DEFS);
+        schema
     }
 
     fn output_schema(&mut self, doc: DocId, op: &Value, where_: &str) -> Option<Value> {
@@ -723,45 +764,10 @@ fn token_url_trust(opts: &ImportOptions) -> Option<(&'static str, &str)> {
 
 /// Imports every operation of `doc` as a tool.
 pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiError> {
-    if !doc.is_object() {
-        return Err(OpenApiError::NotAnObject(match doc {
-            Value::Array(_) => "an array",
-            Value::String(_) => "a string",
-            _ => "a scalar",
-        }));
-    }
-    let version = detect_version(doc)?;
+    let (version, paths) = check_document(doc, opts)?;
     let ns = opts.namespace.trim();
-    if ToolPath::parse(&format!("{ns}.x")).is_err() {
-        return Err(OpenApiError::Namespace(opts.namespace.clone()));
-    }
-    let paths = match doc.get("paths").and_then(Value::as_object) {
-        Some(p) if !p.is_empty() => p,
-        _ => return Err(OpenApiError::NoPaths),
-    };
     let mut result = Imported::default();
-    let outbound = match &opts.outbound {
-        Some(o) => o.clone(),
-        None => Outbound::with_defaults().map_err(|e| OpenApiError::Fetch {
-            url: String::new(),
-            message: e.to_string(),
-        })?,
-    };
-    if !opts.scheme_credentials.is_empty() && opts.auth != AuthConfig::None {
-        return Err(OpenApiError::AuthConflict);
-    }
-    let mut secrets: Vec<toolshed_outbound::Secret> = opts
-        .scheme_credentials
-        .values()
-        .flat_map(SchemeCredentials::secrets)
-        .collect();
-    secrets.extend(
-        opts.auth
-            .secrets()
-            .into_iter()
-            .map(toolshed_outbound::Secret::new),
-    );
-    let shared = Arc::new(Shared { outbound, secrets });
+    let shared = shared_transport(opts)?;
     let docs = Docs::new(doc, opts.base_dir.as_deref());
     let mut conv = Converter::new(&docs, version);
     let mut b = Builder {
@@ -770,24 +776,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         warnings: Vec::new(),
         outputs_dropped: 0,
     };
-    let doc_base = if version == Version::Swagger2 {
-        doc.get("host").and_then(Value::as_str).map(|host| {
-            let scheme = doc
-                .get("schemes")
-                .and_then(Value::as_array)
-                .and_then(|s| {
-                    s.iter()
-                        .filter_map(Value::as_str)
-                        .find(|s| *s == "https")
-                        .or_else(|| s.first().and_then(Value::as_str))
-                })
-                .unwrap_or("https");
-            let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("");
-            format!("{scheme}://{host}{}", base_path.trim_end_matches('/'))
-        })
-    } else {
-        server_url(doc.get("servers")).flatten()
-    };
+    let doc_base = document_base(doc, version);
     let mut security = if opts.scheme_credentials.is_empty() {
         None
     } else {
@@ -804,10 +793,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         AuthConfig::None => Vec::new(),
         a => vec![a.clone()],
     };
-    let total: usize = paths
-        .values()
-        .map(|item| METHODS.iter().filter(|m| item.get(**m).is_some()).count())
-        .sum();
+    let total = count_operations(doc);
     let mut done = 0;
     let mut used: HashSet<String> = HashSet::new();
     let mut no_base_warned = false;
@@ -856,43 +842,15 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                         continue;
                     }
                 };
-
-            // Tool path.
-            let op_id = str_of(op, "operationId");
-            let tag = op
-                .get("tags")
-                .and_then(Value::as_array)
-                .and_then(|t| t.iter().find_map(Value::as_str))
-                .map(String::from)
-                .or_else(|| {
-                    path.split('/')
-                        .find(|s| !s.is_empty() && !s.starts_with('{'))
-                        .map(String::from)
-                })
-                .unwrap_or_else(|| "default".into());
-            let tag_seg = to_segment(&tag);
-            let mut op_seg = match op_id {
-                Some(id) => to_segment(id),
-                None => to_segment(&format!("{method}_{path}")),
-            };
-            if let Some(rest) = op_seg.strip_prefix(&format!("{tag_seg}_")) {
-                if !rest.is_empty() {
-                    op_seg = rest.to_string();
-                }
-            }
-            let mut tool_path = format!("{ns}.{tag_seg}.{op_seg}");
-            if used.contains(&tool_path) {
-                let mut n = 2;
-                while used.contains(&format!("{tool_path}_{n}")) {
-                    n += 1;
-                }
-                let new = format!("{tool_path}_{n}");
-                result.warnings.push(format!(
-                    "{where_}: tool path '{tool_path}' is taken; using '{new}'"
-                ));
-                tool_path = new;
-            }
-            used.insert(tool_path.clone());
+            let (op_seg, tool_path) = tool_path_for(
+                ns,
+                path,
+                method,
+                op,
+                &mut used,
+                &where_,
+                &mut result.warnings,
+            );
             let tp = match ToolPath::parse(&tool_path) {
                 Ok(p) => p,
                 Err(e) => {
@@ -900,23 +858,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                     continue;
                 }
             };
-            // Name and description.
-            let summary = str_of(op, "summary");
-            let name = match (summary, op_id) {
-                (Some(s), _) if s.chars().count() <= 80 => title_case(s),
-                (_, Some(id)) => title_case(id),
-                _ => title_case(&op_seg),
-            };
-            let mut description = match (summary, str_of(op, "description")) {
-                (Some(s), Some(d)) if d != s => format!("{s}\n\n{d}"),
-                (Some(s), _) => s.to_string(),
-                (None, Some(d)) => d.to_string(),
-                (None, None) => where_.clone(),
-            };
-            if op.get("deprecated") == Some(&Value::Bool(true)) {
-                description =
-                    format!("[deprecated] {description}\n\nThis operation is deprecated upstream.");
-            }
+            let (name, description) = name_and_description(op, &op_seg, &where_);
             // Annotations by method; overrides are the registry's (`OverrideSpec`).
             let ann = default_annotations(method);
             let mut def = ToolDef::new(tp, name, description.trim())
@@ -955,6 +897,150 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             .extend(s.warnings().iter().map(ToString::to_string));
     }
     Ok(result)
+}
+
+/// The document is an object of a known version with paths, and the namespace is usable.
+fn check_document<'d>(
+    doc: &'d Value,
+    opts: &ImportOptions,
+) -> Result<(Version, &'d Map<String, Value>), OpenApiError> {
+    if !doc.is_object() {
+        return Err(OpenApiError::NotAnObject(match doc {
+            Value::Array(_) => "an array",
+            Value::String(_) => "a string",
+            _ => "a scalar",
+        }));
+    }
+    let version = detect_version(doc)?;
+    let ns = opts.namespace.trim();
+    if ToolPath::parse(&format!("{ns}.x")).is_err() {
+        return Err(OpenApiError::Namespace(opts.namespace.clone()));
+    }
+    match doc.get("paths").and_then(Value::as_object) {
+        Some(p) if !p.is_empty() => Ok((version, p)),
+        _ => Err(OpenApiError::NoPaths),
+    }
+}
+
+/// What every handler of the import shares: the HTTP client and the secrets to redact.
+fn shared_transport(opts: &ImportOptions) -> Result<Arc<Shared>, OpenApiError> {
+    let outbound = match &opts.outbound {
+        Some(o) => o.clone(),
+        None => Outbound::with_defaults().map_err(|e| OpenApiError::Fetch {
+            url: String::new(),
+            message: e.to_string(),
+        })?,
+    };
+    if !opts.scheme_credentials.is_empty() && opts.auth != AuthConfig::None {
+        return Err(OpenApiError::AuthConflict);
+    }
+    let mut secrets: Vec<toolshed_outbound::Secret> = opts
+        .scheme_credentials
+        .values()
+        .flat_map(SchemeCredentials::secrets)
+        .collect();
+    secrets.extend(
+        opts.auth
+            .secrets()
+            .into_iter()
+            .map(toolshed_outbound::Secret::new),
+    );
+    Ok(Arc::new(Shared { outbound, secrets }))
+}
+
+/// The document's own base URL: Swagger 2.0 `schemes` + `host` + `basePath` (https preferred),
+/// else the first absolute `servers` URL.
+fn document_base(doc: &Value, version: Version) -> Option<String> {
+    if version == Version::Swagger2 {
+        doc.get("host").and_then(Value::as_str).map(|host| {
+            let scheme = doc
+                .get("schemes")
+                .and_then(Value::as_array)
+                .and_then(|s| {
+                    s.iter()
+                        .filter_map(Value::as_str)
+                        .find(|s| *s == "https")
+                        .or_else(|| s.first().and_then(Value::as_str))
+                })
+                .unwrap_or("https");
+            let base_path = doc.get("basePath").and_then(Value::as_str).unwrap_or("");
+            format!("{scheme}://{host}{}", base_path.trim_end_matches('/'))
+        })
+    } else {
+        server_url(doc.get("servers")).flatten()
+    }
+}
+
+/// `ns.<tag>.<operation>` from the first tag (else the first literal path segment) and the
+/// `operationId` (else method and path), the tag prefix dropped; a taken path gets `_2`, `_3`...
+/// with a warning. Returns the operation segment and the tool path, now marked `used`.
+fn tool_path_for(
+    ns: &str,
+    path: &str,
+    method: &str,
+    op: &Value,
+    used: &mut HashSet<String>,
+    where_: &str,
+    warnings: &mut Vec<String>,
+) -> (String, String) {
+    let tag = op
+        .get("tags")
+        .and_then(Value::as_array)
+        .and_then(|t| t.iter().find_map(Value::as_str))
+        .map(String::from)
+        .or_else(|| {
+            path.split('/')
+                .find(|s| !s.is_empty() && !s.starts_with('{'))
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "default".into());
+    let tag_seg = to_segment(&tag);
+    let mut op_seg = match str_of(op, "operationId") {
+        Some(id) => to_segment(id),
+        None => to_segment(&format!("{method}_{path}")),
+    };
+    if let Some(rest) = op_seg.strip_prefix(&format!("{tag_seg}_")) {
+        if !rest.is_empty() {
+            op_seg = rest.to_string();
+        }
+    }
+    let mut tool_path = format!("{ns}.{tag_seg}.{op_seg}");
+    if used.contains(&tool_path) {
+        let mut n = 2;
+        while used.contains(&format!("{tool_path}_{n}")) {
+            n += 1;
+        }
+        let new = format!("{tool_path}_{n}");
+        warnings.push(format!(
+            "{where_}: tool path '{tool_path}' is taken; using '{new}'"
+        ));
+        tool_path = new;
+    }
+    used.insert(tool_path.clone());
+    (op_seg, tool_path)
+}
+
+/// The tool's Title Case name (summary up to 80 characters, else `operationId`, else the
+/// operation segment) and its description (summary and description; deprecation noted).
+fn name_and_description(op: &Value, op_seg: &str, where_: &str) -> (String, String) {
+    let op_id = str_of(op, "operationId");
+    let summary = str_of(op, "summary");
+    let name = match (summary, op_id) {
+        (Some(s), _) if s.chars().count() <= 80 => title_case(s),
+        (_, Some(id)) => title_case(id),
+        _ => title_case(op_seg),
+    };
+    let mut description = match (summary, str_of(op, "description")) {
+        (Some(s), Some(d)) if d != s => format!("{s}\n\n{d}"),
+        (Some(s), _) => s.to_string(),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => where_.to_string(),
+    };
+    if op.get("deprecated") == Some(&Value::Bool(true)) {
+        description =
+            format!("[deprecated] {description}\n\nThis operation is deprecated upstream.");
+    }
+    (name, description)
 }
 
 /// Counts operations per method without importing (for reports).

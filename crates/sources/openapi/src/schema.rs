@@ -248,28 +248,15 @@ impl<'d, 'a> Converter<'d, 'a> {
                     _ => {}
                 },
                 "nullable" | "x-nullable" => nullable = v.as_bool() == Some(true),
-                "properties" => {
+                "properties" | "dependentSchemas" => {
                     if let Some(props) = v.as_object() {
-                        let mut p = Map::new();
-                        for (name, ps) in props {
-                            if let Some(x) = self.sub(doc, ps, mode, deps, depth)? {
-                                p.insert(name.clone(), x);
-                            }
-                        }
+                        let p = self.sub_map(doc, props, mode, deps, depth, false)?;
                         out.insert(k.clone(), Value::Object(p));
                     }
                 }
                 "patternProperties" => {
                     if let Some(props) = v.as_object() {
-                        let mut p = Map::new();
-                        for (pat, ps) in props {
-                            if !self.pattern_ok(pat) {
-                                continue;
-                            }
-                            if let Some(x) = self.sub(doc, ps, mode, deps, depth)? {
-                                p.insert(pat.clone(), x);
-                            }
-                        }
+                        let p = self.sub_map(doc, props, mode, deps, depth, true)?;
                         out.insert(k.clone(), Value::Object(p));
                     }
                 }
@@ -300,46 +287,11 @@ impl<'d, 'a> Converter<'d, 'a> {
                 {
                     out.insert(k.clone(), x);
                 }
-                "dependentSchemas" => {
-                    if let Some(m) = v.as_object() {
-                        let mut p = Map::new();
-                        for (name, ps) in m {
-                            if let Some(x) = self.sub(doc, ps, mode, deps, depth)? {
-                                p.insert(name.clone(), x);
-                            }
-                        }
-                        out.insert(k.clone(), Value::Object(p));
-                    }
+                "required" if let Some(names) = v.as_array().and_then(|a| unique_names(a)) => {
+                    out.insert(k.clone(), names);
                 }
-                "required" => {
-                    if let Some(a) = v.as_array() {
-                        let names: Vec<Value> = a
-                            .iter()
-                            .filter(|x| x.is_string())
-                            .cloned()
-                            .collect::<Vec<_>>();
-                        let mut seen = HashSet::new();
-                        let names: Vec<Value> = names
-                            .into_iter()
-                            .filter(|n| seen.insert(n.as_str().unwrap_or("").to_string()))
-                            .collect();
-                        if !names.is_empty() {
-                            out.insert(k.clone(), Value::Array(names));
-                        }
-                    }
-                }
-                "enum" => {
-                    if let Some(a) = v.as_array() {
-                        if !a.is_empty() {
-                            let mut uniq: Vec<Value> = Vec::with_capacity(a.len());
-                            for x in a {
-                                if !uniq.contains(x) {
-                                    uniq.push(x.clone());
-                                }
-                            }
-                            out.insert(k.clone(), Value::Array(uniq));
-                        }
-                    }
+                "enum" if let Some(values) = v.as_array().and_then(|a| unique_values(a)) => {
+                    out.insert(k.clone(), values);
                 }
                 "minimum" | "maximum" if v.is_number() => {
                     out.insert(k.clone(), v.clone());
@@ -386,6 +338,43 @@ impl<'d, 'a> Converter<'d, 'a> {
                 _ => {}
             }
         }
+        self.finish_bounds_and_types(obj, &mut out, types, nullable);
+        self.filter_required(doc, obj, &mut out, mode);
+        Ok(Value::Object(out))
+    }
+
+    /// Each schema of a map (`properties`, `dependentSchemas`, or with `patterns` the
+    /// `patternProperties`, whose unusable patterns are dropped) converted.
+    fn sub_map(
+        &mut self,
+        doc: DocId,
+        props: &Map<String, Value>,
+        mode: Mode,
+        deps: &mut Deps,
+        depth: usize,
+        patterns: bool,
+    ) -> Result<Map<String, Value>, String> {
+        let mut p = Map::new();
+        for (name, ps) in props {
+            if patterns && !self.pattern_ok(name) {
+                continue;
+            }
+            if let Some(x) = self.sub(doc, ps, mode, deps, depth)? {
+                p.insert(name.clone(), x);
+            }
+        }
+        Ok(p)
+    }
+
+    /// Draft-4 boolean exclusive bounds become numeric ones; types are cleaned (2.0 `file` is a
+    /// binary string, unknown names dropped) and `nullable` adds `null`.
+    fn finish_bounds_and_types(
+        &self,
+        obj: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        types: Vec<String>,
+        nullable: bool,
+    ) {
         for (flag, bound) in [
             ("exclusiveMinimum", "minimum"),
             ("exclusiveMaximum", "maximum"),
@@ -431,8 +420,6 @@ impl<'d, 'a> Converter<'d, 'a> {
                 );
             }
         }
-        self.filter_required(doc, obj, &mut out, mode);
-        Ok(Value::Object(out))
     }
 
     /// Drops `readOnly` properties from `required` in requests (`writeOnly` in responses).
@@ -578,6 +565,32 @@ fn prune_refs(v: &mut Value, keep: &HashSet<&str>) {
         Value::Array(a) => a.iter_mut().for_each(|x| prune_refs(x, keep)),
         _ => {}
     }
+}
+
+/// The string names of a `required` list, once each; `None` when there are none.
+fn unique_names(a: &[Value]) -> Option<Value> {
+    let mut seen = HashSet::new();
+    let names: Vec<Value> = a
+        .iter()
+        .filter(|x| x.is_string())
+        .filter(|n| seen.insert(n.as_str().unwrap_or("").to_string()))
+        .cloned()
+        .collect();
+    (!names.is_empty()).then_some(Value::Array(names))
+}
+
+/// The values of an `enum`, once each; `None` for an empty list.
+fn unique_values(a: &[Value]) -> Option<Value> {
+    if a.is_empty() {
+        return None;
+    }
+    let mut uniq: Vec<Value> = Vec::with_capacity(a.len());
+    for x in a {
+        if !uniq.contains(x) {
+            uniq.push(x.clone());
+        }
+    }
+    Some(Value::Array(uniq))
 }
 
 #[cfg(test)]

@@ -48,14 +48,16 @@ pub enum SourcesError {
 }
 
 impl SourcesError {
-    pub(crate) fn invalid(name: &str, reason: impl Into<String>) -> Self {
+    /// [`SourcesError::Invalid`] for the source `name`.
+    pub fn invalid(name: &str, reason: impl Into<String>) -> Self {
         Self::Invalid {
             name: name.to_string(),
             reason: reason.into(),
         }
     }
 
-    pub(crate) fn import(name: &str, reason: impl std::fmt::Display) -> Self {
+    /// [`SourcesError::Import`] for the source `name`.
+    pub fn import(name: &str, reason: impl std::fmt::Display) -> Self {
         Self::Import {
             name: name.to_string(),
             reason: reason.to_string(),

@@ -7,13 +7,10 @@
 //! - [`load`](mod@load) — one source to tools ([`load()`], [`dry_run`]).
 //! - [`registry`] — [`Registry`]: every source loaded concurrently, failures isolated, the
 //!   catalog assembled and re-assembled when upstream MCP servers or stored sources change.
-//! - [`n8n`] — the n8n plugin plus the rest of n8n's public API imported from its OpenAPI
-//!   document.
 //! - [`error`] — [`SourcesError`].
 
 pub mod error;
 pub mod load;
-pub mod n8n;
 pub mod registry;
 pub mod secrets;
 pub mod spec;
@@ -21,10 +18,9 @@ pub mod store;
 
 pub use error::SourcesError;
 pub use load::{
-    apply_overrides, auth_config, dry_run, load, scheme_credentials, Loaded, Progress, Report,
-    ToolSummary,
+    apply_overrides, auth_config, dry_run, import_openapi_blocking, load, scheme_credentials,
+    Loaded, Progress, Report, ToolSummary,
 };
-pub use n8n::{n8n_plugin, N8nPlugin, N8nSettings};
 pub use registry::{
     declare, declare_with_store, spawn_store_poll, Assembled, Declared, Origin, Registry, Rejected,
     SourceReport,

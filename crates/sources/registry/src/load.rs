@@ -313,8 +313,9 @@ async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loa
     import_openapi_blocking(name, doc, opts).await
 }
 
-/// Runs the (CPU-bound) OpenAPI import off the async workers.
-pub(crate) async fn import_openapi_blocking(
+/// Runs the (CPU-bound) OpenAPI import of `doc` off the async workers; skipped operations
+/// become warnings.
+pub async fn import_openapi_blocking(
     name: &str,
     doc: serde_json::Value,
     opts: ImportOptions,

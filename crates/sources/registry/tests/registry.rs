@@ -1,5 +1,5 @@
 //! The registry over real imports: overrides, sealed persistence, duplicate names and paths,
-//! failure isolation, store polling and the n8n wiring against a local axum server.
+//! failure isolation and store polling.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,15 +8,14 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use toolshed_core::{Plugin, SharedCatalog, Tool, ToolContext, ToolDef, ToolError, ToolPath};
 use toolshed_sealed::SecretBox;
 use toolshed_sources::{
-    declare, dry_run, n8n_plugin, spawn_store_poll, AuthSpec, GraphqlSpec, KeyLocation, McpSpec,
-    N8nSettings, OpenApiSpec, Origin, OverrideSpec, Registry, SchemeAuthKind, SchemeAuthSpec,
-    Sealer, SourceSpec, SourceStore,
+    declare, dry_run, spawn_store_poll, AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec,
+    Origin, OverrideSpec, Registry, SchemeAuthKind, SchemeAuthSpec, Sealer, SourceSpec,
+    SourceStore,
 };
 use toolshed_store::Store;
 
@@ -286,70 +285,6 @@ async fn the_store_poll_picks_up_added_and_removed_sources() {
     // The add may land in the poll's first (silent) sync; the removal is always a change.
     assert!(changes.load(Ordering::SeqCst) >= 1);
     poll.abort();
-}
-
-#[tokio::test]
-async fn n8n_imports_the_rest_of_the_public_api_with_the_key_header() {
-    let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
-    let log = seen.clone();
-    let app = Router::new().route(
-        "/api/v1/tags",
-        post(move |headers: HeaderMap, Json(body): Json<Value>| {
-            let log = log.clone();
-            async move {
-                let key = headers
-                    .get("x-n8n-api-key")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                log.lock().unwrap().push((key, body.clone()));
-                Json(json!({"id": "t1", "name": body["name"]}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
-    let n8n = n8n_plugin(&N8nSettings {
-        base_url: format!("http://{addr}"),
-        api_key: "n8n-test-key".into(),
-        allow_private: true,
-        timeout: Duration::from_secs(5),
-    })
-    .await
-    .unwrap();
-    assert!(n8n.imported > 20, "imported {}", n8n.imported);
-    let paths: Vec<&str> = n8n
-        .plugin
-        .tools
-        .iter()
-        .map(|t| t.def.path.as_str())
-        .collect();
-    let mut unique = paths.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), paths.len(), "no duplicate paths");
-    assert!(paths.iter().all(|p| p.starts_with("n8n.")));
-
-    let create_tag = n8n
-        .plugin
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str().ends_with("create_tag"))
-        .unwrap_or_else(|| panic!("no create_tag among {paths:?}"));
-    assert_eq!(create_tag.def.origin, "source:n8n");
-    let ctx = ToolContext::new("t".into(), create_tag.def.path.clone());
-    let out = create_tag
-        .handler
-        .call(ctx, json!({"name": "urgent"}))
-        .await
-        .unwrap();
-    assert_eq!(out["id"], "t1");
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].0, "n8n-test-key");
-    assert_eq!(seen[0].1["name"], "urgent");
 }
 
 /// `target/<profile>/toolshed-test-upstream`, built on demand when a narrower `cargo test`

@@ -1,6 +1,10 @@
-//! The n8n plugin with the whole public API: the hand-written tools of `toolshed-n8n` plus
-//! every other operation of its bundled OpenAPI document, imported under the same `n8n`
-//! namespace with `X-N8N-API-KEY` auth and the `<base_url>/api/v1` base URL.
+//! The n8n integration: the hand-written tools of the n8n plugin (`toolshed-n8n`) plus every
+//! other operation of n8n's public API, imported from the bundled OpenAPI document
+//! ([`public_api_spec`], n8n 2.41.1) under the same `n8n` namespace with `X-N8N-API-KEY` auth and
+//! the `<base_url>/api/v1` base URL.
+//!
+//! It sits above the plugin and the sources registry (whose OpenAPI import it runs), so neither
+//! of them depends on the other.
 //!
 //! Hand-written tools win: operations listed by [`toolshed_n8n::hand_written_paths`] are removed
 //! from the document before import, and an imported tool whose path equals a hand-written
@@ -21,8 +25,7 @@ use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Se
 
 pub use toolshed_n8n::{cleartext_warning, N8nLogin};
 
-use crate::error::SourcesError;
-use crate::load::import_openapi_blocking;
+use toolshed_sources::{import_openapi_blocking, SourcesError};
 
 /// The header n8n's public API reads its key from.
 pub const API_KEY_HEADER: &str = "X-N8N-API-KEY";
@@ -54,6 +57,12 @@ pub struct N8nPlugin {
     /// How many tools came from the OpenAPI import.
     pub imported: usize,
     pub warnings: Vec<String>,
+}
+
+/// n8n's public API OpenAPI document ([`toolshed_n8n::N8N_API_VERSION`], bundled YAML), for
+/// importing the operations the hand-written tools do not cover.
+pub fn public_api_spec() -> &'static str {
+    include_str!("../spec/openapi-n8n-2.41.1-bundled.yml")
 }
 
 /// Removes the `METHOD /path` operations in `drop` from an OpenAPI document.
@@ -115,7 +124,7 @@ pub async fn n8n_plugin_with_login(
         ..toolshed_n8n::N8nConfig::new(settings.base_url.clone(), settings.api_key.clone())
     })
     .map_err(|e| SourcesError::invalid(name, e.to_string()))?;
-    let doc = toolshed_openapi::parse_document(toolshed_n8n::public_api_spec())
+    let doc = toolshed_openapi::parse_document(public_api_spec())
         .map_err(|e| SourcesError::import(name, format!("bundled public API document: {e}")))?;
     let doc = without_operations(&doc, &toolshed_n8n::hand_written_paths());
     let outbound = Outbound::new(imported_outbound_config(settings))
@@ -178,7 +187,7 @@ mod tests {
     /// the imported ones are exactly the full import minus the hand-written operations.
     #[tokio::test]
     async fn hand_written_and_imported_tools_cover_all_154_operations() {
-        let doc = toolshed_openapi::parse_document(toolshed_n8n::public_api_spec()).unwrap();
+        let doc = toolshed_openapi::parse_document(public_api_spec()).unwrap();
         assert_eq!(toolshed_openapi::count_operations(&doc), 154);
         let hand = toolshed_n8n::HAND_WRITTEN;
         let rest = without_operations(&doc, &toolshed_n8n::hand_written_paths());
@@ -298,7 +307,7 @@ mod tests {
     #[test]
     fn writable_workflow_keys_match_the_spec() {
         use toolshed_n8n::tools::workflows::{WRITABLE_NODE_KEYS, WRITABLE_SETTINGS};
-        let doc = toolshed_openapi::parse_document(toolshed_n8n::public_api_spec()).unwrap();
+        let doc = toolshed_openapi::parse_document(public_api_spec()).unwrap();
         let writable = |schema: &str| -> Vec<String> {
             let mut keys: Vec<String> = doc["components"]["schemas"][schema]["properties"]
                 .as_object()
@@ -332,5 +341,25 @@ mod tests {
             out["paths"].get("/b").is_none(),
             "an item without operations goes"
         );
+    }
+
+    #[test]
+    fn hand_written_paths_exist_in_the_bundled_spec() {
+        let spec = public_api_spec();
+        assert!(spec.contains("openapi"));
+        for op in toolshed_n8n::hand_written_paths() {
+            let (method, path) = op.split_once(' ').unwrap();
+            let key = format!("\n  {path}:\n");
+            let at = spec
+                .find(&key)
+                .unwrap_or_else(|| panic!("{path} not in spec"));
+            // The method appears in the path item before the next path.
+            let rest = &spec[at + key.len() - 1..];
+            let end = rest.find("\n  /").unwrap_or(rest.len());
+            assert!(
+                rest[..end].contains(&format!("\n    {}:", method.to_ascii_lowercase())),
+                "{op} not in spec"
+            );
+        }
     }
 }

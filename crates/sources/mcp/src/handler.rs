@@ -1,0 +1,176 @@
+//! [`UpstreamToolHandler`]: the `ToolHandler` of an imported upstream tool. It relays the call
+//! as `tools/call` over the upstream's one shared session (no handshake per call).
+//!
+//! Calls made while the upstream is reconnecting wait for the new session up to `call_timeout`
+//! (or the context's timeout, if shorter) and then fail with a clear message. A call whose
+//! connection is lost mid-flight is retried once on the new session only for read-only or
+//! idempotent tools, or when writing the request to a dead stdio child failed (it was never
+//! delivered); otherwise it fails saying the call may or may not have run.
+//!
+//! [`UpstreamConfig::redacted_values`](crate::UpstreamConfig::redacted_values) are blanked out
+//! of results and errors, in case the upstream echoes them.
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorCode};
+use rmcp::ServiceError;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+use toolshed_core::{ToolContext, ToolError, ToolErrorKind, ToolHandler};
+use toolshed_outbound::secret::redact_outcome;
+
+use crate::config::Transport;
+use crate::error::McpSourceError;
+use crate::mapping::convert_result;
+use crate::upstream::{wait_ready, Session, Upstream};
+
+/// Forwards one Toolshed tool to its upstream tool over the shared session.
+pub(crate) struct UpstreamToolHandler {
+    /// Keeps the upstream alive as long as the tool exists.
+    pub(crate) upstream: Upstream,
+    pub(crate) remote_name: String,
+    /// Read-only or idempotent: may be re-sent once when the connection dies mid-call.
+    pub(crate) retry_safe: bool,
+}
+
+#[async_trait::async_trait]
+impl ToolHandler for UpstreamToolHandler {
+    /// Forwards the call; configured secrets the upstream echoes are blanked out of the
+    /// result and of errors.
+    async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        let secrets: Vec<&str> = self
+            .upstream
+            .shared()
+            .redact
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let outcome = self.forward(ctx, args).await;
+        redact_outcome(outcome, &secrets)
+    }
+}
+
+impl UpstreamToolHandler {
+    /// Sends `tools/call` within the call's budget, once more on a new session when that is
+    /// safe (see the module docs).
+    async fn forward(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+        let shared = self.upstream.shared();
+        let budget = shared.cfg.call_timeout.min(ctx.timeout);
+        let deadline = Instant::now() + budget;
+        let arguments = object_arguments(args)?;
+        let mut min_generation = 0;
+        for attempt in 0..2 {
+            let session = wait_ready(shared, deadline, min_generation)
+                .await
+                .map_err(session_error)?;
+            let mut params = CallToolRequestParams::new(self.remote_name.clone());
+            params.arguments = arguments.clone();
+            let outcome =
+                tokio::time::timeout_at(deadline, session.peer.call_tool_once(params)).await;
+            let Ok(answer) = outcome else {
+                return Err(ToolError::new(
+                    ToolErrorKind::Timeout,
+                    format!(
+                        "upstream '{}' tool '{}' did not answer within {budget:?}",
+                        self.ns(),
+                        self.remote_name
+                    ),
+                ));
+            };
+            match answer {
+                Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                    if attempt == 0 && self.may_resend(&e, &session) {
+                        min_generation = session.generation + 1;
+                        continue;
+                    }
+                    return Err(ToolError::upstream(format!(
+                        "the connection to upstream '{}' failed during '{}' ({e}); the call may or may not have run",
+                        self.ns(),
+                        self.remote_name
+                    )));
+                }
+                other => return self.answer(other),
+            }
+        }
+        Err(ToolError::upstream(format!(
+            "upstream '{}' lost its connection twice during '{}'",
+            self.ns(),
+            self.remote_name
+        )))
+    }
+
+    /// The namespace (the upstream's configured name).
+    fn ns(&self) -> &str {
+        &self.upstream.shared().cfg.name
+    }
+
+    /// Whether a call whose connection failed with `e` may be sent again on a new session.
+    fn may_resend(&self, e: &ServiceError, session: &Session) -> bool {
+        // Only a session that really ended is worth waiting for: a failed HTTP POST on a live
+        // session is reported as is.
+        let session_ended =
+            matches!(e, ServiceError::TransportClosed) || session.peer.is_transport_closed();
+        // A failed write to a stdio child never delivered the request: the child is gone, so
+        // any tool may be sent again on the restarted one.
+        let never_delivered = matches!(e, ServiceError::TransportSend(_))
+            && matches!(
+                self.upstream.shared().cfg.transport,
+                Transport::Stdio { .. }
+            );
+        never_delivered || (self.retry_safe && session_ended)
+    }
+
+    /// The upstream's answer (a result, a refusal, or something Toolshed does not support) as
+    /// the tool's outcome.
+    fn answer(&self, answer: Result<CallToolResponse, ServiceError>) -> Result<Value, ToolError> {
+        let (ns, tool) = (self.ns(), &self.remote_name);
+        match answer {
+            Ok(CallToolResponse::Complete(result)) => convert_result(result),
+            Ok(CallToolResponse::InputRequired(_)) => Err(ToolError::upstream(format!(
+                "upstream '{ns}' tool '{tool}' asked for interactive input, which Toolshed does not provide"
+            ))),
+            Ok(_) => Err(ToolError::upstream(format!(
+                "upstream '{ns}' tool '{tool}' answered with an asynchronous task, which Toolshed does not poll"
+            ))),
+            Err(ServiceError::McpError(e)) => {
+                let message = format!("upstream '{ns}' refused '{tool}': {}", e.message);
+                let kind = if e.code == ErrorCode::INVALID_PARAMS {
+                    ToolErrorKind::InvalidInput
+                } else if e.code == ErrorCode::METHOD_NOT_FOUND {
+                    ToolErrorKind::NotFound
+                } else {
+                    ToolErrorKind::Upstream
+                };
+                let mut err = ToolError::new(kind, message);
+                if let Some(data) = e.data {
+                    err = err.with_data(data);
+                }
+                Err(err)
+            }
+            Err(ServiceError::Timeout { timeout }) => Err(ToolError::new(
+                ToolErrorKind::Timeout,
+                format!("upstream '{ns}' did not answer within {timeout:?}"),
+            )),
+            Err(e) => Err(ToolError::upstream(format!(
+                "calling '{tool}' on upstream '{ns}' failed: {e}"
+            ))),
+        }
+    }
+}
+
+/// The arguments of `tools/call`: a JSON object, or none.
+fn object_arguments(args: Value) -> Result<Option<Map<String, Value>>, ToolError> {
+    match args {
+        Value::Object(m) => Ok(Some(m)),
+        Value::Null => Ok(None),
+        other => Err(ToolError::invalid(format!(
+            "arguments must be a JSON object, got {other}"
+        ))),
+    }
+}
+
+/// No usable session: a timeout while reconnecting, else the reason (e.g. shut down).
+fn session_error(e: McpSourceError) -> ToolError {
+    match e {
+        McpSourceError::Unavailable { .. } => ToolError::new(ToolErrorKind::Timeout, e.to_string()),
+        other => ToolError::upstream(other.to_string()),
+    }
+}
