@@ -669,6 +669,7 @@ async fn rate_limited_calls_answer_429_with_retry_after() {
         .http
         .post(format!("{}/v1/tools/demo.echo/call", api.base))
         .bearer_auth("k-dave")
+        .header("content-type", "application/json")
         .body(body)
         .send()
         .await
@@ -684,6 +685,8 @@ async fn rate_limited_calls_answer_429_with_retry_after() {
     assert_eq!(code(&v), "rate_limited");
     let (s, _) = api.post("/v1/tools/demo.echo/call", "k-bob", body).await;
     assert_eq!(s, 200);
+}
+
 /// A paused destructive call, for tests that try to approve it by other means.
 async fn paused_delete(api: &Api) -> String {
     let (s, v) = api
