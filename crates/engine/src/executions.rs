@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_sandbox::{
@@ -73,7 +74,7 @@ impl std::str::FromStr for Decision {
 }
 
 /// The call an execution waits on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PendingCall {
     pub seq: u32,
     pub path: String,
@@ -82,7 +83,7 @@ pub struct PendingCall {
 }
 
 /// How a script or call ended (or paused).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     #[serde(rename_all = "camelCase")]
@@ -123,7 +124,7 @@ impl Outcome {
 }
 
 /// A paused (or interrupted) execution, as listed for approvers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingSummary {
     pub execution_id: String,
@@ -138,7 +139,7 @@ pub struct PendingSummary {
 }
 
 /// One execution of the caller, as shown by `GET /v1/executions/{id}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutionInfo {
     pub execution_id: String,

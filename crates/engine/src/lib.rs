@@ -48,6 +48,7 @@ pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
 pub use rate::RateLimits;
+pub use toolshed_store::AuditEntry;
 
 /// How long [`Engine::shutdown`] waits for queued audit entries to be written.
 pub const SHUTDOWN_AUDIT_DEADLINE: Duration = Duration::from_secs(5);
