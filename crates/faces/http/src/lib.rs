@@ -17,8 +17,8 @@
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; a rate limit
 //! answers 429 with `Retry-After`.
 //!
-//! [`routes`] is the one table of routes: the router and the OpenAPI document ([`openapi`]) are
-//! both built from it, so every route served is documented.
+//! [`routes`] is the one table of routes: the router and the OpenAPI document (module
+//! `openapi`) are both built from it, so every route served is documented.
 //!
 //! The binary puts [`guard`] (Host, Origin and content-type checks) in front of this router and
 //! the MCP routes together: see [`guard`](mod@guard).
@@ -40,7 +40,7 @@ use toolshed_engine::{
 };
 
 pub mod guard;
-pub mod openapi;
+mod openapi;
 
 pub use guard::{guard, GuardConfig, LOOPBACK_HOSTS};
 use openapi::{schema_of, Route};
