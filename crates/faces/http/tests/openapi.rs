@@ -1,7 +1,8 @@
 //! The OpenAPI document at `GET /v1/openapi.json`: every route the router serves is in it (from
 //! the route table, and probed on a bound listener behind the guard), every answer a probe gets
 //! has a documented status and matches the documented schema, Toolshed's own OpenAPI importer
-//! takes it (one tool per operation), and a few schemas have the shape the handlers read.
+//! takes it (one tool per operation) and calls the API through the imported tools, and a few
+//! schemas have the shape the handlers read.
 
 use std::sync::Arc;
 
@@ -9,9 +10,10 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, CompiledSchema, Policy, Principal, Role, SharedCatalog, Tool,
-    ToolDef, ToolPath,
+    ToolContext, ToolDef, ToolPath,
 };
 use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig, Secret};
 use toolshed_store::Store;
 
 struct Api {
@@ -105,6 +107,12 @@ fn request_for(path: &str, execution: &str) -> (String, Value) {
         _ => json!({"msg": "hi"}),
     };
     (concrete, body)
+}
+
+/// Calls an imported tool's handler.
+async fn call(t: &Tool, args: Value) -> Result<Value, toolshed_core::ToolError> {
+    let ctx = ToolContext::new("tester".into(), t.def.path.clone());
+    t.handler.call(ctx, args).await
 }
 
 /// Follows a local `$ref` (`#/components/schemas/X`).
@@ -250,13 +258,23 @@ async fn the_document_needs_a_key_like_every_v1_route() {
 }
 
 #[tokio::test]
-async fn toolshed_imports_its_own_api() {
-    let doc = toolshed_http::openapi_document_json();
+async fn toolshed_imports_its_own_api_and_calls_it() {
+    let api = start().await;
+    let doc = api.document().await;
+    let outbound = Outbound::new(OutboundConfig {
+        allow_private: true,
+        ..Default::default()
+    })
+    .unwrap();
     let imported = toolshed_openapi::import(
         &doc,
         &toolshed_openapi::ImportOptions {
             namespace: "toolshed".into(),
-            base_url: Some("http://127.0.0.1:7777".into()),
+            base_url: Some(api.base.clone()),
+            auth: AuthConfig::Bearer {
+                token: Secret::new("k-alice"),
+            },
+            outbound: Some(outbound),
             ..Default::default()
         },
     )
@@ -267,22 +285,28 @@ async fn toolshed_imports_its_own_api() {
         toolshed_http::operations().len(),
         "one tool per operation"
     );
-    let paths: Vec<&str> = imported.tools.iter().map(|t| t.def.path.as_str()).collect();
-    let script = imported
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str().ends_with("run_script"))
-        .unwrap_or_else(|| panic!("no run_script tool in {paths:?}"));
-    let input = &script.def.input_schema;
-    let validator = CompiledSchema::compile(input).unwrap();
-    assert!(
-        validator.is_valid(&json!({"script": "return 1"})),
-        "{input:#}"
-    );
-    assert!(
-        !validator.is_valid(&json!({})),
-        "the script is required: {input:#}"
-    );
+    let tool = |suffix: &str| {
+        imported
+            .tools
+            .iter()
+            .find(|t| t.def.path.as_str().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no tool *{suffix}"))
+    };
+    let script = tool(".run_script");
+    let input = CompiledSchema::compile(&script.def.input_schema).unwrap();
+    assert!(input.is_valid(&json!({"script": "return 1"})));
+    assert!(!input.is_valid(&json!({})), "the script is required");
+
+    // Through the imported tools, Toolshed calls its own API.
+    let found = call(tool(".search_tools"), json!({"query": "delete"}))
+        .await
+        .unwrap();
+    assert_eq!(found["hits"][0]["path"], "demo.delete", "{found}");
+    let ran = call(script, json!({"script": "return 1 + 1"}))
+        .await
+        .unwrap();
+    assert_eq!(ran["status"], "completed", "{ran}");
+    assert_eq!(ran["result"], 2, "{ran}");
 }
 
 #[test]
