@@ -459,3 +459,23 @@ async fn resume(
             .await?,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_route_has_a_unique_operation_id_a_summary_and_an_answer() {
+        let mut ids = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        for r in routes() {
+            let what = format!("{} {}", r.op.method, r.op.path);
+            assert!(!r.op.id.is_empty() && !r.op.summary.is_empty(), "{what}");
+            assert!(!r.op.answers.is_empty(), "{what} documents no answer");
+            assert!(ids.insert(r.op.id), "{what}: operation id used twice");
+            assert!(seen.insert(what), "a route twice in the table");
+        }
+    }
+}

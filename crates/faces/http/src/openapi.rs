@@ -65,7 +65,8 @@ pub(crate) struct Operation {
     pub body: Option<(&'static str, SchemaFn)>,
     /// Answers with a body of their own: status, description, schema.
     pub answers: Vec<(StatusCode, &'static str, SchemaFn)>,
-    /// Error statuses besides those every route of its kind can answer ([`Operation::errors`]).
+    /// Error statuses of the route's own; [`Operation::error_statuses`] adds those every route
+    /// of its kind can answer.
     pub errors: Vec<StatusCode>,
 }
 
