@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolshed_core::{Catalog, ToolDef};
@@ -241,7 +242,7 @@ fn embed_snapshot(
 }
 
 /// One search hit, compact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SearchHit {
     pub path: String,
     pub name: String,
@@ -251,14 +252,14 @@ pub struct SearchHit {
 }
 
 /// A ranked answer: hits plus how many tools matched in all.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SearchAnswer {
     pub total: usize,
     pub hits: Vec<SearchHit>,
 }
 
 /// What `read_tool` returns.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Description {
     pub path: String,

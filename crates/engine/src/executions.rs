@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_sandbox::{
@@ -77,7 +78,7 @@ impl std::str::FromStr for Decision {
 }
 
 /// The call an execution waits on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PendingCall {
     pub seq: u32,
     pub path: String,
@@ -86,7 +87,7 @@ pub struct PendingCall {
 }
 
 /// How a script or call ended (or paused).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     #[serde(rename_all = "camelCase")]
@@ -127,7 +128,7 @@ impl Outcome {
 }
 
 /// A paused (or interrupted) execution, as listed for approvers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingSummary {
     pub execution_id: String,
@@ -142,7 +143,7 @@ pub struct PendingSummary {
 }
 
 /// One execution of the caller, as shown by `GET /v1/executions/{id}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutionInfo {
     pub execution_id: String,

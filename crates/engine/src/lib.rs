@@ -49,6 +49,7 @@ pub use error::EngineError;
 pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
 pub use rate::RateLimits;
 pub use toolshed_sandbox::{Overloaded, SandboxConfig, WorkerCommand};
+pub use toolshed_store::AuditEntry;
 
 /// How long [`Engine::shutdown`] waits for queued audit entries to be written.
 pub const SHUTDOWN_AUDIT_DEADLINE: Duration = Duration::from_secs(5);

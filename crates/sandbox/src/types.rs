@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -139,7 +140,7 @@ pub trait Host: Send + Sync + 'static {
 }
 
 /// One captured `console.*` line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogEntry {
     /// `log`, `info`, `warn`, `error` or `debug`.

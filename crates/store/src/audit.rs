@@ -1,12 +1,13 @@
 //! The audit log: who called what, with which (redacted) arguments, how it ended and how long it
 //! took. Entries are appended in batches by the engine's background writer.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use crate::{Result, Store};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     pub id: String,

@@ -147,6 +147,31 @@ async fn every_route_of_the_binary_is_guarded() {
     );
 }
 
+/// The serving binary answers its API's OpenAPI document to key holders only.
+#[tokio::test]
+async fn the_openapi_document_needs_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_policy_config(dir.path(), "admin");
+    let server = Server::start(dir.path(), Some(&config), &[]);
+    let http = reqwest::Client::new();
+    let r = http
+        .get(server.url("/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .get(server.url("/v1/openapi.json"))
+        .bearer_auth("k-admin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/v1/scripts"]["post"].is_object(), "{doc}");
+}
+
 #[tokio::test]
 async fn mcp_initialize_without_a_key_gets_401() {
     let dir = tempfile::tempdir().unwrap();

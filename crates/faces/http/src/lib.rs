@@ -4,6 +4,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz` | liveness |
+//! | `GET /v1/openapi.json` | the OpenAPI 3.1 document of these routes |
 //! | `GET /v1/tools?query=&limit=&namespace=` | ranked search (or the namespace summary with no query) |
 //! | `GET /v1/tools/{path}?schemas=true` | compact description |
 //! | `POST /v1/tools/{path}/call` | call with a JSON object body |
@@ -17,45 +18,245 @@
 //! and an overloaded server (every script slot busy, the queue full) answer 429 with
 //! `Retry-After`.
 //!
+//! [`routes`] is the one table of routes: the router and the OpenAPI document (module
+//! `openapi`) are both built from it, so every route served is documented.
+//!
 //! The binary puts [`guard`] (Host, Origin and content-type checks) in front of this router and
 //! the MCP routes together: see [`guard`](mod@guard).
+
+use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_engine::{
-    Caller, Decision, DecisionChannel, Engine, EngineError, Face, KeyRing, Outcome,
+    AuditEntry, Caller, Decision, DecisionChannel, Description, Engine, EngineError, ExecutionInfo,
+    Face, KeyRing, Outcome, PendingSummary, SearchAnswer,
 };
 
 pub mod guard;
+mod openapi;
 
 pub use guard::{guard, GuardConfig, LOOPBACK_HOSTS};
+use openapi::{schema_of, Route};
 
 #[derive(Clone)]
 struct AppState {
     engine: Engine,
     keys: KeyRing,
+    /// The serialized OpenAPI document.
+    openapi: Bytes,
+}
+
+/// The routes: handlers and their documentation, in one table.
+fn routes() -> Vec<Route<AppState>> {
+    use StatusCode as S;
+    let outcome = schema_of::<Outcome>;
+    vec![
+        Route::get("/healthz", health)
+            .public()
+            .doc("health", "Liveness")
+            .answers(S::OK, "The server is up.", schema_of::<Health>),
+        Route::get("/v1/openapi.json", openapi_document)
+            .doc("openapi", "This OpenAPI document")
+            .answers(S::OK, "An OpenAPI 3.1 document.", any_object),
+        Route::get("/v1/tools", search)
+            .doc(
+                "searchTools",
+                "Ranked search in the caller's view, or the view's summary",
+            )
+            .query::<SearchParams>()
+            .answers(
+                S::OK,
+                "Hits with a `query`, else the summary and namespace counts.",
+                schema_of::<ToolsAnswer>,
+            ),
+        Route::get("/v1/tools/{path}", describe)
+            .doc(
+                "describeTool",
+                "A tool's compact description, optionally with its schemas",
+            )
+            .query::<DescribeParams>()
+            .answers(S::OK, "The description.", schema_of::<Description>)
+            .errors(&[S::NOT_FOUND]),
+        Route::post("/v1/tools/{path}/call", call)
+            .doc(
+                "callTool",
+                "Call a tool (a destructive one pauses for approval)",
+            )
+            .body("The tool's arguments.", tool_arguments)
+            .answers(S::OK, "The call completed.", outcome)
+            .answers(
+                S::ACCEPTED,
+                "Paused: the destructive call waits for a decision.",
+                outcome,
+            )
+            .errors(&[
+                S::NOT_FOUND,
+                S::TOO_MANY_REQUESTS,
+                S::INTERNAL_SERVER_ERROR,
+                S::BAD_GATEWAY,
+                S::GATEWAY_TIMEOUT,
+            ]),
+        Route::post("/v1/scripts", run_script)
+            .doc("runScript", "Run a JavaScript script that calls tools")
+            .body("The script.", schema_of::<ScriptRequest>)
+            .answers(S::OK, "The script completed.", outcome)
+            .answers(
+                S::ACCEPTED,
+                "Paused: a destructive call waits for a decision.",
+                outcome,
+            )
+            .answers(S::UNPROCESSABLE_ENTITY, "The script failed.", outcome)
+            .errors(&[S::TOO_MANY_REQUESTS, S::INTERNAL_SERVER_ERROR]),
+        Route::get("/v1/executions", pending)
+            .doc(
+                "listExecutions",
+                "Executions waiting for a decision the caller owns or may decide",
+            )
+            .answers(S::OK, "Newest first.", schema_of::<ExecutionList>)
+            .errors(&[S::INTERNAL_SERVER_ERROR]),
+        Route::get("/v1/executions/{id}", execution)
+            .doc(
+                "getExecution",
+                "One execution the caller owns or may decide",
+            )
+            .answers(S::OK, "The execution.", schema_of::<ExecutionInfo>)
+            .errors(&[S::NOT_FOUND, S::INTERNAL_SERVER_ERROR]),
+        Route::post("/v1/executions/{id}/resume", resume)
+            .doc(
+                "resumeExecution",
+                "Approve or deny the pending call of a paused execution",
+            )
+            .body("The decision.", schema_of::<ResumeRequest>)
+            .answers(S::OK, "The execution completed.", outcome)
+            .answers(
+                S::ACCEPTED,
+                "Paused again on another destructive call.",
+                outcome,
+            )
+            .answers(S::UNPROCESSABLE_ENTITY, "The execution failed.", outcome)
+            .errors(&[
+                S::NOT_FOUND,
+                S::CONFLICT,
+                S::GONE,
+                S::TOO_MANY_REQUESTS,
+                S::INTERNAL_SERVER_ERROR,
+                S::BAD_GATEWAY,
+                S::GATEWAY_TIMEOUT,
+            ]),
+        Route::get("/v1/audit", audit)
+            .doc("auditLog", "The caller's newest audit entries")
+            .query::<AuditParams>()
+            .answers(S::OK, "Newest first.", schema_of::<AuditLog>)
+            .errors(&[S::INTERNAL_SERVER_ERROR]),
+    ]
 }
 
 /// The HTTP API router.
 pub fn router(engine: Engine, keys: KeyRing) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/v1/tools", get(search))
-        .route("/v1/tools/{path}", get(describe))
-        .route("/v1/tools/{path}/call", post(call))
-        .route("/v1/scripts", post(run_script))
-        .route("/v1/executions", get(pending))
-        .route("/v1/executions/{id}", get(execution))
-        .route("/v1/executions/{id}/resume", post(resume))
-        .route("/v1/audit", get(audit))
-        .with_state(AppState { engine, keys })
+    let routes = routes();
+    let document = openapi::document(routes.iter().map(|r| &r.op));
+    let mut router = Router::new();
+    for r in routes {
+        router = router.route(r.op.path, r.handler);
+    }
+    router.with_state(AppState {
+        engine,
+        keys,
+        openapi: Bytes::from(document.to_string()),
+    })
+}
+
+/// The OpenAPI document of [`router`]'s routes (what `GET /v1/openapi.json` answers).
+pub fn openapi_document_json() -> Value {
+    openapi::document(routes().iter().map(|r| &r.op))
+}
+
+/// The method and path of every route [`router`] serves.
+pub fn operations() -> Vec<(Method, &'static str)> {
+    routes()
+        .into_iter()
+        .map(|r| (r.op.method, r.op.path))
+        .collect()
+}
+
+fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "object"})
+}
+
+fn tool_arguments(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "description": "The tool's arguments, as its input schema says (`GET /v1/tools/{path}?schemas=true`).",
+    })
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Health {
+    status: &'static str,
+}
+
+/// `GET /v1/tools`: ranked hits for a query, else the caller's view.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum ToolsAnswer {
+    Hits(SearchAnswer),
+    View(ViewSummary),
+}
+
+/// The caller's view: a sentence and tool counts per namespace.
+#[derive(Serialize, JsonSchema)]
+struct ViewSummary {
+    summary: String,
+    namespaces: BTreeMap<String, usize>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ExecutionList {
+    executions: Vec<PendingSummary>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct AuditLog {
+    entries: Vec<AuditEntry>,
+}
+
+/// The body of `POST /v1/scripts`.
+#[derive(Deserialize, JsonSchema)]
+struct ScriptRequest {
+    /// JavaScript, the body of an async function: `return await tools.<path>(args)`.
+    script: String,
+}
+
+/// The body of `POST /v1/executions/{id}/resume`.
+#[derive(Deserialize, JsonSchema)]
+struct ResumeRequest {
+    /// `approve` runs the pending call, `deny` rejects it.
+    #[schemars(extend("enum" = ["approve", "deny"]))]
+    decision: String,
+}
+
+async fn health() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+async fn openapi_document(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authenticate(&s, &headers)?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        s.openapi.clone(),
+    )
+        .into_response())
 }
 
 struct ApiError(StatusCode, Value, Option<u64>);
@@ -131,10 +332,13 @@ fn outcome_response(o: Outcome) -> Response {
     (status, Json(o.to_json())).into_response()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct SearchParams {
+    /// Search text; without it the answer is the view's summary.
     query: Option<String>,
+    /// At most this many hits (default 10).
     limit: Option<usize>,
+    /// Only tools of this namespace.
     namespace: Option<String>,
 }
 
@@ -150,18 +354,19 @@ async fn search(
             let answer =
                 s.engine
                     .search(&caller, text, q.limit.unwrap_or(10), q.namespace.as_deref());
-            Ok(Json(answer).into_response())
+            Ok(Json(ToolsAnswer::Hits(answer)).into_response())
         }
-        None => Ok(Json(json!({
-            "summary": s.engine.view_summary(&caller),
-            "namespaces": s.engine.namespaces(&caller),
+        None => Ok(Json(ToolsAnswer::View(ViewSummary {
+            summary: s.engine.view_summary(&caller),
+            namespaces: s.engine.namespaces(&caller),
         }))
         .into_response()),
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct DescribeParams {
+    /// Also return the raw input and output schemas.
     #[serde(default)]
     schemas: bool,
 }
@@ -198,18 +403,17 @@ async fn run_script(
     let caller = authenticate(&s, &headers)?;
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
-    let script = v
-        .get("script")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad_request("expected {\"script\": \"...\"}"))?;
+    let request =
+        ScriptRequest::deserialize(v).map_err(|_| bad_request("expected {\"script\": \"...\"}"))?;
     Ok(outcome_response(
-        s.engine.run_script(&caller, script).await?,
+        s.engine.run_script(&caller, &request.script).await?,
     ))
 }
 
 async fn pending(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
-    Ok(Json(json!({"executions": s.engine.pending(&caller).await?})).into_response())
+    let executions = s.engine.pending(&caller).await?;
+    Ok(Json(ExecutionList { executions }).into_response())
 }
 
 async fn execution(
@@ -221,8 +425,9 @@ async fn execution(
     Ok(Json(s.engine.execution(&caller, &id).await?).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct AuditParams {
+    /// At most this many entries (default 50).
     limit: Option<usize>,
 }
 
@@ -234,7 +439,7 @@ async fn audit(
     let caller = authenticate(&s, &headers)?;
     let q = query(q)?;
     let entries = s.engine.audit_of(&caller, q.limit.unwrap_or(50)).await?;
-    Ok(Json(json!({ "entries": entries })).into_response())
+    Ok(Json(AuditLog { entries }).into_response())
 }
 
 async fn resume(
@@ -246,14 +451,33 @@ async fn resume(
     let caller = authenticate(&s, &headers)?;
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
-    let decision: Decision = v
-        .get("decision")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad_request("expected {\"decision\": \"approve\" | \"deny\"}"))?
+    let decision: Decision = ResumeRequest::deserialize(v)
+        .map_err(|_| bad_request("expected {\"decision\": \"approve\" | \"deny\"}"))?
+        .decision
         .parse()?;
     Ok(outcome_response(
         s.engine
             .resume(&caller, &id, decision, DecisionChannel::Human(Face::Http))
             .await?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_route_has_a_unique_operation_id_a_summary_and_an_answer() {
+        let mut ids = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        for r in routes() {
+            let what = format!("{} {}", r.op.method, r.op.path);
+            assert!(!r.op.id.is_empty() && !r.op.summary.is_empty(), "{what}");
+            assert!(!r.op.answers.is_empty(), "{what} documents no answer");
+            assert!(ids.insert(r.op.id), "{what}: operation id used twice");
+            assert!(seen.insert(what), "a route twice in the table");
+        }
+    }
 }

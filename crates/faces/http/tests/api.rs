@@ -688,6 +688,7 @@ async fn rate_limited_calls_answer_429_with_retry_after() {
         .http
         .post(format!("{}/v1/tools/demo.echo/call", api.base))
         .bearer_auth("k-dave")
+        .header("content-type", "application/json")
         .body(body)
         .send()
         .await
