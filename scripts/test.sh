@@ -15,7 +15,7 @@ df -h . | tail -1 | awk '{print "disk free before the build: " $4}'
 
 bash scripts/peers.sh
 
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 # Hybrid search with the real all-MiniLM-L6-v2 model (feature `semantic`): the model comes from
 # PyPI; when it cannot be fetched the model tests print a skip line.
