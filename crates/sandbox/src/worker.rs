@@ -109,6 +109,8 @@ fn serve() -> i32 {
         return 0;
     }
     loop {
+        // The next script often follows at once: poll briefly before blocking in read.
+        readable_soon(SPIN);
         let msg = match pipe.recv() {
             Ok(Some(m)) => m,
             Ok(None) => return 0,
@@ -211,16 +213,11 @@ impl Pipe {
     /// Waits up to `timeout` for a frame on stdin and files the reply it carries. The server
     /// gone (end of stdin) ends the worker.
     fn pump(&self, timeout: Duration) {
-        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-        let mut fds = libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut fds, 1, ms) };
-        if n <= 0 {
-            return;
+        if !readable_soon(SPIN) {
+            let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+            if !readable_within(ms) {
+                return;
+            }
         }
         match self.recv() {
             Ok(Some(ToWorker::Reply { run, seq, reply })) => self.file(run, seq, reply),
@@ -239,6 +236,36 @@ impl Pipe {
         if let Some(w) = slot.waker.take() {
             w.wake();
         }
+    }
+}
+
+/// How long a worker polls stdin without sleeping before it blocks: a reply usually arrives
+/// within tens of microseconds, and waking a sleeping process (on a virtual machine, an idle
+/// virtual CPU) costs far more than that.
+const SPIN: Duration = Duration::from_micros(100);
+
+/// Whether stdin has data within `ms` milliseconds (0: now).
+fn readable_within(ms: i32) -> bool {
+    let mut fds = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut fds, 1, ms) > 0 }
+}
+
+/// Polls stdin without sleeping for up to `spin`.
+fn readable_soon(spin: Duration) -> bool {
+    let until = Instant::now() + spin;
+    loop {
+        if readable_within(0) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::hint::spin_loop();
     }
 }
 
