@@ -429,7 +429,7 @@ impl Config {
             if let Some(index) = p
                 .api_keys
                 .iter()
-                .position(|k| k.trim().is_empty() || k.strip_prefix("env:") == Some(""))
+                .position(|k| k.trim().is_empty() || env_ref(k) == Some(""))
             {
                 return Err(ConfigError::EmptyApiKey {
                     principal: p.id.clone(),
