@@ -14,6 +14,7 @@
 //! - [`schema`]: compiled JSON Schema validators whose errors name the JSON pointer and the rule.
 
 pub mod catalog;
+pub mod formats;
 pub mod location;
 pub mod path;
 pub mod plugin;

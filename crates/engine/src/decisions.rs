@@ -33,6 +33,16 @@ pub fn can_see(caller: &Caller, owner: &str, pending_path: Option<&str>) -> bool
     is_owner(caller, owner) || pending_path.is_some_and(|p| caller.access.may_decide(p))
 }
 
+/// Whether `caller` may see an execution of `owner` waiting on `waits`: its owner, or a
+/// principal that may decide one of the waits.
+pub fn can_see_waits(caller: &Caller, owner: &str, waits: &[crate::executions::Wait]) -> bool {
+    is_owner(caller, owner)
+        || waits
+            .iter()
+            .filter(|w| w.kind != crate::executions::WaitKind::ToolResult)
+            .any(|w| caller.access.may_decide(w.decision_path()))
+}
+
 fn is_owner(caller: &Caller, owner: &str) -> bool {
     !owner.is_empty() && owner == caller.principal.as_ref()
 }

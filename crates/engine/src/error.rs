@@ -69,6 +69,30 @@ pub enum EngineError {
     Overloaded(toolshed_sandbox::Overloaded),
     #[error("invalid decision '{0}': use \"approve\" or \"deny\"")]
     InvalidDecision(String),
+    /// An answer that names no wait of the execution.
+    #[error("execution '{id}' has no wait '{wait_id}'")]
+    UnknownWait { id: String, wait_id: String },
+    /// A wait answered before: answers are final.
+    #[error("wait '{wait_id}' of execution '{id}' is already answered")]
+    AlreadyAnswered { id: String, wait_id: String },
+    /// An answer refused as given (wrong kind, too large, failing a schema); nothing changed.
+    #[error("invalid answer to execution '{id}'{}: {reason}", wait_label(.wait_id))]
+    InvalidAnswer {
+        id: String,
+        wait_id: String,
+        reason: String,
+        violations: Vec<Violation>,
+    },
+    /// A script journaled by another script runtime cannot be replayed identically.
+    #[error("execution '{id}' was journaled by script runtime '{stored}' and this server runs '{current}': its replay cannot be guaranteed identical, so it is not continued (answer it from a server of the same version)")]
+    RuntimeChanged {
+        id: String,
+        stored: String,
+        current: String,
+    },
+    /// Client tool declarations refused before anything ran.
+    #[error("invalid client tools: {0}")]
+    InvalidClientTools(#[from] toolshed_core::formats::ClientToolsError),
     #[error("storage failed: {0}")]
     Store(Box<toolshed_store::StoreError>),
 }
@@ -82,6 +106,14 @@ impl From<toolshed_sandbox::Overloaded> for EngineError {
 impl From<toolshed_store::StoreError> for EngineError {
     fn from(e: toolshed_store::StoreError) -> Self {
         Self::Store(Box::new(e))
+    }
+}
+
+fn wait_label(wait_id: &str) -> String {
+    if wait_id.is_empty() {
+        String::new()
+    } else {
+        format!(" (wait '{wait_id}')")
     }
 }
 
@@ -133,6 +165,11 @@ impl EngineError {
             Self::JournalWrite { .. } => "journal_failed",
             Self::Overloaded(_) => "overloaded",
             Self::InvalidDecision(_) => "invalid_decision",
+            Self::UnknownWait { .. } => "unknown_wait",
+            Self::AlreadyAnswered { .. } => "already_answered",
+            Self::InvalidAnswer { .. } => "invalid_answer",
+            Self::RuntimeChanged { .. } => "runtime_changed",
+            Self::InvalidClientTools(_) => "invalid_client_tools",
             Self::Store(_) => "store",
         }
     }
@@ -143,6 +180,10 @@ impl EngineError {
             Self::InvalidArguments { violations, .. } | Self::InvalidOutput { violations, .. } => {
                 Some(json!({ "violations": violations }))
             }
+            Self::InvalidAnswer { violations, .. } if !violations.is_empty() => {
+                Some(json!({ "violations": violations }))
+            }
+            Self::InvalidClientTools(e) => Some(json!({ "index": e.index })),
             Self::Tool { error, .. } => error.data.clone(),
             Self::RateLimited { retry_after, .. } => {
                 Some(json!({ "retryAfterSecs": retry_secs(retry_after) }))
@@ -178,6 +219,7 @@ impl EngineError {
             Self::Store(_)
                 | Self::Overloaded(_)
                 | Self::JournalWrite { .. }
+                | Self::RuntimeChanged { .. }
                 | Self::BrokenSchema { .. }
                 | Self::Tool { .. }
                 | Self::Timeout { .. }

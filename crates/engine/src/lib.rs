@@ -20,6 +20,9 @@
 //! - [`caller`]: principals with their compiled access, and the face they use; API keys.
 //! - [`decisions`]: who may approve or deny a pending call, through which channel.
 //! - [`rate`]: per-principal rate limits for tool calls and scripts.
+//! - [`notify`]: the webhook told when an execution pauses.
+//! - [`ops`]: the agent-facing operations (search, describe, run, resume, list waits, cancel),
+//!   defined once for every face.
 //! - [`credentials`]: auth providers' credentials, scoped per tool origin, for `ctx.token(..)`.
 //! - [`error`] — [`EngineError`], with codes and JSON for faces.
 
@@ -31,6 +34,8 @@ pub mod discovery;
 pub mod error;
 pub mod executions;
 pub mod invoke;
+pub mod notify;
+pub mod ops;
 pub mod rate;
 
 use std::sync::Arc;
@@ -46,7 +51,11 @@ pub use credentials::{CredentialConfig, CredentialError, Credentials};
 pub use decisions::DecisionChannel;
 pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
-pub use executions::{Decision, ExecutionInfo, Outcome, PendingCall, PendingSummary};
+pub use executions::{
+    AnswerAction, ClientError, Decision, ExecutionInfo, InputMode, Outcome, PendingCall,
+    PendingSummary, ScriptOptions, ToolCall, ToolResultAnswer, Wait, WaitKind,
+};
+pub use ops::{Op, OpAnswer};
 pub use rate::RateLimits;
 pub use toolshed_sandbox::{Overloaded, SandboxConfig, WorkerCommand};
 pub use toolshed_store::AuditEntry;
@@ -76,6 +85,8 @@ pub struct EngineConfig {
     pub rate_limits: RateLimits,
     /// Rate limits of single principals, replacing [`Self::rate_limits`] for them.
     pub principal_rate_limits: std::collections::HashMap<String, RateLimits>,
+    /// Told (HTTP POST of a small JSON) whenever an execution pauses (`[notify] webhook_url`).
+    pub notify_webhook: Option<String>,
 }
 
 /// How often [`Engine::spawn_audit_retention`] purges old audit entries.
@@ -93,6 +104,7 @@ impl Default for EngineConfig {
             audit_retention: Some(Duration::from_secs(90 * 24 * 3600)),
             rate_limits: RateLimits::default(),
             principal_rate_limits: Default::default(),
+            notify_webhook: None,
         }
     }
 }
@@ -108,6 +120,8 @@ pub(crate) struct Inner {
     pub search: discovery::SearchCache,
     pub rates: rate::RateLimiter,
     pub sandbox: Sandbox,
+    pub running: executions::answer::Running,
+    pub notifier: Option<notify::Notifier>,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -129,6 +143,7 @@ impl Engine {
         let rates =
             rate::RateLimiter::new(config.rate_limits, config.principal_rate_limits.clone());
         let sandbox = Sandbox::new(config.sandbox.clone());
+        let notifier = config.notify_webhook.clone().map(notify::Notifier::new);
         Self {
             inner: Arc::new(Inner {
                 catalog,
@@ -141,6 +156,8 @@ impl Engine {
                 search: discovery::SearchCache::default(),
                 rates,
                 sandbox,
+                running: Default::default(),
+                notifier,
             }),
         }
     }

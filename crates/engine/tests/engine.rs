@@ -314,8 +314,8 @@ async fn destructive_direct_call_pauses_then_approve_or_deny() {
     else {
         panic!("{out:?}")
     };
-    assert_eq!(pending.path, "demo.destroy");
-    assert_eq!(pending.args, json!({"what": "db"}));
+    assert_eq!(pending.as_ref().unwrap().path, "demo.destroy");
+    assert_eq!(pending.as_ref().unwrap().args, json!({"what": "db"}));
     assert_eq!(c.destroy.load(Ordering::SeqCst), 0);
     // Listed for its owner only.
     assert_eq!(e.pending(&alice).await.unwrap().len(), 1);
@@ -396,8 +396,8 @@ async fn script_pauses_and_replays_without_rerunning_completed_calls() {
     else {
         panic!("{out:?}")
     };
-    assert_eq!(pending.path, "demo.destroy");
-    assert_eq!(pending.seq, 1);
+    assert_eq!(pending.as_ref().unwrap().path, "demo.destroy");
+    assert_eq!(pending.as_ref().unwrap().seq, 1);
     assert_eq!(c.insert.load(Ordering::SeqCst), 1);
     let done = e
         .resume(&alice, &execution_id, Decision::Approve, HUMAN)
@@ -450,7 +450,7 @@ async fn two_destructive_calls_pause_twice() {
     else {
         panic!()
     };
-    assert_eq!(pending.args["what"], "one");
+    assert_eq!(pending.as_ref().unwrap().args["what"], "one");
     let again = e
         .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await
@@ -464,7 +464,7 @@ async fn two_destructive_calls_pause_twice() {
         panic!("{again:?}")
     };
     assert_eq!(id2, execution_id);
-    assert_eq!(pending.args["what"], "two");
+    assert_eq!(pending.as_ref().unwrap().args["what"], "two");
     let done = e
         .resume(&alice, &execution_id, Decision::Approve, HUMAN)
         .await

@@ -130,6 +130,7 @@ impl Shared {
         let target = match path.as_str() {
             "search" => Target::Search,
             "describe.tool" => Target::Describe,
+            "ask_user" => Target::Ask,
             _ => Target::Tool(path),
         };
         let seq = self.next_seq;

@@ -57,6 +57,29 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use process::WorkerCommand;
+
+/// The identity of the script runtime: this crate's version, the interpreter's and a digest of
+/// the prelude that shapes `tools`. Executions record it; a replay by a different runtime cannot
+/// be guaranteed to follow the journal and is refused.
+pub fn runtime_version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        // FNV-1a: stable across Rust releases, unlike the standard library's hasher.
+        let digest = include_str!("prelude.js")
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        format!(
+            "toolshed-sandbox/{} quickjs/{} prelude/{digest:016x}",
+            env!("CARGO_PKG_VERSION"),
+            QUICKJS_VERSION
+        )
+    })
+}
+
+/// The QuickJS release bundled by the `rquickjs` version this crate pins.
+const QUICKJS_VERSION: &str = "rquickjs-0.14";
 pub use service::{Overloaded, Permit, Sandbox, SandboxConfig};
 pub use types::{
     Determinism, Host, HostCall, HostError, HostReply, Limits, LogEntry, Outcome, ScriptError,

@@ -68,6 +68,9 @@ pub enum Target {
     Search,
     /// `tools.describe.tool({path})`.
     Describe,
+    /// `tools.ask_user({message, schema?})`: a question to a human (the host pauses the run
+    /// until it is answered).
+    Ask,
 }
 
 impl fmt::Display for Target {
@@ -76,6 +79,7 @@ impl fmt::Display for Target {
             Target::Tool(path) => write!(f, "tools.{path}"),
             Target::Search => f.write_str("tools.search"),
             Target::Describe => f.write_str("tools.describe.tool"),
+            Target::Ask => f.write_str("tools.ask_user"),
         }
     }
 }

@@ -22,6 +22,8 @@ pub enum ExecutionStatus {
     Failed,
     /// Paused for longer than allowed.
     Expired,
+    /// Stopped on request while running or paused.
+    Cancelled,
 }
 
 impl ExecutionStatus {
@@ -32,6 +34,7 @@ impl ExecutionStatus {
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -42,13 +45,17 @@ impl ExecutionStatus {
             "completed" => Self::Completed,
             "failed" => Self::Failed,
             "expired" => Self::Expired,
+            "cancelled" => Self::Cancelled,
             _ => return None,
         })
     }
 
-    /// Completed, failed and expired executions never change again.
+    /// Completed, failed, expired and cancelled executions never change again.
     pub fn is_settled(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Expired)
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Expired | Self::Cancelled
+        )
     }
 }
 
@@ -71,6 +78,10 @@ pub struct ExecutionRecord {
     pub result: Option<Value>,
     pub error: Option<Value>,
     pub logs: Value,
+    /// Engine-owned facts about the execution that do not change while it runs (declared client
+    /// tools, the runtime that journaled it); `{}` when there are none.
+    #[serde(default)]
+    pub meta: Value,
     pub created_at: i64,
     pub updated_at: i64,
     pub expires_at: Option<i64>,
@@ -92,7 +103,7 @@ fn parse_json(what: &str, s: &str) -> Result<Value> {
     })
 }
 
-const COLUMNS: &str = "id, principal, kind, source, seed, now_ms, status, pending, journal, decisions, result, error, logs, created_at, updated_at, expires_at, version";
+const COLUMNS: &str = "id, principal, kind, source, seed, now_ms, status, pending, journal, decisions, result, error, logs, meta, created_at, updated_at, expires_at, version";
 
 fn from_row(row: &sqlx::any::AnyRow) -> Result<ExecutionRecord> {
     let id: String = row.try_get("id")?;
@@ -118,6 +129,7 @@ fn from_row(row: &sqlx::any::AnyRow) -> Result<ExecutionRecord> {
         result: opt("result")?,
         error: opt("error")?,
         logs: parse_json(&what("logs"), &row.try_get::<String, _>("logs")?)?,
+        meta: opt("meta")?.unwrap_or_else(|| Value::Object(Default::default())),
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         expires_at: row.try_get("expires_at")?,
@@ -130,7 +142,7 @@ impl Store {
     /// Stores a new execution.
     pub async fn insert_execution(&self, r: &ExecutionRecord) -> Result<()> {
         sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO executions ({COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)"
+            "INSERT INTO executions ({COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)"
         )))
         .bind(&r.id)
         .bind(&r.principal)
@@ -145,6 +157,7 @@ impl Store {
         .bind(opt_json_text(&r.result))
         .bind(opt_json_text(&r.error))
         .bind(json_text(&r.logs))
+        .bind(json_text(&r.meta))
         .bind(r.created_at)
         .bind(r.updated_at)
         .bind(r.expires_at)
@@ -251,6 +264,7 @@ mod tests {
             result: None,
             error: None,
             logs: json!([]),
+            meta: json!({}),
             created_at: 1,
             updated_at: 1,
             expires_at: Some(10),

@@ -8,11 +8,13 @@
 //! - [`executions`]: durable script/call executions (journal, pending approval, decisions).
 //! - [`audit`]: the audit log.
 //! - [`sources`]: runtime-declared tool sources.
+//! - [`settings`]: server-wide values shared by replicas (the sealing key's check value).
 //!
 //! The data-tables plugin keeps its own tables (`dt_tables`, `dt_rows`) through [`Store::pool`].
 
 pub mod audit;
 pub mod executions;
+pub mod settings;
 pub mod sources;
 
 use std::path::Path;

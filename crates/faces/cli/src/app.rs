@@ -44,9 +44,26 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     .context("opening the database")
 }
 
-/// The stored sources, sealed with the data directory's key (or `TOOLSHED_SECRET_KEY`).
-pub fn source_store(config: &Config, store: &Store) -> anyhow::Result<SourceStore> {
+/// The settings key of the sealing key's check value.
+const SEAL_CHECK: &str = "seal_check";
+
+/// The stored sources, sealed with `TOOLSHED_SECRET_KEY` when set, else the data directory's
+/// key. The database keeps a check value of the key its secrets were sealed with: a server
+/// (another replica on a shared PostgreSQL database, say) whose key does not match refuses to
+/// start instead of failing to open every secret.
+pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<SourceStore> {
     let sealer = Sealer::from_data_dir(&config.data_dir()).context("opening the secret key")?;
+    let stored = store
+        .setting_or_insert(SEAL_CHECK, &sealer.check_value())
+        .await
+        .context("reading the sealing key's check value")?;
+    if !sealer.matches_check(&stored) {
+        anyhow::bail!(
+            "the key that seals secrets (TOOLSHED_SECRET_KEY, or secret.key in the data directory) \
+             is not the key this database was set up with: every server on a shared database \
+             must use the same TOOLSHED_SECRET_KEY"
+        );
+    }
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
@@ -134,7 +151,7 @@ impl App {
             p.api_keys.clear();
         }
         let store = open_store(&config).await?;
-        let sources = source_store(&config, &store)?;
+        let sources = source_store(&config, &store).await?;
         let plugins = plugins(&config, &store).await;
         let credentials = credentials(&config, &plugins)?;
         let registry = Registry::new();

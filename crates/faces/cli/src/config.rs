@@ -45,6 +45,8 @@ pub enum ConfigError {
         "[n8n] email and password go together: set both (for the full node catalog) or neither"
     )]
     N8nLoginIncomplete,
+    #[error("[notify] webhook_url is not an http:// or https:// URL")]
+    BadWebhook,
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
@@ -56,6 +58,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "mcp",
     "limits",
     "approvals",
+    "notify",
     "audit",
     "roles",
     "principals",
@@ -95,6 +98,7 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n8n: Option<N8nConfigFile>,
     pub search: SearchConfig,
+    pub notify: NotifyConfig,
 }
 
 /// Resolves a configured secret with the one resolver ([`Secret::from_config`]): `env:NAME` or
@@ -243,6 +247,16 @@ impl McpConfig {
     }
 }
 
+/// `[notify]`: who is told when an execution pauses.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// POSTed `{"event": "paused", "executionId", "principal", "kind", "waits": [{waitId,
+    /// kind}], "expiresAt"}` whenever an execution pauses (no arguments or results).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+}
+
 /// `[audit]`: how long audit entries are kept.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -334,6 +348,7 @@ impl Default for Config {
             sources: vec![],
             n8n: None,
             search: SearchConfig::default(),
+            notify: NotifyConfig::default(),
         }
     }
 }
@@ -410,6 +425,11 @@ impl Config {
             s.absolutize(&base);
         }
         config.check_principals()?;
+        if let Some(url) = &config.notify.webhook_url {
+            if !toolshed_core::is_url(url) {
+                return Err(ConfigError::BadWebhook);
+            }
+        }
         Ok(config)
     }
 
@@ -589,6 +609,7 @@ impl Config {
             audit_retention: (days > 0).then(|| Duration::from_secs(days * 24 * 3600)),
             rate_limits,
             principal_rate_limits,
+            notify_webhook: self.notify.webhook_url.clone(),
             sandbox: SandboxConfig {
                 workers: None,
                 max_concurrent: self.limits.max_concurrent_scripts.max(1),

@@ -6,6 +6,7 @@ mod output;
 
 mod app;
 mod config;
+mod executions_cmd;
 mod listen;
 mod private;
 mod sources_cmd;
@@ -17,7 +18,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
-use toolshed_engine::{Decision, DecisionChannel, Engine, EngineError, Face, Outcome};
+use toolshed_engine::ops::RunScriptArgs;
+use toolshed_engine::{Engine, EngineError, Face, Outcome, WaitKind};
 
 use crate::app::App;
 use crate::config::Config;
@@ -74,32 +76,33 @@ enum Command {
     /// Call a tool with JSON arguments (`-` reads them from stdin).
     Call { path: String, args: Option<String> },
     /// Run a JavaScript file (`-` reads stdin) in the sandbox.
-    Run { file: String },
+    Run {
+        file: String,
+        /// A JSON file declaring tools this client runs itself (MCP, OpenAI, Anthropic or
+        /// custom format): calls to them pause the script for their results.
+        #[arg(long, value_name = "FILE")]
+        client_tools: Option<String>,
+    },
     /// The newest audit entries: who called what, how it ended, how long it took.
     Audit {
         #[arg(long, default_value_t = 20)]
         limit: i64,
     },
-    /// Paused executions waiting for a decision.
+    /// Executions waiting for a decision.
     Approvals {
         #[command(subcommand)]
-        action: ApprovalAction,
+        action: executions_cmd::ApprovalAction,
+    },
+    /// Executions: list what waits, show, cancel, post client tool results, answer questions.
+    Executions {
+        #[command(subcommand)]
+        action: executions_cmd::ExecutionsAction,
     },
     /// Tool sources (OpenAPI, GraphQL, upstream MCP): add, list, remove, refresh.
     Sources {
         #[command(subcommand)]
         action: sources_cmd::SourcesAction,
     },
-}
-
-#[derive(Subcommand)]
-enum ApprovalAction {
-    /// List paused executions.
-    List,
-    /// Approve the pending call and continue the execution.
-    Approve { id: String },
-    /// Deny the pending call and continue the execution.
-    Deny { id: String },
 }
 
 #[global_allocator]
@@ -246,13 +249,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(e) => report_error(&e, json_out),
             }
         }
-        Command::Run { file } => {
-            let source = if file == "-" {
+        Command::Run { file, client_tools } => {
+            let script = if file == "-" {
                 read_stdin()?
             } else {
                 std::fs::read_to_string(&file).with_context(|| format!("reading script {file}"))?
             };
-            match app.engine.run_script(&caller, &source).await {
+            let client_tools = match client_tools {
+                None => vec![],
+                Some(f) => {
+                    let v = read_json_arg(&f).context("reading the client tools")?;
+                    match v {
+                        Value::Array(items) => items,
+                        _ => {
+                            anyhow::bail!("{f}: client tools must be a JSON array of declarations")
+                        }
+                    }
+                }
+            };
+            let args = RunScriptArgs {
+                script,
+                client_tools,
+            };
+            match app.engine.run_script_args(&caller, args).await {
                 Ok(o) => report_outcome(&o, json_out),
                 Err(e) => report_error(&e, json_out),
             }
@@ -281,40 +300,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             ExitCode::SUCCESS
         }
-        Command::Approvals { action } => match action {
-            ApprovalAction::List => {
-                let list = app.engine.pending(&caller).await?;
-                if json_out {
-                    outln!(
-                        "{}",
-                        serde_json::to_string_pretty(&json!({"executions": list}))?
-                    );
-                } else if list.is_empty() {
-                    outln!("no paused executions");
-                } else {
-                    for p in list {
-                        let (path, args) = p
-                            .pending
-                            .as_ref()
-                            .map(|c| (c.path.clone(), c.args.to_string()))
-                            .unwrap_or_default();
-                        outln!(
-                            "{}  {}  {}  {path} {args}",
-                            p.execution_id,
-                            p.status,
-                            p.kind
-                        );
-                    }
-                }
-                ExitCode::SUCCESS
-            }
-            ApprovalAction::Approve { id } => {
-                decide(&app, &caller, &id, Decision::Approve, json_out).await
-            }
-            ApprovalAction::Deny { id } => {
-                decide(&app, &caller, &id, Decision::Deny, json_out).await
-            }
-        },
+        Command::Approvals { action } => {
+            executions_cmd::approvals(&app, &caller, action, json_out).await?
+        }
+        Command::Executions { action } => {
+            executions_cmd::executions(&app, &caller, action, json_out).await?
+        }
         // Normally answered before the app is built (see above); kept for exhaustiveness.
         Command::Sources { action } => sources_cmd::run(&app.config, action, json_out).await?,
     };
@@ -325,19 +316,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-async fn decide(
-    app: &App,
-    caller: &toolshed_engine::Caller,
-    id: &str,
-    d: Decision,
-    json_out: bool,
-) -> ExitCode {
-    // A person at the terminal decides.
-    let channel = DecisionChannel::Human(Face::Cli);
-    match app.engine.resume(caller, id, d, channel).await {
-        Ok(o) => report_outcome(&o, json_out),
-        Err(e) => report_error(&e, json_out),
-    }
+/// JSON from a file, or from stdin for `-`.
+fn read_json_arg(arg: &str) -> anyhow::Result<Value> {
+    let text = if arg == "-" {
+        read_stdin()?
+    } else if std::path::Path::new(arg).is_file() {
+        std::fs::read_to_string(arg).with_context(|| format!("reading {arg}"))?
+    } else {
+        arg.to_string()
+    };
+    serde_json::from_str(&text).with_context(|| format!("{arg} is not valid JSON"))
 }
 
 fn read_stdin() -> anyhow::Result<String> {
@@ -348,7 +336,7 @@ fn read_stdin() -> anyhow::Result<String> {
     Ok(s)
 }
 
-fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
+pub(crate) fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
     if json_out {
         outln!(
             "{}",
@@ -370,14 +358,15 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
             }
             Outcome::Paused {
                 execution_id,
-                pending,
+                waits,
                 ..
-            } => {
-                outln!(
-                    "paused: '{}' needs approval\n  args: {}\n  approve: toolshed approvals approve {execution_id}\n  deny:    toolshed approvals deny {execution_id}",
-                    pending.path, pending.args
-                );
             }
+            | Outcome::ToolCallRequired {
+                execution_id,
+                waits,
+                ..
+            } => print_waits(execution_id, waits),
+            Outcome::Cancelled { execution_id, .. } => outln!("cancelled: {execution_id}"),
         }
     }
     match o {
@@ -386,7 +375,38 @@ fn report_outcome(o: &Outcome, json_out: bool) -> ExitCode {
     }
 }
 
-fn report_error(e: &EngineError, json_out: bool) -> ExitCode {
+/// What a paused execution waits on, and the command that answers each wait.
+fn print_waits(id: &str, waits: &[toolshed_engine::Wait]) {
+    outln!("paused: execution {id} waits on {} answer(s)", waits.len());
+    for w in waits {
+        let wid = &w.wait_id;
+        match w.kind {
+            WaitKind::Approval => outln!(
+                "  {wid}: '{}' needs approval
+    args: {}
+    approve: toolshed approvals approve {id} --wait-id {wid}
+    deny:    toolshed approvals deny {id} --wait-id {wid}",
+                w.decision_path(),
+                w.arguments.as_ref().map(Value::to_string).unwrap_or_default()
+            ),
+            WaitKind::ToolResult => outln!(
+                "  {wid}: client tool '{}' ({})
+    args: {}
+    answer: toolshed executions tool-results {id} '[{{\"callId\": \"{wid}\", \"result\": ...}}]'",
+                w.name.as_deref().unwrap_or_default(),
+                w.decision_path(),
+                w.arguments.as_ref().map(Value::to_string).unwrap_or_default()
+            ),
+            WaitKind::Input => outln!(
+                "  {wid}: question \"{}\"{}\n    answer: toolshed executions answer {id} {wid} accept '<json>'   (or decline, cancel)",
+                w.message.as_deref().unwrap_or_default(),
+                w.url.as_deref().map(|u| format!(" (open {u})")).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+pub(crate) fn report_error(e: &EngineError, json_out: bool) -> ExitCode {
     if json_out {
         outln!(
             "{}",

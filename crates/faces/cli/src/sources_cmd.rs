@@ -542,7 +542,7 @@ pub async fn run(
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
     let store = open_store(config).await?;
-    let sources = source_store(config, &store)?;
+    let sources = source_store(config, &store).await?;
     let code = match action {
         SourcesAction::Add { kind } => add(config, &sources, &kind, json_out).await?,
         SourcesAction::List => list(config, &sources, json_out).await?,

@@ -8,10 +8,17 @@
 //! | `GET /v1/tools?query=&limit=&namespace=` | ranked search (or the namespace summary with no query) |
 //! | `GET /v1/tools/{path}?schemas=true` | compact description |
 //! | `POST /v1/tools/{path}/call` | call with a JSON object body |
-//! | `POST /v1/scripts` | run `{"script": "..."}` |
-//! | `GET /v1/executions` | paused (and running or interrupted) executions the caller owns or may decide |
-//! | `GET /v1/executions/{id}` | one such execution: status, pending call, result |
-//! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny"}`, a person's decision (needs `decide`) |
+//! | `POST /v1/scripts` | run `{"script": "...", "clientTools"?: [...]}` |
+//! | `GET /v1/executions?wait=approval\|tool_result\|input` | executions waiting (or running or interrupted) the caller owns or may answer |
+//! | `GET /v1/executions/{id}` | one such execution: status, open waits, result |
+//! | `POST /v1/executions/{id}/resume` | `{"decision": "approve" \| "deny", "waitId"?}`, a person's decision (needs `decide`) |
+//! | `POST /v1/executions/{id}/tool-results` | `{"results": [{"callId", "result"} \| {"callId", "error": {"message"}}]}` (the owner) |
+//! | `POST /v1/executions/{id}/answer` | `{"waitId", "action": "accept" \| "decline" \| "cancel", "content"?}` |
+//! | `POST /v1/executions/{id}/cancel` | stop a running or paused execution |
+//!
+//! A paused answer is 202 with `{status, executionId, waits}`: `status` is `tool_call_required`
+//! (with `toolCalls`) when every wait is a client tool call, else `paused`. Bodies are read
+//! through the engine's operation definitions ([`toolshed_engine::ops`]).
 //! | `GET /v1/audit?limit=` | the caller's newest audit entries |
 //!
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; a rate limit
@@ -35,9 +42,10 @@ use axum::{Json, Router};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use toolshed_engine::ops::{ListWaitsArgs, ResumeArgs, RunScriptArgs};
 use toolshed_engine::{
-    AuditEntry, Caller, Decision, DecisionChannel, Description, Engine, EngineError, ExecutionInfo,
-    Face, KeyRing, Outcome, PendingSummary, SearchAnswer,
+    AuditEntry, Caller, DecisionChannel, Description, Engine, EngineError, ExecutionInfo, Face,
+    KeyRing, Outcome, PendingSummary, SearchAnswer,
 };
 
 pub mod guard;
@@ -106,22 +114,30 @@ fn routes() -> Vec<Route<AppState>> {
             ]),
         Route::post("/v1/scripts", run_script)
             .doc("runScript", "Run a JavaScript script that calls tools")
-            .body("The script.", schema_of::<ScriptRequest>)
-            .answers(S::OK, "The script completed.", outcome)
+            .body(
+                "The script and the client tools it may call.",
+                schema_of::<RunScriptArgs>,
+            )
+            .answers(S::OK, "The script completed (or was cancelled).", outcome)
             .answers(
                 S::ACCEPTED,
-                "Paused: a destructive call waits for a decision.",
+                "Paused: waits for approvals, client tool results or answers.",
                 outcome,
             )
             .answers(S::UNPROCESSABLE_ENTITY, "The script failed.", outcome)
-            .errors(&[S::TOO_MANY_REQUESTS, S::INTERNAL_SERVER_ERROR]),
+            .errors(&[
+                S::BAD_REQUEST,
+                S::TOO_MANY_REQUESTS,
+                S::INTERNAL_SERVER_ERROR,
+            ]),
         Route::get("/v1/executions", pending)
             .doc(
                 "listExecutions",
-                "Executions waiting for a decision the caller owns or may decide",
+                "Executions waiting for an answer the caller owns or may answer",
             )
+            .query::<ListWaitsArgs>()
             .answers(S::OK, "Newest first.", schema_of::<ExecutionList>)
-            .errors(&[S::INTERNAL_SERVER_ERROR]),
+            .errors(&[S::BAD_REQUEST, S::INTERNAL_SERVER_ERROR]),
         Route::get("/v1/executions/{id}", execution)
             .doc(
                 "getExecution",
@@ -129,27 +145,32 @@ fn routes() -> Vec<Route<AppState>> {
             )
             .answers(S::OK, "The execution.", schema_of::<ExecutionInfo>)
             .errors(&[S::NOT_FOUND, S::INTERNAL_SERVER_ERROR]),
-        Route::post("/v1/executions/{id}/resume", resume)
-            .doc(
-                "resumeExecution",
-                "Approve or deny the pending call of a paused execution",
-            )
-            .body("The decision.", schema_of::<ResumeRequest>)
-            .answers(S::OK, "The execution completed.", outcome)
-            .answers(
-                S::ACCEPTED,
-                "Paused again on another destructive call.",
-                outcome,
-            )
-            .answers(S::UNPROCESSABLE_ENTITY, "The execution failed.", outcome)
+        answering(
+            Route::post("/v1/executions/{id}/resume", resume),
+            "resumeExecution",
+            "Approve or deny a call of a paused execution that needs approval",
+            "The decision (and the approval's waitId when several wait).",
+        ),
+        answering(
+            Route::post("/v1/executions/{id}/tool-results", tool_results),
+            "postToolResults",
+            "Post the results of client tool calls (the execution's owner)",
+            "The results, by callId.",
+        ),
+        answering(
+            Route::post("/v1/executions/{id}/answer", answer),
+            "answerQuestion",
+            "Answer a question (an input wait) of a paused execution",
+            "The waitId, the action and, to accept a form, its content.",
+        ),
+        Route::post("/v1/executions/{id}/cancel", cancel)
+            .doc("cancelExecution", "Stop a running or paused execution")
+            .answers(S::OK, "Cancelled.", outcome)
             .errors(&[
                 S::NOT_FOUND,
+                S::FORBIDDEN,
                 S::CONFLICT,
-                S::GONE,
-                S::TOO_MANY_REQUESTS,
                 S::INTERNAL_SERVER_ERROR,
-                S::BAD_GATEWAY,
-                S::GATEWAY_TIMEOUT,
             ]),
         Route::get("/v1/audit", audit)
             .doc("auditLog", "The caller's newest audit entries")
@@ -157,6 +178,38 @@ fn routes() -> Vec<Route<AppState>> {
             .answers(S::OK, "Newest first.", schema_of::<AuditLog>)
             .errors(&[S::INTERNAL_SERVER_ERROR]),
     ]
+}
+
+/// The documentation every route that answers a paused execution shares.
+fn answering(
+    route: Route<AppState>,
+    id: &'static str,
+    summary: &'static str,
+    body: &'static str,
+) -> Route<AppState> {
+    use StatusCode as S;
+    let outcome = schema_of::<Outcome>;
+    route
+        .doc(id, summary)
+        .body(body, schema_of::<ResumeArgs>)
+        .answers(S::OK, "The execution completed.", outcome)
+        .answers(
+            S::ACCEPTED,
+            "Still waiting (on other waits, or paused again).",
+            outcome,
+        )
+        .answers(S::UNPROCESSABLE_ENTITY, "The execution failed.", outcome)
+        .errors(&[
+            S::BAD_REQUEST,
+            S::NOT_FOUND,
+            S::FORBIDDEN,
+            S::CONFLICT,
+            S::GONE,
+            S::TOO_MANY_REQUESTS,
+            S::INTERNAL_SERVER_ERROR,
+            S::BAD_GATEWAY,
+            S::GATEWAY_TIMEOUT,
+        ])
 }
 
 /// The HTTP API router.
@@ -228,21 +281,6 @@ struct AuditLog {
     entries: Vec<AuditEntry>,
 }
 
-/// The body of `POST /v1/scripts`.
-#[derive(Deserialize, JsonSchema)]
-struct ScriptRequest {
-    /// JavaScript, the body of an async function: `return await tools.<path>(args)`.
-    script: String,
-}
-
-/// The body of `POST /v1/executions/{id}/resume`.
-#[derive(Deserialize, JsonSchema)]
-struct ResumeRequest {
-    /// `approve` runs the pending call, `deny` rejects it.
-    #[schemars(extend("enum" = ["approve", "deny"]))]
-    decision: String,
-}
-
 async fn health() -> Json<Health> {
     Json(Health { status: "ok" })
 }
@@ -280,7 +318,13 @@ impl From<EngineError> for ApiError {
             }
             EngineError::MalformedArguments { .. }
             | EngineError::InvalidArguments { .. }
-            | EngineError::InvalidDecision(_) => StatusCode::BAD_REQUEST,
+            | EngineError::InvalidDecision(_)
+            | EngineError::InvalidAnswer { .. }
+            | EngineError::InvalidClientTools(_) => StatusCode::BAD_REQUEST,
+            EngineError::UnknownWait { .. } => StatusCode::NOT_FOUND,
+            EngineError::AlreadyAnswered { .. } | EngineError::RuntimeChanged { .. } => {
+                StatusCode::CONFLICT
+            }
             EngineError::Denied { .. } | EngineError::Forbidden { .. } => StatusCode::FORBIDDEN,
             EngineError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             EngineError::Expired { .. } => StatusCode::GONE,
@@ -325,8 +369,8 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiErro
 
 fn outcome_response(o: Outcome) -> Response {
     let status = match &o {
-        Outcome::Completed { .. } => StatusCode::OK,
-        Outcome::Paused { .. } => StatusCode::ACCEPTED,
+        Outcome::Completed { .. } | Outcome::Cancelled { .. } => StatusCode::OK,
+        Outcome::Paused { .. } | Outcome::ToolCallRequired { .. } => StatusCode::ACCEPTED,
         Outcome::Failed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
     };
     (status, Json(o.to_json())).into_response()
@@ -395,24 +439,33 @@ async fn call(
     Ok(outcome_response(s.engine.call(&caller, &path, args).await?))
 }
 
+/// A JSON body read into an operation's argument struct; errors say what was wrong.
+fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
+    serde_json::from_value(v).map_err(|e| bad_request(format!("invalid body: {e}")))
+}
+
 async fn run_script(
     State(s): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
-    let request =
-        ScriptRequest::deserialize(v).map_err(|_| bad_request("expected {\"script\": \"...\"}"))?;
+    let request: RunScriptArgs = json_body(&body)?;
     Ok(outcome_response(
-        s.engine.run_script(&caller, &request.script).await?,
+        s.engine.run_script_args(&caller, request).await?,
     ))
 }
 
-async fn pending(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn pending(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    q: Result<Query<ListWaitsArgs>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
-    let executions = s.engine.pending(&caller).await?;
+    let q = query(q)?;
+    let executions = s.engine.waiting(&caller, q.wait).await?;
     Ok(Json(ExecutionList { executions }).into_response())
 }
 
@@ -442,24 +495,85 @@ async fn audit(
     Ok(Json(AuditLog { entries }).into_response())
 }
 
+/// Which answer an answering route accepts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AnswerRoute {
+    Decision,
+    ToolResults,
+    Question,
+}
+
+/// Reads an answer for execution `id` from the body, refusing the shapes of the other routes.
+fn answer_body(id: String, body: &Bytes, route: AnswerRoute) -> Result<ResumeArgs, ApiError> {
+    let mut a: ResumeArgs = json_body(body)?;
+    a.execution_id = id;
+    let fits = match route {
+        AnswerRoute::Decision => a.decision.is_some() && a.results.is_none() && a.action.is_none(),
+        AnswerRoute::ToolResults => {
+            a.results.is_some() && a.decision.is_none() && a.action.is_none()
+        }
+        AnswerRoute::Question => a.action.is_some() && a.decision.is_none() && a.results.is_none(),
+    };
+    if !fits {
+        return Err(bad_request(match route {
+            AnswerRoute::Decision => "expected {\"decision\": \"approve\" | \"deny\", \"waitId\"?}",
+            AnswerRoute::ToolResults => "expected {\"results\": [{\"callId\", \"result\"} | {\"callId\", \"error\": {\"message\"}}]}",
+            AnswerRoute::Question => "expected {\"waitId\", \"action\": \"accept\" | \"decline\" | \"cancel\", \"content\"?}",
+        }));
+    }
+    Ok(a)
+}
+
+async fn answer_route(
+    s: AppState,
+    headers: HeaderMap,
+    id: String,
+    body: Bytes,
+    route: AnswerRoute,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let args = answer_body(id, &body, route)?;
+    Ok(outcome_response(
+        s.engine
+            .resume_args(&caller, args, DecisionChannel::Human(Face::Http))
+            .await?,
+    ))
+}
+
 async fn resume(
     State(s): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    answer_route(s, headers, id, body, AnswerRoute::Decision).await
+}
+
+async fn tool_results(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    answer_route(s, headers, id, body, AnswerRoute::ToolResults).await
+}
+
+async fn answer(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    answer_route(s, headers, id, body, AnswerRoute::Question).await
+}
+
+async fn cancel(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
-    let decision: Decision = ResumeRequest::deserialize(v)
-        .map_err(|_| bad_request("expected {\"decision\": \"approve\" | \"deny\"}"))?
-        .decision
-        .parse()?;
-    Ok(outcome_response(
-        s.engine
-            .resume(&caller, &id, decision, DecisionChannel::Human(Face::Http))
-            .await?,
-    ))
+    Ok(outcome_response(s.engine.cancel(&caller, &id).await?))
 }
 
 #[cfg(test)]

@@ -1,45 +1,63 @@
-//! Approval through MCP elicitation: a paused execution is put to the human via the client
-//! (`elicitation/create`, form mode) when the client supports it. Accept approves the pending
-//! call, decline denies it, cancel (or no support, or any failure) leaves it paused, to be settled
-//! later with `resume`, the HTTP API or the CLI. The answer is a person's
-//! ([`DecisionChannel::Human`]); a caller whose policy does not let it decide the call is not
-//! asked.
+//! Waits put to the human through MCP elicitation (`elicitation/create`, form mode) when the
+//! client supports it: an approval (accept approves, decline denies) and a question in form
+//! mode (the question's schema is the requested schema when MCP's flat form schemas can carry
+//! it). Cancel, no support, or any failure leaves the execution paused, to be answered later
+//! with `resume`, the HTTP API or the CLI. Answers are a person's ([`DecisionChannel::Human`]);
+//! a caller whose policy does not let it decide an approval is not asked. Client tool calls
+//! are never elicited: they go back to the client.
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::ElicitationMode;
 use rmcp::{Peer, RoleServer};
+use serde_json::Value;
 use toolshed_engine::decisions::refusal;
-use toolshed_engine::{Caller, Decision, DecisionChannel, Engine, Face, Outcome};
+use toolshed_engine::{
+    AnswerAction, Caller, Decision, DecisionChannel, Engine, EngineError, Face, InputMode, Outcome,
+    Wait, WaitKind,
+};
 
 const CHANNEL: DecisionChannel = DecisionChannel::Human(Face::Mcp);
 
-/// At most this many approvals are asked in a row for one script.
+/// At most this many waits are asked in a row for one execution.
 const MAX_ROUNDS: usize = 20;
 
-async fn ask(peer: &Peer<RoleServer>, caller: &Caller, outcome: &Outcome) -> Option<Decision> {
-    let Outcome::Paused { pending, .. } = outcome else {
-        return None;
-    };
-    if refusal(caller, &caller.principal, &pending.path, CHANNEL).is_some() {
-        return None;
-    }
-    if !peer
-        .supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
-    {
-        return None;
-    }
-    let args = serde_json::to_string(&pending.args).unwrap_or_default();
-    let args = if args.len() > 600 {
-        format!("{}…", &args[..args.floor_char_boundary(600)])
+/// A human's reply to one elicited wait.
+enum Reply {
+    Decision(Decision),
+    Answer(AnswerAction, Option<Value>),
+}
+
+fn shorten(v: &Value) -> String {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    if text.len() > 600 {
+        format!("{}…", &text[..text.floor_char_boundary(600)])
     } else {
-        args
+        text
+    }
+}
+
+/// Asks the human about one wait; `None` when it cannot or should not be asked.
+async fn ask(peer: &Peer<RoleServer>, caller: &Caller, wait: &Wait) -> Option<Reply> {
+    let (message, schema) = match wait.kind {
+        WaitKind::Approval => {
+            if refusal(caller, &caller.principal, wait.decision_path(), CHANNEL).is_some() {
+                return None;
+            }
+            let message = format!(
+                "Approve the call {} ({})?\nArguments: {}\nAccept to run it, decline to refuse it.",
+                wait.decision_path(),
+                wait.name.as_deref().unwrap_or_default(),
+                shorten(wait.arguments.as_ref().unwrap_or(&Value::Null))
+            );
+            (message, ElicitationSchema::builder().build().ok()?)
+        }
+        WaitKind::Input if wait.mode == Some(InputMode::Form) => {
+            let schema = wait.schema.clone().unwrap_or(Value::Null);
+            let schema: ElicitationSchema = serde_json::from_value(schema).ok()?;
+            (wait.message.clone().unwrap_or_default(), schema)
+        }
+        _ => return None,
     };
-    let message = format!(
-        "Approve the destructive call {} ({})?\nArguments: {args}\nAccept to run it, decline to refuse it.",
-        pending.path, pending.name
-    );
-    let schema = ElicitationSchema::builder().build().ok()?;
     let reply = peer
         .create_elicitation(ElicitRequestParams::FormElicitationParams {
             meta: None,
@@ -48,15 +66,42 @@ async fn ask(peer: &Peer<RoleServer>, caller: &Caller, outcome: &Outcome) -> Opt
         })
         .await
         .ok()?;
-    match reply.action {
-        ElicitationAction::Accept => Some(Decision::Approve),
-        ElicitationAction::Decline => Some(Decision::Deny),
+    match (wait.kind, reply.action) {
+        (WaitKind::Approval, ElicitationAction::Accept) => Some(Reply::Decision(Decision::Approve)),
+        (WaitKind::Approval, ElicitationAction::Decline) => Some(Reply::Decision(Decision::Deny)),
+        (WaitKind::Input, ElicitationAction::Accept) => {
+            Some(Reply::Answer(AnswerAction::Accept, reply.content))
+        }
+        (WaitKind::Input, ElicitationAction::Decline) => {
+            Some(Reply::Answer(AnswerAction::Decline, None))
+        }
         _ => None,
     }
 }
 
-/// Settles a paused outcome through elicitation where possible; returns the final outcome (or the
-/// paused one, unchanged, when the human was not or could not be asked).
+async fn apply(
+    engine: &Engine,
+    caller: &Caller,
+    id: &str,
+    wait: &Wait,
+    reply: Reply,
+) -> Result<Outcome, EngineError> {
+    match reply {
+        Reply::Decision(d) => {
+            engine
+                .decide(caller, id, Some(&wait.wait_id), d, CHANNEL)
+                .await
+        }
+        Reply::Answer(action, content) => {
+            engine
+                .answer(caller, id, &wait.wait_id, action, content, CHANNEL)
+                .await
+        }
+    }
+}
+
+/// Settles a paused outcome through elicitation where possible; returns the final outcome (or
+/// the paused one, unchanged, when the human was not or could not be asked).
 pub(crate) async fn settle(
     engine: &Engine,
     caller: &Caller,
@@ -66,17 +111,28 @@ pub(crate) async fn settle(
     let Some(peer) = peer else {
         return outcome;
     };
+    if !peer
+        .supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+    {
+        return outcome;
+    }
     for _ in 0..MAX_ROUNDS {
-        let Some(decision) = ask(peer, caller, &outcome).await else {
+        let mut answered = None;
+        for wait in outcome.waits() {
+            if let Some(reply) = ask(peer, caller, wait).await {
+                answered = Some((wait.clone(), reply));
+                break;
+            }
+        }
+        let Some((wait, reply)) = answered else {
             return outcome;
         };
-        match engine
-            .resume(caller, outcome.execution_id(), decision, CHANNEL)
-            .await
-        {
+        let id = outcome.execution_id().to_string();
+        match apply(engine, caller, &id, &wait, reply).await {
             Ok(next) => outcome = next,
             Err(e) => {
-                tracing::warn!(error = %e, "resume after elicitation failed");
+                tracing::warn!(error = %e, "answer after elicitation failed");
                 return outcome;
             }
         }

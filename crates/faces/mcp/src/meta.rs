@@ -4,7 +4,7 @@
 use rmcp::model::{CallToolResult, Tool as McpTool, ToolAnnotations};
 use rmcp::{Peer, RoleServer};
 use serde_json::{json, Value};
-use toolshed_engine::{Caller, Decision, DecisionChannel, Engine};
+use toolshed_engine::{Caller, DecisionChannel, Engine, Op, OpAnswer};
 
 use crate::{error_result, json_text, object_schema, outcome_result, text_result};
 
@@ -19,79 +19,29 @@ pub(crate) fn meta_tools(engine: &Engine, caller: &Caller, resume_tool: bool) ->
     tools
 }
 
+/// The meta-tools: the engine's operations as MCP tools, their schemas from the one definition
+/// ([`toolshed_engine::ops`]), the caller's view added to the descriptions of search and run.
 fn all_meta_tools(engine: &Engine, caller: &Caller) -> Vec<McpTool> {
     let view = engine.view_summary(caller);
-    vec![
-        McpTool::new(
-            "search_tools",
-            format!(
-                "Search the tool catalog by what you want to do; returns ranked {{path, name, summary}} hits and how many matched. {view}"
-            ),
-            object_schema(json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What you want to do, in words"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
-                    "namespace": {"type": "string", "description": "Only tools under this first path segment"},
-                    "format": {"type": "string", "enum": ["text", "json"], "default": "text"}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            })),
-        )
-        .with_title("Search Tools")
-        .with_annotations(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true)),
-        McpTool::new(
-            "read_tool",
-            "Read one tool: its inputs and outputs as compact text with types, constraints and an example call. \
-             Set schemas=true to also get the raw JSON Schemas.",
-            object_schema(json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Tool path from search_tools, e.g. github.issues.create"},
-                    "schemas": {"type": "boolean", "default": false}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            })),
-        )
-        .with_title("Read Tool")
-        .with_annotations(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true)),
-        McpTool::new(
-            "run_script",
-            format!(
-                "Run JavaScript (an async function body) that calls tools: `const r = await tools.<path>({{...}}); return r;`. \
-                 Also `await tools.search({{query}})` and `await tools.describe.tool({{path}})`. Promise.all works; console.log is \
-                 captured; the returned value comes back as JSON. No network, files or timers. Destructive calls pause the \
-                 script and return status \"paused\" with an executionId for resume. {view}"
-            ),
-            object_schema(json!({
-                "type": "object",
-                "properties": {"script": {"type": "string", "description": "JavaScript body; use return to give a result"}},
-                "required": ["script"],
-                "additionalProperties": false
-            })),
-        )
-        .with_title("Run Script")
-        .with_annotations(ToolAnnotations::new().read_only(false).destructive(true).idempotent(false)),
-        McpTool::new(
-            "resume",
-            "Continue a paused execution after the user decided on its pending destructive call: decision \"approve\" runs \
-             it, \"deny\" makes it fail with an error the script can catch. Works from any session of the same principal, \
-             when its policy lets it decide its own calls (otherwise a person decides through the HTTP API or the CLI).",
-            object_schema(json!({
-                "type": "object",
-                "properties": {
-                    "executionId": {"type": "string"},
-                    "decision": {"type": "string", "enum": ["approve", "deny"]}
-                },
-                "required": ["executionId", "decision"],
-                "additionalProperties": false
-            })),
-        )
-        .with_title("Resume Execution")
-        .with_annotations(ToolAnnotations::new().read_only(false).destructive(true).idempotent(false)),
-    ]
+    META_TOOLS
+        .iter()
+        .filter_map(|name| Op::from_name(name))
+        .map(|op| {
+            let description = match op {
+                Op::SearchTools | Op::RunScript => format!("{} {view}", op.description()),
+                _ => op.description().to_string(),
+            };
+            let h = op.hints();
+            McpTool::new(op.name(), description, object_schema(op.schema()))
+                .with_title(op.title())
+                .with_annotations(
+                    ToolAnnotations::new()
+                        .read_only(h.read_only)
+                        .destructive(h.destructive)
+                        .idempotent(h.idempotent),
+                )
+        })
+        .collect()
 }
 
 /// The compact answer agents read: a count line, then one line per hit,
@@ -123,17 +73,8 @@ pub fn search_text(answer: &toolshed_engine::SearchAnswer) -> String {
     out
 }
 
-fn bad_args(tool: &str, what: &str) -> CallToolResult {
-    text_result(
-        json_text(
-            &json!({"error": {"code": "invalid_arguments", "message": format!("{tool}: {what}")}}),
-        ),
-        true,
-    )
-}
-
-/// Dispatches a meta-tool call; `None` when `name` is not a meta-tool (`resume` is not one
-/// when `resume_tool` is off).
+/// Dispatches a meta-tool call through the engine's operation definitions; `None` when `name`
+/// is not a meta-tool (`resume` is not one when `resume_tool` is off).
 pub(crate) async fn call_meta(
     engine: &Engine,
     caller: &Caller,
@@ -142,73 +83,36 @@ pub(crate) async fn call_meta(
     peer: Option<&Peer<RoleServer>>,
     resume_tool: bool,
 ) -> Option<CallToolResult> {
-    let s = |k: &str| args.get(k).and_then(Value::as_str);
-    Some(match name {
-        "search_tools" => {
-            let Some(query) = s("query") else {
-                return Some(bad_args(name, "'query' (string) is required"));
-            };
-            let limit = args
-                .get("limit")
-                .and_then(Value::as_u64)
-                .unwrap_or(10)
-                .clamp(1, 50) as usize;
-            let answer = engine.search(caller, query, limit, s("namespace"));
-            if s("format") == Some("json") {
-                text_result(
-                    json_text(&serde_json::to_value(answer).unwrap_or_default()),
-                    false,
-                )
-            } else {
-                text_result(search_text(&answer), false)
-            }
+    if !META_TOOLS.contains(&name) || (name == "resume" && !resume_tool) {
+        return None;
+    }
+    let op = Op::from_name(name)?;
+    let text_search =
+        op == Op::SearchTools && args.get("format").and_then(Value::as_str) != Some("json");
+    let compact_read = op == Op::ReadTool
+        && !args
+            .get("schemas")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    // The agent decides through its own tool: the engine's rule says whether it may.
+    let answer = engine
+        .dispatch(caller, op, args.clone(), DecisionChannel::AgentTool)
+        .await;
+    Some(match answer {
+        Err(e) => error_result(&e),
+        Ok(OpAnswer::Search(a)) if text_search => text_result(search_text(&a), false),
+        Ok(OpAnswer::Search(a)) => text_result(
+            json_text(&serde_json::to_value(a).unwrap_or_default()),
+            false,
+        ),
+        Ok(OpAnswer::Describe(d)) if compact_read => text_result(d.text, false),
+        Ok(OpAnswer::Describe(d)) => text_result(
+            json_text(&serde_json::to_value(d).unwrap_or_default()),
+            false,
+        ),
+        Ok(OpAnswer::Outcome(o)) => {
+            outcome_result(&crate::elicit::settle(engine, caller, o, peer).await)
         }
-        "read_tool" => {
-            let Some(path) = s("path") else {
-                return Some(bad_args(name, "'path' (string) is required"));
-            };
-            let schemas = args
-                .get("schemas")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            match engine.describe(caller, path, schemas) {
-                Ok(d) if !schemas => text_result(d.text, false),
-                Ok(d) => text_result(
-                    json_text(&serde_json::to_value(d).unwrap_or_default()),
-                    false,
-                ),
-                Err(e) => error_result(&e),
-            }
-        }
-        "run_script" => {
-            let Some(script) = s("script") else {
-                return Some(bad_args(name, "'script' (string) is required"));
-            };
-            match engine.run_script(caller, script).await {
-                Ok(o) => outcome_result(&crate::elicit::settle(engine, caller, o, peer).await),
-                Err(e) => error_result(&e),
-            }
-        }
-        "resume" if resume_tool => {
-            let (Some(id), Some(decision)) = (s("executionId"), s("decision")) else {
-                return Some(bad_args(
-                    name,
-                    "'executionId' and 'decision' (\"approve\" or \"deny\") are required",
-                ));
-            };
-            let decision: Decision = match decision.parse() {
-                Ok(d) => d,
-                Err(e) => return Some(error_result(&e)),
-            };
-            // The agent decides through its own tool: the engine's rule says whether it may.
-            match engine
-                .resume(caller, id, decision, DecisionChannel::AgentTool)
-                .await
-            {
-                Ok(o) => outcome_result(&crate::elicit::settle(engine, caller, o, peer).await),
-                Err(e) => error_result(&e),
-            }
-        }
-        _ => return None,
+        Ok(OpAnswer::Waiting(list)) => text_result(json_text(&json!({"executions": list})), false),
     })
 }

@@ -36,6 +36,7 @@ impl Host for TestHost {
             Target::Tool(p) => p.clone(),
             Target::Search => "<search>".into(),
             Target::Describe => "<describe>".into(),
+            Target::Ask => "<ask>".into(),
         };
         let echo = json!({"seq": call.seq, "target": call.target.to_string(), "args": call.args});
         if path.starts_with("fail.") {

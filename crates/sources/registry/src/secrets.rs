@@ -20,6 +20,9 @@ use crate::spec::{is_env_ref, SourceSpec};
 pub const KEY_ENV: &str = "TOOLSHED_SECRET_KEY";
 /// The key file's name in the data directory.
 pub const KEY_FILE: &str = "secret.key";
+/// What the key check value seals.
+const CHECK_TEXT: &str = "toolshed sealing key check v1";
+
 /// The prefix of a sealed value.
 pub const SEALED_PREFIX: &str = "sealed:";
 
@@ -39,6 +42,17 @@ impl Sealer {
 
     pub fn new(secret_box: SecretBox) -> Self {
         Self { secret_box }
+    }
+
+    /// A value kept in the database that proves which key sealed its secrets: a constant
+    /// sealed with the key. Replicas sharing a database must share the key.
+    pub fn check_value(&self) -> String {
+        self.secret_box.seal(CHECK_TEXT)
+    }
+
+    /// Whether `check` (from [`Sealer::check_value`]) was sealed with this key.
+    pub fn matches_check(&self, check: &str) -> bool {
+        self.secret_box.open(check).is_ok_and(|t| t == CHECK_TEXT)
     }
 
     /// Seals every literal secret; `env:` references and already sealed values are kept.
@@ -104,6 +118,14 @@ mod tests {
     #[test]
     fn seal_and_open_round_trip() {
         let sealer = Sealer::new(SecretBox::from_base64(&SecretBox::generate_key()).unwrap());
+        let other = Sealer::new(SecretBox::from_base64(&SecretBox::generate_key()).unwrap());
+        let check = sealer.check_value();
+        assert!(sealer.matches_check(&check));
+        assert!(
+            !other.matches_check(&check),
+            "another key does not match the check value"
+        );
+        assert!(!sealer.matches_check("garbage"));
         let sealed = sealer.seal(&spec("hunter2"));
         let text = serde_json::to_string(&sealed).unwrap();
         assert!(

@@ -1,0 +1,201 @@
+//! Direct calls (one tool call as an execution) and the views of executions: one execution,
+//! the list of everything that waits, the caller's audit entries.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
+
+use super::run::client_tools_of;
+use super::waits::{open_waits, waits_of, Wait, WaitKind};
+use super::{ExecutionInfo, Outcome, PendingSummary};
+use crate::decisions::can_see_waits;
+use crate::invoke::{Approval, CallResult};
+use crate::{Caller, Engine, EngineError};
+
+impl Engine {
+    /// Calls one tool directly (MCP direct mode, HTTP, CLI). A call that needs approval pauses
+    /// and returns `Paused` with an execution to answer.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+    ) -> Result<Outcome, EngineError> {
+        let id = format!("ex_{}", uuid::Uuid::new_v4().simple());
+        match self
+            .invoke(
+                caller,
+                path,
+                args,
+                Approval::Required,
+                Some(Arc::from(id.as_str())),
+            )
+            .await
+        {
+            CallResult::Done(result) => Ok(Outcome::Completed {
+                execution_id: id,
+                result,
+                logs: vec![],
+            }),
+            CallResult::Failed(e) => Err(e),
+            CallResult::NeedsApproval { path, name, args } => {
+                let now = now_ms();
+                let wait = Wait::approval(0, path.clone(), name, args.clone());
+                let rec = ExecutionRecord {
+                    id: id.clone(),
+                    principal: caller.principal.to_string(),
+                    kind: "call".into(),
+                    source: json!({"path": path, "args": args}).to_string(),
+                    seed: 0,
+                    now_ms: now,
+                    status: ExecutionStatus::Paused,
+                    pending: Some(json!([wait])),
+                    journal: json!([]),
+                    decisions: json!({}),
+                    result: None,
+                    error: None,
+                    logs: json!([]),
+                    meta: json!({}),
+                    created_at: now,
+                    updated_at: now,
+                    expires_at: Some(now + self.inner.config.approval_ttl.as_millis() as i64),
+                    version: 0,
+                };
+                self.save(rec.clone(), false).await?;
+                self.notify_paused(&rec);
+                Ok(Outcome::paused(id, vec![wait], vec![]))
+            }
+        }
+    }
+
+    /// One execution the caller may see (its own, or one whose pending call it may decide),
+    /// whatever its state. Any other execution answers like a missing one.
+    pub async fn execution(&self, caller: &Caller, id: &str) -> Result<ExecutionInfo, EngineError> {
+        let now = now_ms();
+        self.inner.store.expire_executions(now).await?;
+        let unknown = || EngineError::UnknownExecution { id: id.to_string() };
+        let r = self
+            .inner
+            .store
+            .get_execution(id)
+            .await?
+            .filter(|r| can_see_waits(caller, &r.principal, &waits_of(r)))
+            .ok_or_else(unknown)?;
+        let waits = if r.status == ExecutionStatus::Paused {
+            open_waits(&r)
+        } else {
+            vec![]
+        };
+        let status = match r.status {
+            ExecutionStatus::Running if self.is_stale(&r, now) => "interrupted",
+            other => other.as_str(),
+        };
+        Ok(ExecutionInfo {
+            status: status.to_string(),
+            completed_calls: r.journal.as_array().map_or(0, Vec::len),
+            pending: waits.iter().find_map(Wait::as_pending_call),
+            client_tools: client_tools_of(&r)
+                .into_iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .collect(),
+            waits,
+            execution_id: r.id,
+            principal: r.principal,
+            kind: r.kind,
+            result: r.result,
+            error: r.error,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            expires_at: r.expires_at,
+        })
+    }
+
+    /// The newest audit entries of the caller's principal (none for an empty principal id).
+    pub async fn audit_of(
+        &self,
+        caller: &Caller,
+        limit: usize,
+    ) -> Result<Vec<toolshed_store::AuditEntry>, EngineError> {
+        if caller.principal.is_empty() {
+            return Ok(vec![]);
+        }
+        let limit = limit.clamp(1, 10_000) as i64;
+        Ok(self
+            .inner
+            .store
+            .recent_audit_of(Some(&caller.principal), limit)
+            .await?)
+    }
+
+    /// Whether a `running` execution has been silent for longer than any run can last, i.e. the
+    /// run that claimed it is gone.
+    pub(super) fn is_stale(&self, rec: &ExecutionRecord, now: i64) -> bool {
+        let c = &self.inner.config;
+        let longest = c.limits.wall_clock.max(c.call_timeout) + c.recovery_grace;
+        now - rec.updated_at > longest.as_millis() as i64
+    }
+
+    /// The executions that wait for someone and the caller may see: its own, and those whose
+    /// waits it may answer. Paused ones, and continued runs that are running or were
+    /// interrupted (expired ones are marked first). Newest first.
+    pub async fn pending(&self, caller: &Caller) -> Result<Vec<PendingSummary>, EngineError> {
+        self.waiting(caller, None).await
+    }
+
+    /// [`Engine::pending`], only executions with an open wait of `kind` when one is given.
+    pub async fn waiting(
+        &self,
+        caller: &Caller,
+        kind: Option<WaitKind>,
+    ) -> Result<Vec<PendingSummary>, EngineError> {
+        let now = now_ms();
+        self.inner.store.expire_executions(now).await?;
+        if caller.principal.is_empty() {
+            return Ok(vec![]);
+        }
+        // A principal that decides for others sees every principal's waiting executions its
+        // `decide` patterns match.
+        let whose = (!caller.access.decides_any()).then_some(caller.principal.as_ref());
+        let mut recs = Vec::new();
+        for status in [ExecutionStatus::Paused, ExecutionStatus::Running] {
+            recs.extend(
+                self.inner
+                    .store
+                    .list_executions(whose, Some(status), 200)
+                    .await?
+                    .into_iter()
+                    .filter(|r| can_see_waits(caller, &r.principal, &waits_of(r)))
+                    .filter(|r| kind.is_none_or(|k| open_waits(r).iter().any(|w| w.kind == k))),
+            );
+        }
+        recs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        recs.truncate(200);
+        Ok(recs
+            .into_iter()
+            .map(|r| {
+                let status = match r.status {
+                    ExecutionStatus::Running if self.is_stale(&r, now) => "interrupted",
+                    other => other.as_str(),
+                };
+                // A paused execution shows what is still open; a running or interrupted one what
+                // it was paused on.
+                let waits = if r.status == ExecutionStatus::Paused {
+                    open_waits(&r)
+                } else {
+                    waits_of(&r)
+                };
+                PendingSummary {
+                    status: status.to_string(),
+                    pending: waits.iter().find_map(Wait::as_pending_call),
+                    waits,
+                    execution_id: r.id,
+                    principal: r.principal,
+                    kind: r.kind,
+                    created_at: r.created_at,
+                    expires_at: r.expires_at,
+                }
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,327 @@
+//! Running a script execution: the first run, and every replay after answers arrived.
+//!
+//! [`Engine::run_record`] prepares the run's state from the stored record (journal to replay,
+//! answers), runs the script in the sandbox under a cancel signal, and settles the record:
+//! completed, failed, paused on the waits raised, or cancelled. A run that never pauses is never
+//! written (the fast path); every other outcome is stored.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use toolshed_sandbox::{Determinism, Outcome as RunOutcome, Permit, Status};
+use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
+
+use super::host::{ClientTools, Durable, HostCtx, JournalFailure, RunState, ScriptHost};
+use super::waits::{answers_of, Wait};
+use super::{Outcome, MAX_SCRIPT_ERROR_BYTES};
+use crate::rate::RateKind;
+use crate::{Caller, Engine, EngineError, Face};
+
+/// What a new script execution starts with besides its text.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptOptions {
+    /// Tools the client executes itself, already read ([`toolshed_core::formats`]).
+    pub client_tools: Vec<toolshed_core::formats::ClientTool>,
+}
+
+impl Engine {
+    /// Runs a script for the caller. Calls that need approval, client tools and questions pause
+    /// it. Waits for a sandbox slot first; `overloaded` when every slot is busy and the queue is
+    /// full.
+    pub async fn run_script(&self, caller: &Caller, source: &str) -> Result<Outcome, EngineError> {
+        self.run_script_with(caller, source, ScriptOptions::default())
+            .await
+    }
+
+    /// [`Engine::run_script`] with client tools.
+    pub async fn run_script_with(
+        &self,
+        caller: &Caller,
+        source: &str,
+        options: ScriptOptions,
+    ) -> Result<Outcome, EngineError> {
+        self.inner
+            .rates
+            .check(&caller.principal, RateKind::Scripts)?;
+        let permit = self.inner.sandbox.admit().await?;
+        let now = now_ms();
+        let mut meta = json!({ "runtime": toolshed_sandbox::runtime_version() });
+        if !options.client_tools.is_empty() {
+            meta["clientTools"] = serde_json::to_value(&options.client_tools).unwrap_or(json!([]));
+        }
+        let record = ExecutionRecord {
+            id: format!("ex_{}", uuid::Uuid::new_v4().simple()),
+            principal: caller.principal.to_string(),
+            kind: "script".into(),
+            source: source.to_string(),
+            seed: rand::random::<i64>(),
+            now_ms: now,
+            status: ExecutionStatus::Running,
+            pending: None,
+            journal: json!([]),
+            decisions: json!({}),
+            result: None,
+            error: None,
+            logs: json!([]),
+            meta,
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            version: 0,
+        };
+        self.run_record(caller, record, false, permit).await
+    }
+
+    /// Runs (or re-runs) a script execution and stores the result when it must be durable.
+    pub(super) async fn run_record(
+        &self,
+        caller: &Caller,
+        rec: ExecutionRecord,
+        stored: bool,
+        permit: Permit,
+    ) -> Result<Outcome, EngineError> {
+        let state = Arc::new(Mutex::new(initial_state(&rec)));
+        let durable = stored.then(|| {
+            Arc::new(Durable {
+                rec: Arc::new(tokio::sync::Mutex::new(rec.clone())),
+                failed: Mutex::new(None),
+            })
+        });
+        let mut script_caller = caller.clone();
+        script_caller.face = Face::Script;
+        let host = ScriptHost(Arc::new(HostCtx {
+            engine: self.clone(),
+            caller: script_caller,
+            execution_id: Arc::from(rec.id.as_str()),
+            state: state.clone(),
+            durable: durable.clone(),
+            clients: Arc::new(ClientTools::new(client_tools_of(&rec))),
+        }));
+        let det = Determinism {
+            seed: rec.seed as u64,
+            now_ms: rec.now_ms as f64,
+        };
+        let cancel = self.inner.running.register(&rec.id, &rec.principal);
+        let run = self.inner.sandbox.run(
+            permit,
+            &rec.source,
+            Arc::new(host),
+            &self.inner.config.limits,
+            det,
+        );
+        let outcome = tokio::select! {
+            o = run => Some(o),
+            _ = cancel.notified() => None,
+        };
+        self.inner.running.remove(&rec.id);
+        let Some(outcome) = outcome else {
+            return self.settle_cancelled(rec, stored, &state, durable).await;
+        };
+        self.settle(rec, stored, outcome, &state, durable).await
+    }
+
+    /// Stores the end of a run: completed, failed or paused.
+    async fn settle(
+        &self,
+        mut rec: ExecutionRecord,
+        stored: bool,
+        outcome: RunOutcome,
+        state: &Mutex<RunState>,
+        durable: Option<Arc<Durable>>,
+    ) -> Result<Outcome, EngineError> {
+        let (journal, waits) = {
+            let st = state.lock();
+            (
+                st.journal_json(),
+                st.waits.values().cloned().collect::<Vec<Wait>>(),
+            )
+        };
+        let mut failure = None;
+        if let Some(d) = &durable {
+            // Journal writes during the run moved the version on; this waits for a write still
+            // in flight when the run ended.
+            rec.version = d.rec.lock().await.version;
+            failure = d.failed.lock().clone();
+        }
+        rec.journal = journal;
+        rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
+        let logs = outcome.logs;
+        let id = rec.id.clone();
+        if let Some(f) = failure {
+            return self.settle_journal_failure(rec, f, logs).await;
+        }
+        let result = match outcome.status {
+            Status::Completed(v) => {
+                rec.status = ExecutionStatus::Completed;
+                rec.pending = None;
+                rec.result = Some(v.clone());
+                Outcome::Completed {
+                    execution_id: id,
+                    result: v,
+                    logs,
+                }
+            }
+            Status::Failed(mut err) => {
+                err.message = crate::audit::truncated(&err.message, MAX_SCRIPT_ERROR_BYTES);
+                if let Some(stack) = &mut err.stack {
+                    *stack = crate::audit::truncated(stack, MAX_SCRIPT_ERROR_BYTES);
+                }
+                rec.status = ExecutionStatus::Failed;
+                rec.pending = None;
+                let error = serde_json::to_value(&err).unwrap_or(Value::Null);
+                rec.error = Some(error.clone());
+                Outcome::Failed {
+                    execution_id: id,
+                    error,
+                    logs,
+                }
+            }
+            Status::Suspended { .. } => {
+                rec.status = ExecutionStatus::Paused;
+                rec.pending = Some(serde_json::to_value(&waits).unwrap_or(json!([])));
+                rec.expires_at = Some(now_ms() + self.inner.config.approval_ttl.as_millis() as i64);
+                Outcome::paused(id, waits, logs)
+            }
+        };
+        if stored || result.is_paused() {
+            self.save(rec.clone(), stored).await?;
+        }
+        if result.is_paused() {
+            self.notify_paused(&rec);
+        }
+        Ok(result)
+    }
+
+    /// A resumed run whose journal could not be written: failed, unless another run (or a
+    /// cancel) took the execution over, in which case nothing more is written.
+    async fn settle_journal_failure(
+        &self,
+        mut rec: ExecutionRecord,
+        f: JournalFailure,
+        logs: Vec<toolshed_sandbox::LogEntry>,
+    ) -> Result<Outcome, EngineError> {
+        let id = rec.id.clone();
+        let err = EngineError::JournalWrite {
+            id: id.clone(),
+            seq: f.seq,
+            path: f.path,
+            reason: f.reason,
+        };
+        if f.claim_lost {
+            return Err(err);
+        }
+        let error = err.to_json();
+        rec.status = ExecutionStatus::Failed;
+        rec.pending = None;
+        rec.error = Some(error.clone());
+        if let Err(e) = self.save(rec, true).await {
+            tracing::error!(execution = %id, error = %e, "cannot store the stopped run");
+            return Err(err);
+        }
+        Ok(Outcome::Failed {
+            execution_id: id,
+            error,
+            logs,
+        })
+    }
+
+    /// A run stopped by `cancel`: what completed is kept in the journal, the execution is
+    /// stored as cancelled.
+    async fn settle_cancelled(
+        &self,
+        mut rec: ExecutionRecord,
+        stored: bool,
+        state: &Mutex<RunState>,
+        durable: Option<Arc<Durable>>,
+    ) -> Result<Outcome, EngineError> {
+        if let Some(d) = &durable {
+            rec.version = d.rec.lock().await.version;
+        }
+        rec.journal = state.lock().durable_journal_json();
+        rec.status = ExecutionStatus::Cancelled;
+        rec.pending = None;
+        let id = rec.id.clone();
+        if let Err(e) = self.save(rec, stored).await {
+            // The cancel request itself may have stored the cancellation first.
+            tracing::debug!(execution = %id, error = %e, "cancelled run not stored again");
+        }
+        Ok(Outcome::Cancelled {
+            execution_id: id,
+            logs: vec![],
+        })
+    }
+
+    /// Writes the journal so far to the stored execution (still claimed by this run). The
+    /// write runs in its own task holding the record, so dropping the caller mid-write does
+    /// not cancel it, and the version moves on only when the write went through. `Err` is
+    /// `(reason, claim_lost)`.
+    pub(super) async fn persist_journal(
+        &self,
+        durable: &Durable,
+        state: &Mutex<RunState>,
+    ) -> Result<(), (String, bool)> {
+        let mut rec = durable.rec.clone().lock_owned().await;
+        rec.journal = state.lock().durable_journal_json();
+        rec.updated_at = now_ms();
+        let store = self.inner.store.clone();
+        tokio::spawn(async move {
+            let expected = rec.version;
+            rec.version = expected + 1;
+            let written = store.update_execution(&rec, expected).await;
+            if !matches!(written, Ok(true)) {
+                rec.version = expected;
+            }
+            match written {
+                Ok(true) => Ok(()),
+                Ok(false) => Err((
+                    "another run has claimed the execution, or it was cancelled".to_string(),
+                    true,
+                )),
+                Err(e) => Err((e.to_string(), false)),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err((format!("the journal write did not finish: {e}"), false)))
+    }
+
+    /// Inserts a new execution, or replaces a stored one if nobody changed it meanwhile.
+    pub(super) async fn save(
+        &self,
+        mut rec: ExecutionRecord,
+        stored: bool,
+    ) -> Result<(), EngineError> {
+        rec.updated_at = now_ms();
+        if stored {
+            let expected = rec.version;
+            rec.version += 1;
+            if !self.inner.store.update_execution(&rec, expected).await? {
+                return Err(EngineError::Busy { id: rec.id });
+            }
+        } else {
+            rec.version = 1;
+            self.inner.store.insert_execution(&rec).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The journal to replay and the answers recorded so far.
+fn initial_state(rec: &ExecutionRecord) -> RunState {
+    let mut state = RunState::default();
+    for e in rec.journal.as_array().into_iter().flatten() {
+        if let Some(seq) = e["seq"].as_u64() {
+            state.replay.insert(seq as u32, e.clone());
+        }
+    }
+    state.answers = answers_of(rec);
+    state
+}
+
+/// The client tools declared when the execution started.
+pub(super) fn client_tools_of(rec: &ExecutionRecord) -> Vec<toolshed_core::formats::ClientTool> {
+    rec.meta
+        .get("clientTools")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
