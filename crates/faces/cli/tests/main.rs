@@ -7,6 +7,7 @@ mod listeners;
 mod mcp_e2e;
 mod n8n_live;
 mod n8n_mcp;
+mod pauses;
 mod policy_faces;
 mod sandbox_corpus;
 #[cfg(feature = "semantic")]

@@ -100,7 +100,7 @@ async fn start_with(config: EngineConfig, with_wait: bool) -> Api {
     };
     let policy = Policy::new(
         vec![
-            role("demo", &["demo.*"], &[]),
+            role("demo", &["demo.*", "client.*"], &[]),
             role("demo_decider", &[], &["demo.*"]),
             role("admin", &["*"], &["**"]),
         ],
@@ -982,4 +982,116 @@ async fn scripts_beyond_the_slots_and_the_queue_get_429_with_retry_after() {
         }
     }
     assert_eq!((ok, refused), (2, 3));
+}
+
+/// The pause protocol over HTTP: a client tool call and a catalog call in one pause, the
+/// result posted by its owner only, answers of the wrong shape refused, a question answered,
+/// the waiting list by kind, cancel.
+#[tokio::test]
+async fn client_tools_questions_and_cancel_over_http() {
+    let api = start().await;
+    let calc = json!({"name": "calculator", "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}}}});
+    let body = json!({
+        "script": "const [c, e] = await Promise.all([tools.client.calculator({a: 2}), tools.demo.echo({msg: 'hi'})]); return [c, e.echo];",
+        "clientTools": [calc],
+    });
+    let (s, v) = api.post("/v1/scripts", "k-alice", &body.to_string()).await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["status"], "tool_call_required");
+    assert_eq!(v["toolCalls"][0]["name"], "calculator");
+    assert_eq!(v["toolCalls"][0]["arguments"], json!({"a": 2}));
+    let id = v["executionId"].as_str().unwrap().to_string();
+    let call_id = v["toolCalls"][0]["callId"].as_str().unwrap().to_string();
+
+    let (s, v) = api.get("/v1/executions?wait=tool_result", "k-alice").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["executions"][0]["executionId"], id.as_str());
+    let (s, v) = api.get("/v1/executions?wait=nonsense", "k-alice").await;
+    assert_eq!(s, 400, "{v}");
+    let (_, v) = api.get(&format!("/v1/executions/{id}"), "k-alice").await;
+    assert_eq!(v["clientTools"][0]["readAs"], "mcp");
+
+    let path = format!("/v1/executions/{id}/tool-results");
+    // A body of another route's shape, or an unknown field, is refused before anything runs.
+    let (s, v) = api
+        .post(&path, "k-alice", r#"{"decision": "approve"}"#)
+        .await;
+    assert_eq!(s, 400, "{v}");
+    let (s, v) = api
+        .post(&path, "k-alice", r#"{"results": [], "extra": 1}"#)
+        .await;
+    assert_eq!(s, 400, "{v}");
+    // Another principal does not see it; an unknown callId is 404.
+    let result = json!({"results": [{"callId": call_id, "result": 4}]}).to_string();
+    let (s, v) = api.post(&path, "k-bob", &result).await;
+    assert_eq!((s.as_u16(), code(&v)), (404, "unknown_execution"));
+    let (s, v) = api
+        .post(
+            &path,
+            "k-alice",
+            r#"{"results": [{"callId": "call_7", "result": 1}]}"#,
+        )
+        .await;
+    assert_eq!((s.as_u16(), code(&v)), (404, "unknown_wait"));
+    let (s, v) = api.post(&path, "k-alice", &result).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"], json!([4, "hi"]));
+    let (s, v) = api.post(&path, "k-alice", &result).await;
+    assert_eq!((s.as_u16(), code(&v)), (409, "already_settled"));
+
+    // Bad declarations name the declaration by index.
+    let body = json!({"script": "return 1", "clientTools": [calc, {"description": "nameless"}]});
+    let (s, v) = api.post("/v1/scripts", "k-alice", &body.to_string()).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, "invalid_client_tools"));
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("[1]"),
+        "{v}"
+    );
+
+    // A question, answered with invalid then valid content.
+    let body = json!({"script": "return await tools.ask_user({message: 'Size?', schema: {type: 'object', properties: {n: {type: 'integer'}}, required: ['n']}})"});
+    let (s, v) = api.post("/v1/scripts", "k-alice", &body.to_string()).await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["status"], "paused");
+    assert_eq!(v["waits"][0]["kind"], "input");
+    let id = v["executionId"].as_str().unwrap().to_string();
+    let path = format!("/v1/executions/{id}/answer");
+    let (s, v) = api
+        .post(
+            &path,
+            "k-alice",
+            r#"{"waitId": "input_0", "action": "accept", "content": {"n": "x"}}"#,
+        )
+        .await;
+    assert_eq!((s.as_u16(), code(&v)), (400, "invalid_answer"), "{v}");
+    let (s, v) = api
+        .post(
+            &path,
+            "k-alice",
+            r#"{"waitId": "input_0", "action": "accept", "content": {"n": 3}}"#,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"]["content"], json!({"n": 3}));
+
+    // Cancel a paused execution; answering it afterwards is a conflict.
+    let (_, v) = api.post("/v1/scripts", "k-alice", &body.to_string()).await;
+    let id = v["executionId"].as_str().unwrap().to_string();
+    let (s, v) = api
+        .post(&format!("/v1/executions/{id}/cancel"), "k-bob", "{}")
+        .await;
+    assert_eq!((s.as_u16(), code(&v)), (404, "unknown_execution"));
+    let (s, v) = api
+        .post(&format!("/v1/executions/{id}/cancel"), "k-alice", "{}")
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["status"], "cancelled");
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{id}/answer"),
+            "k-alice",
+            r#"{"waitId": "input_0", "action": "decline"}"#,
+        )
+        .await;
+    assert_eq!((s.as_u16(), code(&v)), (409, "already_settled"));
 }

@@ -104,6 +104,16 @@ pub struct Server {
 
 impl Server {
     pub fn start(data_dir: &Path, config: Option<&Path>, extra: &[&str]) -> Self {
+        Self::start_with_env(data_dir, config, extra, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub fn start_with_env(
+        data_dir: &Path,
+        config: Option<&Path>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = free_port();
         let mut cmd = std::process::Command::new(BIN);
         cmd.arg("--data-dir").arg(data_dir);
@@ -111,7 +121,8 @@ impl Server {
             cmd.arg("--config").arg(c);
         }
         cmd.args(["serve", "--http", &format!("127.0.0.1:{port}")])
-            .args(extra);
+            .args(extra)
+            .envs(env.iter().copied());
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
         let child = cmd.spawn().expect("spawn toolshed serve");
         let s = Self { child, port };
