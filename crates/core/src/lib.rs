@@ -27,7 +27,8 @@ pub use location::{is_url, locate, Location};
 pub use path::{PathError, ToolPath};
 pub use plugin::{AuthProviderDef, Plugin};
 pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};
-pub use schema::{CompiledSchema, SchemaError, Violation};
+pub use schema::{CompiledSchema, Explained, SchemaError, Violation};
 pub use tool::{
-    Annotations, TokenSource, Tool, ToolContext, ToolDef, ToolError, ToolErrorKind, ToolHandler,
+    Annotations, EngineAccess, TokenSource, Tool, ToolContext, ToolDef, ToolError, ToolErrorKind,
+    ToolHandler,
 };

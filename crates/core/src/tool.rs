@@ -23,6 +23,10 @@ pub struct Annotations {
     pub destructive: bool,
     /// Calling it twice with the same arguments has the same effect as once.
     pub idempotent: bool,
+    /// It changes only a draft kept by Toolshed (an agent definition being edited), which acts
+    /// on nothing in the world: the default policy lets it run without confirmation.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub draft: bool,
 }
 
 impl Annotations {
@@ -30,16 +34,26 @@ impl Annotations {
         read_only: true,
         destructive: false,
         idempotent: true,
+        draft: false,
     };
     pub const WRITE: Self = Self {
         read_only: false,
         destructive: false,
         idempotent: false,
+        draft: false,
     };
     pub const DESTRUCTIVE: Self = Self {
         read_only: false,
         destructive: true,
         idempotent: false,
+        draft: false,
+    };
+    /// A write to a Toolshed-kept draft (see [`Annotations::draft`]).
+    pub const DRAFT: Self = Self {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        draft: true,
     };
 }
 
@@ -162,6 +176,9 @@ pub enum ToolErrorKind {
     Unauthorized,
     /// A bug or unexpected state inside the tool.
     Internal,
+    /// The input was read and refused for reasons given in `data` (e.g. a document's staged
+    /// validation errors); nothing changed. Faces answer it as the caller's error (HTTP 422).
+    Rejected,
 }
 
 /// A handler's failure: a kind, a message for humans and agents, and optional structured data.
@@ -195,6 +212,10 @@ impl ToolError {
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ToolErrorKind::Internal, message)
+    }
+    /// Refused with a structured answer (`data`) the caller can act on.
+    pub fn rejected(message: impl Into<String>, data: Value) -> Self {
+        Self::new(ToolErrorKind::Rejected, message).with_data(data)
     }
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(ToolErrorKind::Unauthorized, message)
@@ -232,6 +253,19 @@ pub struct ToolContext {
     /// The time the handler may take; the engine enforces it too.
     pub timeout: Duration,
     tokens: Option<Arc<dyn TokenSource>>,
+    engine: Option<Arc<dyn EngineAccess>>,
+}
+
+/// What a handler may ask of the engine that runs it, always as the same caller: the interface
+/// lets tools that compose other tools (agent builders, saved scripts, agent runs) go through
+/// the one call path without any plugin or source importing the engine.
+#[async_trait::async_trait]
+pub trait EngineAccess: Send + Sync {
+    /// The paths of every tool the caller may see.
+    fn visible_paths(&self) -> Vec<String>;
+    /// Calls a tool as the caller through the engine's call path (policy, validation,
+    /// approval, audit). A call that would need approval fails instead of pausing.
+    async fn call(&self, path: &str, args: Value) -> Result<Value, ToolError>;
 }
 
 impl fmt::Debug for ToolContext {
@@ -252,7 +286,16 @@ impl ToolContext {
             path,
             timeout: Duration::from_secs(30),
             tokens: None,
+            engine: None,
         }
+    }
+    pub fn with_engine(mut self, engine: Option<Arc<dyn EngineAccess>>) -> Self {
+        self.engine = engine;
+        self
+    }
+    /// The engine, as the caller (`None` outside an engine, e.g. in a plugin's unit tests).
+    pub fn engine(&self) -> Option<&Arc<dyn EngineAccess>> {
+        self.engine.as_ref()
     }
     pub fn with_execution(mut self, id: Option<Arc<str>>) -> Self {
         self.execution_id = id;

@@ -151,6 +151,7 @@ impl EngineError {
                 toolshed_core::ToolErrorKind::Timeout => "timeout",
                 toolshed_core::ToolErrorKind::Unauthorized => "unauthorized",
                 toolshed_core::ToolErrorKind::Internal => "internal",
+                toolshed_core::ToolErrorKind::Rejected => "rejected",
             },
             Self::Timeout { .. } => "timeout",
             Self::InvalidOutput { .. } => "invalid_output",
@@ -212,8 +213,16 @@ impl EngineError {
         v
     }
 
+    /// A tool refused the input with a structured answer (its `data`): the caller's error.
+    pub fn is_rejection(&self) -> bool {
+        matches!(self, Self::Tool { error, .. } if error.kind == toolshed_core::ToolErrorKind::Rejected)
+    }
+
     /// Whether the caller (not the server) is at fault.
     pub fn is_client_error(&self) -> bool {
+        if self.is_rejection() {
+            return true;
+        }
         !matches!(
             self,
             Self::Store(_)

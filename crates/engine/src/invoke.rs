@@ -157,7 +157,13 @@ impl Engine {
             Some(c) => Some(c.scoped(&def.origin)),
             None => self.inner.tokens.clone(),
         };
+        let access = crate::access::BoundEngine {
+            engine: self.clone(),
+            caller: caller.clone(),
+            execution_id: execution_id.clone(),
+        };
         let ctx = ToolContext::new(caller.principal.clone(), def.path.clone())
+            .with_engine(Some(Arc::new(access)))
             .with_execution(execution_id)
             .with_tokens(tokens)
             .with_timeout(timeout);

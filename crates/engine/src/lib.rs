@@ -13,6 +13,7 @@
 //!
 //! Modules:
 //! - [`invoke`]: that path, for one call.
+//! - [`access`]: the engine as handlers see it (the caller's view, calls as the caller).
 //! - [`executions`]: scripts and direct calls as executions; pausing, durable journals,
 //!   deterministic replay on resume, expiry.
 //! - [`discovery`]: listing, ranked search and compact descriptions in the caller's view.
@@ -26,6 +27,7 @@
 //! - [`credentials`]: auth providers' credentials, scoped per tool origin, for `ctx.token(..)`.
 //! - [`error`] — [`EngineError`], with codes and JSON for faces.
 
+pub mod access;
 pub mod audit;
 pub mod caller;
 pub mod credentials;

@@ -228,7 +228,12 @@ impl<'a> Renderer<'a> {
                 self.expanded.insert(r.clone());
             }
         }
-        let mut line = format!("{pad}{label}: {ty}");
+        // A tagged union branch (`type = catalog`) is an object by construction.
+        let mut line = if label.contains(" = ") && ty == "object" {
+            format!("{pad}{label}:")
+        } else {
+            format!("{pad}{label}: {ty}")
+        };
         if let Some(v) = &desc.default {
             line.push_str(" = ");
             line.push_str(v);
@@ -498,8 +503,9 @@ impl<'a> Renderer<'a> {
         } else if let Some(items) = get("items") {
             let item_block = matches!(self.resolve(items, true), Resolved::Schema(ref s, _) if has_children(s) || is_union_with_children(s));
             if item_block && self.max_depth.is_none_or(|m| depth < m) {
+                // Every item has this shape: not an optional field.
                 let label = "items".to_string();
-                d.children.push((label, items.clone(), false));
+                d.children.push((label, items.clone(), true));
                 replace_type(types, "array", "array".into());
             } else {
                 let item = self.inline(items);
@@ -537,6 +543,16 @@ impl<'a> Renderer<'a> {
             if let Some(branches) = get(key).and_then(Value::as_array) {
                 let block = branches.iter().any(|b| matches!(self.resolve(b, true), Resolved::Schema(ref s, _) if has_children(s)))
                     && self.max_depth.is_none_or(|m| depth < m);
+                // Object branches told apart by one constant property (`type: "catalog"`):
+                // each block is labelled with it, and the constant is not repeated inside.
+                if let Some(tag) = block.then(|| shared_tag(branches)).flatten() {
+                    for b in branches {
+                        let value = b["properties"][&tag]["const"].as_str().unwrap_or_default();
+                        children.push((format!("{tag} = {value}"), without_tag(b, &tag), true));
+                    }
+                    union_parts.push(format!("one of (by {tag})"));
+                    continue;
+                }
                 let labels: Vec<String> = branches
                     .iter()
                     .enumerate()
@@ -1024,6 +1040,35 @@ fn is_union_with_children(schema: &Value) -> bool {
                 .any(|b| has_children(b) || b.get("$ref").is_some())
         })
     })
+}
+
+/// The property every branch fixes to a different string constant, if there is one.
+fn shared_tag(branches: &[Value]) -> Option<String> {
+    let first = branches.first()?.get("properties")?.as_object()?;
+    let tag = first
+        .iter()
+        .find(|(_, p)| p.get("const").is_some_and(Value::is_string))?
+        .0
+        .clone();
+    let mut seen = std::collections::BTreeSet::new();
+    let all = branches.iter().all(|b| {
+        b.pointer(&format!("/properties/{tag}/const"))
+            .and_then(Value::as_str)
+            .is_some_and(|v| seen.insert(v.to_string()))
+    });
+    (all && branches.len() > 1).then_some(tag)
+}
+
+/// A branch without its tag property (named by the block's label instead).
+fn without_tag(branch: &Value, tag: &str) -> Value {
+    let mut b = branch.clone();
+    if let Some(props) = b.get_mut("properties").and_then(Value::as_object_mut) {
+        props.shift_remove(tag);
+    }
+    if let Some(req) = b.get_mut("required").and_then(Value::as_array_mut) {
+        req.retain(|r| r != tag);
+    }
+    b
 }
 
 fn branch_label(branch: &Value, i: usize) -> String {

@@ -29,7 +29,7 @@ fn tool_text_has_all_parts_in_order() {
     let expected = "github.repos.delete — Delete Repository\n\
 Deletes a repository\n\
 destructive: needs approval\n\
-input:\nowner: string — Account owner\nrepo: string\nlabels?: array\n  items?: object\n    name?: string\n\
+input:\nowner: string — Account owner\nrepo: string\nlabels?: array\n  items: object\n    name?: string\n\
 output:\nid?: integer\nuser?: object\n  login?: string\n  site?: object {url}\n\
 example: await tools.github.repos.delete({owner: \"owner\", repo: \"repo\"})\n";
     assert_eq!(text, expected);
@@ -128,5 +128,21 @@ fn much_smaller_than_the_json() {
     assert_eq!(
         example_call("bio.trials.search", &schema),
         "await tools.bio.trials.search({})"
+    );
+}
+
+#[test]
+fn unions_told_apart_by_a_constant_are_labelled_by_it() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"tools": {"type": "array", "items": {"oneOf": [
+            {"type": "object", "properties": {"type": {"const": "a"}, "x": {"type": "string"}}, "required": ["type", "x"]},
+            {"type": "object", "properties": {"type": {"const": "b"}, "y": {"type": "integer"}}, "required": ["type"]}
+        ]}}}
+    });
+    let text = toolshed_schema::render_schema(&schema);
+    assert_eq!(
+        text,
+        "tools?: array\n  items: one of (by type)\n    type = a:\n      x: string\n    type = b:\n      y?: integer\n"
     );
 }

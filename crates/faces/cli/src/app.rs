@@ -67,9 +67,12 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
-/// The plugins: tables, and n8n when configured (a failing n8n setup is reported, not fatal).
+/// The plugins: tables, agents, and n8n when configured (a failing n8n setup is reported, not fatal).
 pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
-    let mut plugins = vec![toolshed_tables::plugin(store.clone())];
+    let mut plugins = vec![
+        toolshed_tables::plugin(store.clone()),
+        toolshed_agents::plugin(store.clone(), config.model_credentials()),
+    ];
     match config.n8n_settings() {
         Ok(None) => {}
         Ok(Some(settings)) => match async {

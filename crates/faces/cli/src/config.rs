@@ -47,6 +47,10 @@ pub enum ConfigError {
     N8nLoginIncomplete,
     #[error("[notify] webhook_url is not an http:// or https:// URL")]
     BadWebhook,
+    #[error("[models.{id}] kind '{kind}' is not known: use \"openai\" or \"anthropic\"")]
+    BadModelKind { id: String, kind: String },
+    #[error("[models.{id}] base_url is not an http:// or https:// URL")]
+    BadModelUrl { id: String },
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
@@ -59,6 +63,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "limits",
     "approvals",
     "notify",
+    "models",
     "audit",
     "roles",
     "principals",
@@ -99,6 +104,32 @@ pub struct Config {
     pub n8n: Option<N8nConfigFile>,
     pub search: SearchConfig,
     pub notify: NotifyConfig,
+    /// Model credentials agent definitions name in `credential` (`[models.<id>]`).
+    pub models: BTreeMap<String, ModelConfig>,
+}
+
+/// `[models.<id>]`: a model provider's endpoint and key.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The wire format: `openai` or `anthropic`.
+    pub kind: String,
+    /// The API's base URL (default: the provider's public API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// `env:NAME` (or `${NAME}`), or a literal key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
+            .finish()
+    }
 }
 
 /// Resolves a configured secret with the one resolver ([`Secret::from_config`]): `env:NAME` or
@@ -142,6 +173,8 @@ impl std::fmt::Debug for Config {
             .field("sources", &sources)
             .field("n8n", &self.n8n)
             .field("search", &self.search)
+            .field("notify", &self.notify)
+            .field("models", &self.models)
             .finish()
     }
 }
@@ -349,6 +382,7 @@ impl Default for Config {
             n8n: None,
             search: SearchConfig::default(),
             notify: NotifyConfig::default(),
+            models: BTreeMap::new(),
         }
     }
 }
@@ -425,6 +459,20 @@ impl Config {
             s.absolutize(&base);
         }
         config.check_principals()?;
+        for (id, m) in &config.models {
+            if !matches!(m.kind.as_str(), "openai" | "anthropic") {
+                return Err(ConfigError::BadModelKind {
+                    id: id.clone(),
+                    kind: m.kind.clone(),
+                });
+            }
+            if m.base_url
+                .as_deref()
+                .is_some_and(|u| !toolshed_core::is_url(u))
+            {
+                return Err(ConfigError::BadModelUrl { id: id.clone() });
+            }
+        }
         if let Some(url) = &config.notify.webhook_url {
             if !toolshed_core::is_url(url) {
                 return Err(ConfigError::BadWebhook);
@@ -459,6 +507,18 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The configured model credentials, without their keys.
+    pub fn model_credentials(&self) -> Vec<toolshed_agents::ModelCredential> {
+        self.models
+            .iter()
+            .map(|(id, m)| toolshed_agents::ModelCredential {
+                id: id.clone(),
+                kind: m.kind.clone(),
+                base_url: m.base_url.clone(),
+            })
+            .collect()
     }
 
     /// The n8n settings with the API key resolved.

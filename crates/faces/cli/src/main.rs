@@ -4,6 +4,7 @@
 #[macro_use]
 mod output;
 
+mod agents_cmd;
 mod app;
 mod config;
 mod executions_cmd;
@@ -92,6 +93,11 @@ enum Command {
     Approvals {
         #[command(subcommand)]
         action: executions_cmd::ApprovalAction,
+    },
+    /// Agent definitions: list, get, write, patch, versions, restore, publish, delete, schema.
+    Agents {
+        #[command(subcommand)]
+        action: agents_cmd::AgentsAction,
     },
     /// Executions: list what waits, show, cancel, post client tool results, answer questions.
     Executions {
@@ -306,6 +312,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Executions { action } => {
             executions_cmd::executions(&app, &caller, action, json_out).await?
         }
+        Command::Agents { action } => agents_cmd::run(&app, &caller, action, json_out).await?,
         // Normally answered before the app is built (see above); kept for exhaustiveness.
         Command::Sources { action } => sources_cmd::run(&app.config, action, json_out).await?,
     };
@@ -328,7 +335,7 @@ fn read_json_arg(arg: &str) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{arg} is not valid JSON"))
 }
 
-fn read_stdin() -> anyhow::Result<String> {
+pub(crate) fn read_stdin() -> anyhow::Result<String> {
     let mut s = String::new();
     std::io::stdin()
         .read_to_string(&mut s)

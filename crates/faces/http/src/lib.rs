@@ -48,6 +48,7 @@ use toolshed_engine::{
     KeyRing, Outcome, PendingSummary, SearchAnswer,
 };
 
+mod agents;
 pub mod guard;
 mod openapi;
 
@@ -178,6 +179,9 @@ fn routes() -> Vec<Route<AppState>> {
             .answers(S::OK, "Newest first.", schema_of::<AuditLog>)
             .errors(&[S::INTERNAL_SERVER_ERROR]),
     ]
+    .into_iter()
+    .chain(agents::routes())
+    .collect()
 }
 
 /// The documentation every route that answers a paused execution shares.
@@ -216,9 +220,19 @@ fn answering(
 pub fn router(engine: Engine, keys: KeyRing) -> Router {
     let routes = routes();
     let document = openapi::document(routes.iter().map(|r| &r.op));
-    let mut router = Router::new();
+    // Several methods on one path share one method router.
+    let mut by_path: BTreeMap<&'static str, axum::routing::MethodRouter<AppState>> =
+        BTreeMap::new();
     for r in routes {
-        router = router.route(r.op.path, r.handler);
+        let merged = match by_path.remove(r.op.path) {
+            Some(m) => m.merge(r.handler),
+            None => r.handler,
+        };
+        by_path.insert(r.op.path, merged);
+    }
+    let mut router = Router::new();
+    for (path, handler) in by_path {
+        router = router.route(path, handler);
     }
     router.with_state(AppState {
         engine,
@@ -331,6 +345,7 @@ impl From<EngineError> for ApiError {
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
             EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             EngineError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+            e if e.is_rejection() => StatusCode::UNPROCESSABLE_ENTITY,
             EngineError::Tool { .. } | EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
             EngineError::BrokenSchema { .. }
             | EngineError::Store(_)

@@ -104,6 +104,21 @@ impl<S: Clone + Send + Sync + 'static> Route<S> {
         Self::new(Method::POST, path, routing::post(handler))
     }
 
+    /// `PUT path`, answered by `handler`.
+    pub fn put<H: Handler<T, S>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::new(Method::PUT, path, routing::put(handler))
+    }
+
+    /// `PATCH path`, answered by `handler`.
+    pub fn patch<H: Handler<T, S>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::new(Method::PATCH, path, routing::patch(handler))
+    }
+
+    /// `DELETE path`, answered by `handler`.
+    pub fn delete<H: Handler<T, S>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::new(Method::DELETE, path, routing::delete(handler))
+    }
+
     /// The operation id and one-line summary.
     pub fn doc(mut self, id: &'static str, summary: &'static str) -> Self {
         self.op.id = id;

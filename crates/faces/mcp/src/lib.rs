@@ -136,9 +136,15 @@ fn json_text(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-/// An engine error as an MCP tool error the agent can read.
+/// An engine error as an MCP tool error the agent can read. A tool's structured refusal (for
+/// example `{ok: false, stage, errors}` of a document that does not validate) is also the
+/// result's `structuredContent`.
 pub fn error_result(e: &EngineError) -> CallToolResult {
-    text_result(json_text(&serde_json::json!({"error": e.to_json()})), true)
+    let mut r = text_result(json_text(&serde_json::json!({"error": e.to_json()})), true);
+    if e.is_rejection() {
+        r.structured_content = e.data();
+    }
+    r
 }
 
 /// A script or call outcome as an MCP result (failed scripts are tool errors).

@@ -122,12 +122,14 @@ pub fn annotations(tool: &McpTool) -> Annotations {
             read_only: true,
             destructive: false,
             idempotent: true,
+            ..Default::default()
         };
     }
     Annotations {
         read_only: false,
         destructive: hints.and_then(|a| a.destructive_hint).unwrap_or(true),
         idempotent: hints.and_then(|a| a.idempotent_hint).unwrap_or(false),
+        ..Default::default()
     }
 }
 
@@ -294,7 +296,8 @@ mod tests {
             Annotations {
                 read_only: false,
                 destructive: false,
-                idempotent: true
+                idempotent: true,
+                ..Default::default()
             }
         );
         assert_eq!(with(None, Some(true), None), Annotations::DESTRUCTIVE);

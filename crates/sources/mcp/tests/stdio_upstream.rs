@@ -49,7 +49,8 @@ async fn lists_and_maps_tools() {
         Annotations {
             read_only: false,
             destructive: false,
-            idempotent: true
+            idempotent: true,
+            ..Default::default()
         }
     );
     assert_eq!(

@@ -120,8 +120,7 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
                 Annotations {
                     read_only: false,
                     destructive: false,
-                    idempotent: true,
-                },
+                    idempotent: true, ..Default::default() },
             ),
             stop,
         ),
