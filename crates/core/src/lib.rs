@@ -29,6 +29,6 @@ pub use plugin::{AuthProviderDef, Plugin};
 pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};
 pub use schema::{CompiledSchema, Explained, SchemaError, Violation};
 pub use tool::{
-    Annotations, EngineAccess, TokenSource, Tool, ToolContext, ToolDef, ToolError, ToolErrorKind,
-    ToolHandler,
+    Annotations, EngineAccess, NestedRun, TokenSource, Tool, ToolContext, ToolDef, ToolError,
+    ToolErrorKind, ToolHandler,
 };

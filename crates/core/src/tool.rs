@@ -266,6 +266,25 @@ pub trait EngineAccess: Send + Sync {
     /// Calls a tool as the caller through the engine's call path (policy, validation,
     /// approval, audit). A call that would need approval fails instead of pausing.
     async fn call(&self, path: &str, args: Value) -> Result<Value, ToolError>;
+    /// Runs `code` (an async function body with `input` and the `tools` proxy) in the sandbox
+    /// as the caller; its tool calls go through the engine's call path.
+    async fn run_script(
+        &self,
+        code: &str,
+        input: Value,
+        how: NestedRun,
+    ) -> Result<Value, ToolError>;
+}
+
+/// How [`EngineAccess::run_script`] runs saved code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NestedRun {
+    /// Only read-only tools may be called; any other call fails with a clear error.
+    pub read_only: bool,
+    /// A trial run: a call that would need approval is refused, never paused or run.
+    pub trial: bool,
+    /// Only check that the code compiles: nothing runs.
+    pub compile_only: bool,
 }
 
 impl fmt::Debug for ToolContext {

@@ -1,14 +1,24 @@
 //! The engine as handlers see it ([`toolshed_core::EngineAccess`] on the tool context): the
-//! caller's view of the catalog, and calls through the one call path as the same caller, tied
-//! to the same execution. Tools that compose other tools use it instead of importing the engine.
+//! caller's view of the catalog, calls through the one call path as the same caller, tied to
+//! the same execution, and saved code run in the sandbox as that caller ([`NestedHost`]). Tools
+//! that compose other tools use it instead of importing the engine.
+//!
+//! Saved code (a custom tool) runs nested at most [`MAX_DEPTH`] deep. A nested run takes no
+//! sandbox slot of its own (its caller holds one; waiting for another could deadlock) and
+//! cannot pause: a call that would need approval fails with a clear error.
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::Value;
-use toolshed_core::{EngineAccess, ToolError, ToolErrorKind};
+use toolshed_core::{EngineAccess, NestedRun, ToolError, ToolErrorKind};
+use toolshed_sandbox::{Determinism, Host, HostCall, HostError, HostReply, Status, Target};
 
 use crate::invoke::{Approval, CallResult};
-use crate::{Caller, Engine, EngineError};
+use crate::{Caller, Engine, EngineError, Face};
+
+/// How many saved scripts deep calls may nest.
+pub const MAX_DEPTH: u8 = 3;
 
 /// The engine, bound to one caller and execution.
 pub(crate) struct BoundEngine {
@@ -59,5 +69,158 @@ impl EngineAccess for BoundEngine {
                 "'{path}' needs approval, which a call made by another tool cannot wait for"
             ))),
         }
+    }
+
+    async fn run_script(
+        &self,
+        code: &str,
+        input: Value,
+        how: NestedRun,
+    ) -> Result<Value, ToolError> {
+        if self.caller.depth >= MAX_DEPTH {
+            return Err(ToolError::invalid(format!(
+                "saved scripts may call each other at most {MAX_DEPTH} deep"
+            )));
+        }
+        // `input` is declared on the code's first line, so line numbers stay the user's.
+        let prefix = if how.compile_only {
+            "const input = null; return; ".to_string()
+        } else {
+            format!("const input = {input}; ")
+        };
+        let source = format!("{prefix}{code}");
+        let mut caller = self.caller.clone();
+        caller.depth += 1;
+        caller.face = Face::Script;
+        let host = NestedHost {
+            engine: self.engine.clone(),
+            caller,
+            execution_id: self.execution_id.clone(),
+            how,
+        };
+        let det = Determinism {
+            seed: rand::random::<u64>(),
+            now_ms: toolshed_store::now_ms() as f64,
+        };
+        let sandbox = &self.engine.inner.sandbox;
+        let outcome = sandbox
+            .run(
+                sandbox.admit_nested(),
+                &source,
+                Arc::new(host),
+                &self.engine.inner.config.limits,
+                det,
+            )
+            .await;
+        match outcome.status {
+            Status::Completed(v) => Ok(v),
+            Status::Failed(mut e) => {
+                if e.line == Some(1) {
+                    e.column = e
+                        .column
+                        .map(|c| c.saturating_sub(prefix.chars().count() as u32));
+                }
+                let data = serde_json::to_value(&e).unwrap_or(Value::Null);
+                Err(ToolError::new(ToolErrorKind::InvalidInput, e.to_string()).with_data(data))
+            }
+            Status::Suspended { .. } => Err(ToolError::internal(
+                "a saved script cannot pause: a call inside it needed an answer",
+            )),
+        }
+    }
+}
+
+/// The host of a nested run: each tool call through the engine as the bound caller, with the
+/// run's restrictions.
+struct NestedHost {
+    engine: Engine,
+    caller: Caller,
+    execution_id: Option<Arc<str>>,
+    how: NestedRun,
+}
+
+impl NestedHost {
+    async fn answer(&self, call: HostCall) -> Result<Value, EngineError> {
+        match &call.target {
+            Target::Search => {
+                let a = crate::ops::SearchArgs {
+                    query: call.args["query"].as_str().unwrap_or_default().to_string(),
+                    limit: call.args["limit"].as_u64(),
+                    namespace: call.args["namespace"].as_str().map(str::to_string),
+                    format: None,
+                };
+                let found =
+                    self.engine
+                        .search(&self.caller, &a.query, a.limit(), a.namespace.as_deref());
+                Ok(serde_json::to_value(found).unwrap_or_default())
+            }
+            Target::Describe => {
+                let path = call.args["path"].as_str().unwrap_or_default();
+                let schemas = call.args["schemas"].as_bool().unwrap_or(false);
+                let d = self.engine.describe(&self.caller, path, schemas)?;
+                Ok(serde_json::to_value(d).unwrap_or_default())
+            }
+            Target::Ask => Err(EngineError::InvalidArguments {
+                path: "ask_user".into(),
+                violations: vec![toolshed_core::Violation {
+                    pointer: String::new(),
+                    rule: "context".into(),
+                    message: "tools.ask_user is not available inside a saved script".into(),
+                }],
+            }),
+            Target::Tool(path) => {
+                if self.how.read_only {
+                    let entry = self.engine.resolve(&self.caller, path)?;
+                    if !entry.tool.def.annotations.read_only {
+                        return Err(EngineError::InvalidArguments {
+                            path: path.clone(),
+                            violations: vec![toolshed_core::Violation {
+                                pointer: String::new(),
+                                rule: "readOnly".into(),
+                                message: format!("'{path}' is not read-only, and this tool is declared readOnly: it may call read-only tools only"),
+                            }],
+                        });
+                    }
+                }
+                match self
+                    .engine
+                    .invoke(&self.caller, path, call.args.clone(), Approval::Required, self.execution_id.clone())
+                    .await
+                {
+                    CallResult::Done(v) => Ok(v),
+                    CallResult::Failed(e) => Err(e),
+                    CallResult::NeedsApproval { path, .. } if self.how.trial => {
+                        Err(EngineError::Denied { path })
+                    }
+                    CallResult::NeedsApproval { path, .. } => Err(EngineError::Tool {
+                        error: Box::new(ToolError::conflict(format!(
+                            "'{path}' needs approval, which a call inside a saved script cannot wait for"
+                        ))),
+                        path,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+impl Host for NestedHost {
+    fn call(&self, call: HostCall) -> BoxFuture<'static, HostReply> {
+        let this = NestedHost {
+            engine: self.engine.clone(),
+            caller: self.caller.clone(),
+            execution_id: self.execution_id.clone(),
+            how: self.how,
+        };
+        Box::pin(async move {
+            match this.answer(call).await {
+                Ok(v) => HostReply::Ok(v),
+                Err(e) => HostReply::Err(HostError {
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                    data: e.data(),
+                }),
+            }
+        })
     }
 }

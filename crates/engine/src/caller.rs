@@ -36,6 +36,8 @@ pub struct Caller {
     pub principal: Arc<str>,
     pub access: Access,
     pub face: Face,
+    /// How many saved scripts (custom tools) deep this call runs; 0 for a face's own call.
+    pub depth: u8,
 }
 
 impl Caller {

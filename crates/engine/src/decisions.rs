@@ -85,6 +85,7 @@ mod tests {
             principal: id.into(),
             access: Access::with_decisions(&[], &decide, self_decide),
             face: Face::Http,
+            depth: 0,
         }
     }
 

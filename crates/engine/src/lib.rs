@@ -214,6 +214,7 @@ impl Engine {
             principal: Arc::from(principal),
             access: self.inner.policy.load().access(principal),
             face,
+            depth: 0,
         }
     }
 

@@ -63,7 +63,7 @@ pub struct Overloaded {
 
 /// A slot to run one script; released when dropped.
 pub struct Permit {
-    _slot: OwnedSemaphorePermit,
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 /// Runs scripts under admission control, in worker processes or in process.
@@ -128,7 +128,7 @@ impl Sandbox {
     /// full too.
     pub async fn admit(&self) -> Result<Permit, Overloaded> {
         if let Ok(p) = self.slots.clone().try_acquire_owned() {
-            return Ok(Permit { _slot: p });
+            return Ok(Permit { _slot: Some(p) });
         }
         let overloaded = || Overloaded {
             running: self.config.max_concurrent,
@@ -146,7 +146,14 @@ impl Sandbox {
             .acquire_owned()
             .await
             .map_err(|_| overloaded())?;
-        Ok(Permit { _slot: slot })
+        Ok(Permit { _slot: Some(slot) })
+    }
+
+    /// A run nested inside a run that already holds a slot (a saved script called as a tool):
+    /// it must not wait for a slot its own caller holds, so it takes none. Callers bound the
+    /// nesting depth.
+    pub fn admit_nested(&self) -> Permit {
+        Permit { _slot: None }
     }
 
     /// Runs `source` in the slot `permit` holds. Dropping the future cancels the run (in worker

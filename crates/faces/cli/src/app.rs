@@ -32,6 +32,29 @@ pub struct App {
     pub engine: Engine,
     pub registry: Registry,
     pub sources: SourceStore,
+    pub custom: toolshed_custom::CustomTools,
+}
+
+/// What a saved or deleted custom tool re-assembles: set once the registry exists.
+type CustomHook = Arc<std::sync::OnceLock<(Registry, toolshed_custom::CustomTools)>>;
+
+/// The custom tools over `store`; after a change they rebuild their plugin in `hook`'s registry.
+fn custom_tools(store: &Store, hook: &CustomHook) -> toolshed_custom::CustomTools {
+    let hook = hook.clone();
+    toolshed_custom::CustomTools::new(
+        store.clone(),
+        Arc::new(move || {
+            let hook = hook.clone();
+            Box::pin(async move {
+                if let Some((registry, custom)) = hook.get() {
+                    let plugin = custom.plugin().await;
+                    if let Err(e) = registry.replace_plugin(plugin) {
+                        tracing::error!(error = %e, "re-assembling the catalog after a custom tool changed failed");
+                    }
+                }
+            })
+        }),
+    )
 }
 
 /// Opens the configured database, after making the data directory private.
@@ -155,9 +178,13 @@ impl App {
         }
         let store = open_store(&config).await?;
         let sources = source_store(&config, &store).await?;
-        let plugins = plugins(&config, &store).await;
+        let mut plugins = plugins(&config, &store).await;
+        let hook = CustomHook::default();
+        let custom = custom_tools(&store, &hook);
+        plugins.push(custom.plugin().await);
         let credentials = credentials(&config, &plugins)?;
         let registry = Registry::new();
+        let _ = hook.set((registry.clone(), custom.clone()));
         let (declared, rejected) = declare_with_store(&config.sources, &sources)
             .await
             .context("reading stored sources")?;
@@ -188,6 +215,34 @@ impl App {
             engine,
             registry,
             sources,
+            custom,
+        })
+    }
+
+    /// Keeps the catalog in step with the custom tools saved in the store (by other replicas).
+    pub fn watch_custom_tools(&self) -> tokio::task::JoinHandle<()> {
+        let (registry, custom) = (self.registry.clone(), self.custom.clone());
+        tokio::spawn(async move {
+            let mut last = custom.fingerprint().await.ok();
+            let mut tick = tokio::time::interval(STORE_POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let now = match custom.fingerprint().await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "polling custom tools failed");
+                        continue;
+                    }
+                };
+                if last.as_ref() == Some(&now) {
+                    continue;
+                }
+                last = Some(now);
+                if let Err(e) = registry.replace_plugin(custom.plugin().await) {
+                    tracing::error!(error = %e, "re-assembling the catalog after custom tools changed failed");
+                }
+            }
         })
     }
 

@@ -471,6 +471,7 @@ async fn serve(
     app.engine.warm_search();
     let _purge = app.engine.spawn_audit_retention();
     let _poll = app.watch_stored_sources();
+    let _custom = app.watch_custom_tools();
     if stdio {
         // SIGTERM or Ctrl-C end the session like a closed stdin, so the caller's shutdown
         // (audit flush, upstream children killed) still runs.

@@ -3,6 +3,7 @@
 mod agents_cli;
 mod audit_cli;
 mod cli_verbs;
+mod custom_tools;
 mod durability;
 mod listeners;
 mod mcp_e2e;

@@ -347,4 +347,3 @@ async fn check_references(
     };
     stages::references(doc, &world).map_err(rejected)
 }
-

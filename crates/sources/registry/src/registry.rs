@@ -465,6 +465,20 @@ impl Registry {
         Ok(assembled)
     }
 
+    /// Replaces the attached plugin with `plugin`'s id (its tools changed, e.g. a custom tool
+    /// was saved) and re-assembles; `Ok(None)` when not attached.
+    pub fn replace_plugin(&self, plugin: Plugin) -> Result<Option<Assembled>, SourcesError> {
+        let mut target = lock(&self.inner.target);
+        let Some(t) = target.as_mut() else {
+            return Ok(None);
+        };
+        match t.plugins.iter_mut().find(|p| p.id == plugin.id) {
+            Some(p) => *p = plugin,
+            None => t.plugins.push(plugin),
+        }
+        self.assemble(&t.plugins, &t.catalog).map(Some)
+    }
+
     /// Assembles into the attached catalog; `Ok(None)` when not attached.
     pub fn reassemble(&self) -> Result<Option<Assembled>, SourcesError> {
         let target = lock(&self.inner.target);
