@@ -14,6 +14,8 @@ use serde_json::Value;
 use toolshed_core::{EngineAccess, NestedRun, ToolError, ToolErrorKind};
 use toolshed_sandbox::{Determinism, Host, HostCall, HostError, HostReply, Status, Target};
 
+use crate::caller::Nest;
+use crate::executions::host::nested_key;
 use crate::invoke::{Approval, CallResult};
 use crate::{Caller, Engine, EngineError, Face};
 
@@ -52,10 +54,13 @@ impl EngineAccess for BoundEngine {
     }
 
     async fn call(&self, path: &str, args: Value) -> Result<Value, ToolError> {
+        // A call a handler makes is not journaled in the execution.
+        let mut caller = self.caller.clone();
+        caller.nest = None;
         match self
             .engine
             .invoke(
-                &self.caller,
+                &caller,
                 path,
                 args,
                 Approval::Required,
@@ -92,15 +97,28 @@ impl EngineAccess for BoundEngine {
         let mut caller = self.caller.clone();
         caller.depth += 1;
         caller.face = Face::Script;
+        // Inside a script execution (and not a trial), the saved script's calls are journaled
+        // in it: a wait they raise pauses the execution, and a replay answers them again.
+        let nest = caller
+            .nest
+            .take()
+            .filter(|_| !how.trial && !how.compile_only);
+        let det = match &nest {
+            Some(n) => Determinism {
+                seed: n.host.det.seed ^ n.parent.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                now_ms: n.host.det.now_ms,
+            },
+            None => Determinism {
+                seed: rand::random::<u64>(),
+                now_ms: toolshed_store::now_ms() as f64,
+            },
+        };
         let host = NestedHost {
             engine: self.engine.clone(),
             caller,
             execution_id: self.execution_id.clone(),
             how,
-        };
-        let det = Determinism {
-            seed: rand::random::<u64>(),
-            now_ms: toolshed_store::now_ms() as f64,
+            nest,
         };
         let sandbox = &self.engine.inner.sandbox;
         let outcome = sandbox
@@ -131,15 +149,38 @@ impl EngineAccess for BoundEngine {
 }
 
 /// The host of a nested run: each tool call through the engine as the bound caller, with the
-/// run's restrictions.
+/// run's restrictions; journaled in the calling execution when there is one (`nest`).
 struct NestedHost {
     engine: Engine,
     caller: Caller,
     execution_id: Option<Arc<str>>,
     how: NestedRun,
+    nest: Option<Nest>,
 }
 
 impl NestedHost {
+    /// The restrictions of the run, checked before a call is answered.
+    fn refusal(&self, call: &HostCall) -> Option<EngineError> {
+        let Target::Tool(path) = &call.target else {
+            return None;
+        };
+        if !self.how.read_only {
+            return None;
+        }
+        match self.engine.resolve(&self.caller, path) {
+            Err(e) => Some(e),
+            Ok(entry) if !entry.tool.def.annotations.read_only => Some(EngineError::InvalidArguments {
+                path: path.clone(),
+                violations: vec![toolshed_core::Violation {
+                    pointer: String::new(),
+                    rule: "readOnly".into(),
+                    message: format!("'{path}' is not read-only, and this tool is declared readOnly: it may call read-only tools only"),
+                }],
+            }),
+            Ok(_) => None,
+        }
+    }
+
     async fn answer(&self, call: HostCall) -> Result<Value, EngineError> {
         match &call.target {
             Target::Search => {
@@ -169,19 +210,6 @@ impl NestedHost {
                 }],
             }),
             Target::Tool(path) => {
-                if self.how.read_only {
-                    let entry = self.engine.resolve(&self.caller, path)?;
-                    if !entry.tool.def.annotations.read_only {
-                        return Err(EngineError::InvalidArguments {
-                            path: path.clone(),
-                            violations: vec![toolshed_core::Violation {
-                                pointer: String::new(),
-                                rule: "readOnly".into(),
-                                message: format!("'{path}' is not read-only, and this tool is declared readOnly: it may call read-only tools only"),
-                            }],
-                        });
-                    }
-                }
                 match self
                     .engine
                     .invoke(&self.caller, path, call.args.clone(), Approval::Required, self.execution_id.clone())
@@ -211,8 +239,20 @@ impl Host for NestedHost {
             caller: self.caller.clone(),
             execution_id: self.execution_id.clone(),
             how: self.how,
+            nest: self.nest.clone(),
         };
         Box::pin(async move {
+            if let Some(e) = this.refusal(&call) {
+                return HostReply::Err(HostError {
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                    data: e.data(),
+                });
+            }
+            if let Some(n) = &this.nest {
+                let key = nested_key(n.parent, call.seq);
+                return n.host.answer_at(key, &this.caller, call).await;
+            }
             match this.answer(call).await {
                 Ok(v) => HostReply::Ok(v),
                 Err(e) => HostReply::Err(HostError {

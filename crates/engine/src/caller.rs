@@ -38,6 +38,26 @@ pub struct Caller {
     pub face: Face,
     /// How many saved scripts (custom tools) deep this call runs; 0 for a face's own call.
     pub depth: u8,
+    /// Set for a call made by a script execution: a saved script the call runs journals its
+    /// calls in that execution (see [`Nest`]).
+    pub(crate) nest: Option<Nest>,
+}
+
+/// Where a saved script's calls are journaled: the execution's host and the key of the call
+/// that runs the saved script.
+#[derive(Clone)]
+pub(crate) struct Nest {
+    pub host: std::sync::Arc<crate::executions::host::HostCtx>,
+    pub parent: u64,
+}
+
+impl std::fmt::Debug for Nest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nest")
+            .field("execution", &self.host.execution_id)
+            .field("parent", &self.parent)
+            .finish()
+    }
 }
 
 impl Caller {

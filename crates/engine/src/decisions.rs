@@ -86,6 +86,7 @@ mod tests {
             access: Access::with_decisions(&[], &decide, self_decide),
             face: Face::Http,
             depth: 0,
+            nest: None,
         }
     }
 

@@ -60,7 +60,7 @@ pub enum EngineError {
     #[error("execution '{id}' was stopped: the result of call #{seq} ('{path}') could not be stored in its journal ({reason}); no further calls were made")]
     JournalWrite {
         id: String,
-        seq: u32,
+        seq: u64,
         path: String,
         reason: String,
     },

@@ -215,6 +215,7 @@ impl Engine {
             access: self.inner.policy.load().access(principal),
             face,
             depth: 0,
+            nest: None,
         }
     }
 

@@ -72,11 +72,21 @@ fn engine_on(store: Store, config: EngineConfig, c: Arc<Counters>) -> Engine {
             }
         },
     ));
+    // A saved script (as the custom tools plugin makes them): a query, then a destructive call.
+    let mut saved = def("custom.saved", Annotations::WRITE);
+    saved.origin = toolshed_engine::executions::listing::SCRIPT_ORIGIN.to_string() + "custom.saved";
+    b.add_tool(Tool::from_fn(saved, |ctx, args| async move {
+        let code = "const q = await tools.rows.query({}); const d = await tools.rows.drop({}); return {run: q.run, dropped: d.dropped, input};";
+        ctx.engine()
+            .expect("the engine")
+            .run_script(code, args, toolshed_core::NestedRun::default())
+            .await
+    }));
     let policy = Policy::new(
         vec![
             Role {
                 id: "user".into(),
-                patterns: vec!["rows.**".into(), "client.**".into()],
+                patterns: vec!["rows.**".into(), "client.**".into(), "custom.**".into()],
                 decide: vec!["rows.**".into(), "ask_user".into()],
                 ..Role::default()
             },
@@ -732,4 +742,75 @@ async fn the_webhook_is_told_when_an_execution_pauses() {
         json!([{"waitId": "call_0", "kind": "tool_result"}])
     );
     assert!(body.get("arguments").is_none() && !body.to_string().contains("\"a\":2"));
+}
+
+#[tokio::test]
+async fn a_call_inside_a_saved_script_pauses_the_execution_and_never_runs_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Arc::new(Counters::default());
+    let e1 = engine_on(
+        Store::open_dir(dir.path()).await.unwrap(),
+        EngineConfig::default(),
+        c.clone(),
+    );
+    let alice = e1.caller("alice", Face::Http);
+    // Called directly: the saved script runs as an execution that pauses on the inner call.
+    let out = e1
+        .call(&alice, "custom.saved", json!({"x": 1}))
+        .await
+        .unwrap();
+    let waits = out.waits().to_vec();
+    assert_eq!(waits.len(), 1, "{out:?}");
+    assert_eq!(waits[0].kind, WaitKind::Approval);
+    assert_eq!(waits[0].path.as_deref(), Some("rows.drop"));
+    assert_eq!(c.query.load(Ordering::SeqCst), 1);
+    let id = out.execution_id().to_string();
+    drop(e1);
+
+    // After a restart, approved from another engine: completes; the query ran once in all.
+    let e2 = engine_on(
+        Store::open_dir(dir.path()).await.unwrap(),
+        EngineConfig::default(),
+        c.clone(),
+    );
+    let alice = e2.caller("alice", Face::Http);
+    let done = e2
+        .decide(
+            &alice,
+            &id,
+            Some(&waits[0].wait_id),
+            Decision::Approve,
+            HUMAN,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        done.to_json()["result"],
+        json!({"run": 1, "dropped": true, "input": {"x": 1}})
+    );
+    assert_eq!(c.query.load(Ordering::SeqCst), 1, "no inner call ran twice");
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+
+    // From a script: the same, and a denial reaches the saved script as an error.
+    let out = run(
+        &e2,
+        "alice",
+        "try { return await tools.custom.saved({}) } catch (e) { return e.message }",
+        vec![],
+    )
+    .await;
+    let w = out.waits()[0].wait_id.clone();
+    let done = e2
+        .decide(&alice, out.execution_id(), Some(&w), Decision::Deny, HUMAN)
+        .await
+        .unwrap();
+    assert!(
+        done.to_json()["result"]
+            .as_str()
+            .unwrap()
+            .contains("denied"),
+        "{done:?}"
+    );
+    assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
+    assert_eq!(c.query.load(Ordering::SeqCst), 2);
 }

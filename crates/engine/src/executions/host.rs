@@ -28,10 +28,10 @@ use crate::{Caller, Engine, EngineError};
 /// recorded for waits, and the waits raised in this run.
 #[derive(Default)]
 pub(crate) struct RunState {
-    pub replay: HashMap<u32, Value>,
-    pub journal: BTreeMap<u32, Value>,
-    pub answers: HashMap<u32, Answer>,
-    pub waits: BTreeMap<u32, Wait>,
+    pub replay: HashMap<CallKey, Value>,
+    pub journal: BTreeMap<CallKey, Value>,
+    pub answers: HashMap<CallKey, Answer>,
+    pub waits: BTreeMap<CallKey, Wait>,
 }
 
 impl RunState {
@@ -42,7 +42,7 @@ impl RunState {
     /// Everything completed so far, for the stored journal of a run in progress: this run's
     /// calls and the journaled calls it has not reached yet.
     pub fn durable_journal_json(&self) -> Value {
-        let mut all: BTreeMap<u32, &Value> = self.replay.iter().map(|(k, v)| (*k, v)).collect();
+        let mut all: BTreeMap<CallKey, &Value> = self.replay.iter().map(|(k, v)| (*k, v)).collect();
         all.extend(self.journal.iter().map(|(k, v)| (*k, v)));
         Value::Array(all.into_values().cloned().collect())
     }
@@ -58,7 +58,7 @@ pub(crate) struct Durable {
 /// Why a resumed run was stopped.
 #[derive(Clone)]
 pub(crate) struct JournalFailure {
-    pub seq: u32,
+    pub seq: CallKey,
     pub path: String,
     pub reason: String,
     /// Another run claimed the execution (or it was cancelled): this run must not write it again.
@@ -179,7 +179,7 @@ pub(crate) fn host_error(e: &EngineError) -> HostError {
     }
 }
 
-fn reply_to_json(seq: u32, target: &str, r: &Result<Value, HostError>) -> Value {
+fn reply_to_json(seq: CallKey, target: &str, r: &Result<Value, HostError>) -> Value {
     match r {
         Ok(v) => json!({"seq": seq, "target": target, "ok": v}),
         Err(e) => {
@@ -200,10 +200,38 @@ fn reply_from_json(v: &Value) -> HostReply {
     })
 }
 
-/// What answering a call came to: a reply to journal, or a wait.
+/// What answering a call came to: a reply to journal, a wait, or a saved script that paused on
+/// waits of its own calls (already registered).
 enum Answered {
     Reply(Result<Value, HostError>),
     Wait(Wait),
+    Suspended,
+}
+
+/// The key of a call in an execution's journal, answers and waits: a script's own call is its
+/// `seq`; call `m` made inside a saved script that call `parent` ran is [`nested_key`].
+pub(crate) type CallKey = u64;
+
+/// Calls per level a key can tell apart (`max_tool_calls` stays below it).
+pub(crate) const KEYS_PER_LEVEL: u64 = 1_000_000;
+
+/// The key of call `m` of a saved script run by the call with key `parent`. Keys of own calls
+/// are below [`KEYS_PER_LEVEL`]; nested keys above, and each decodes to one (parent, m).
+pub(crate) fn nested_key(parent: CallKey, m: u32) -> CallKey {
+    (parent + 1) * KEYS_PER_LEVEL + u64::from(m)
+}
+
+/// Whether `key` is `ancestor` or a call made (at any depth) inside it.
+pub(crate) fn descends_from(mut key: CallKey, ancestor: CallKey) -> bool {
+    loop {
+        if key == ancestor {
+            return true;
+        }
+        if key < KEYS_PER_LEVEL {
+            return false;
+        }
+        key = key / KEYS_PER_LEVEL - 1;
+    }
 }
 
 /// Everything a host call needs; shared by the run's calls.
@@ -215,6 +243,8 @@ pub(crate) struct HostCtx {
     /// Set for resumed runs: completed calls are journaled in the store as they complete.
     pub durable: Option<Arc<Durable>>,
     pub clients: Arc<ClientTools>,
+    /// The execution's pinned randomness and time (saved scripts it runs derive theirs).
+    pub det: toolshed_sandbox::Determinism,
 }
 
 /// The [`Host`] of one script run.
@@ -236,9 +266,20 @@ impl HostCtx {
             .is_some_and(|d| d.failed.lock().is_some())
     }
 
-    async fn answer(&self, call: HostCall) -> HostReply {
+    async fn answer(self: &Arc<Self>, call: HostCall) -> HostReply {
+        self.answer_at(CallKey::from(call.seq), &self.caller, call)
+            .await
+    }
+
+    /// Answers the call with key `seq` (a script's own call, or one made inside a saved script
+    /// it called: see [`nested_key`]) as `caller`.
+    pub(crate) async fn answer_at(
+        self: &Arc<Self>,
+        seq: CallKey,
+        caller: &Caller,
+        call: HostCall,
+    ) -> HostReply {
         let key = target_key(&call.target);
-        let seq = call.seq;
         if let Some(reply) = self.replayed(seq, &key) {
             return reply;
         }
@@ -252,10 +293,15 @@ impl HostCtx {
             Target::Tool(path) if path.starts_with("client.") => {
                 self.client_call(seq, path, call.args).await
             }
-            Target::Tool(path) => self.tool_call(seq, path, call.args).await,
+            Target::Tool(path) => self.tool_call(seq, caller, path, call.args).await,
         };
         let result = match answered {
+            Answered::Suspended => return HostReply::Suspend,
+            other => other,
+        };
+        let result = match result {
             Answered::Reply(r) => r,
+            Answered::Suspended => return HostReply::Suspend,
             Answered::Wait(w) => {
                 self.state.lock().waits.insert(seq, w);
                 return HostReply::Suspend;
@@ -277,7 +323,7 @@ impl HostCtx {
     }
 
     /// The journaled reply of call `seq`, when a replay reaches it.
-    fn replayed(&self, seq: u32, key: &str) -> Option<HostReply> {
+    fn replayed(&self, seq: CallKey, key: &str) -> Option<HostReply> {
         let entry = self.state.lock().replay.get(&seq).cloned()?;
         let recorded = entry["target"].as_str().unwrap_or_default();
         if recorded != key {
@@ -295,7 +341,7 @@ impl HostCtx {
 
     /// A resumed run journals each completed tool call durably before the script sees it, so
     /// a crash from here on never runs it again. `Some` stops the run.
-    async fn journal_durably(&self, seq: u32, path: &str) -> Option<HostReply> {
+    async fn journal_durably(&self, seq: CallKey, path: &str) -> Option<HostReply> {
         let d = self.durable.as_ref()?;
         if self.stopped() {
             return Some(HostReply::Suspend);
@@ -367,7 +413,7 @@ impl HostCtx {
 
     /// `tools.ask_user({message, schema?})` or `({message, url})`: the human's recorded answer
     /// (`{action, content?}`), or an `input` wait.
-    fn ask(&self, seq: u32, args: &Value) -> Answered {
+    fn ask(&self, seq: CallKey, args: &Value) -> Answered {
         if let Some(Answer::Input { action, content }) = self.state.lock().answers.get(&seq) {
             let mut v = json!({ "action": action });
             if let Some(c) = content {
@@ -383,13 +429,13 @@ impl HostCtx {
 
     /// A call of a client-executed tool: policy, validation and audit as for any tool; its
     /// result comes from the client (a `tool_result` wait).
-    async fn client_call(&self, seq: u32, path: &str, args: Value) -> Answered {
+    async fn client_call(&self, seq: CallKey, path: &str, args: Value) -> Answered {
         let started = Instant::now();
         let answered = self.client_answer(seq, path, &args);
         let (outcome, error) = match &answered {
             Answered::Reply(Ok(_)) => ("ok".to_string(), None),
             Answered::Reply(Err(e)) => (e.code.clone(), Some(e.message.clone())),
-            Answered::Wait(_) => ("paused".to_string(), None),
+            Answered::Wait(_) | Answered::Suspended => ("paused".to_string(), None),
         };
         self.engine.inner.audit.record(AuditEntry {
             id: uuid::Uuid::now_v7().to_string(),
@@ -406,7 +452,7 @@ impl HostCtx {
         answered
     }
 
-    fn client_answer(&self, seq: u32, path: &str, args: &Value) -> Answered {
+    fn client_answer(&self, seq: CallKey, path: &str, args: &Value) -> Answered {
         let refuse = |e: EngineError| Answered::Reply(Err(host_error(&e)));
         let Some(tool) = self.clients.get(path).filter(|_| self.caller.allows(path)) else {
             return refuse(EngineError::not_found(path));
@@ -448,8 +494,16 @@ impl HostCtx {
     }
 
     /// A catalog tool through the engine's one call path; a call that needs approval becomes
-    /// an `approval` wait unless it was decided.
-    async fn tool_call(&self, seq: u32, path: &str, args: Value) -> Answered {
+    /// an `approval` wait unless it was decided. A saved script (custom tool) it runs journals
+    /// its own calls in this execution under nested keys, and a wait raised inside it pauses
+    /// this execution.
+    async fn tool_call(
+        self: &Arc<Self>,
+        seq: CallKey,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+    ) -> Answered {
         let decision = match self.state.lock().answers.get(&seq) {
             Some(Answer::Approval { decision, path: p }) if p == path => Some(*decision),
             _ => None,
@@ -463,10 +517,15 @@ impl HostCtx {
             Some(Decision::Approve) => Approval::Granted,
             _ => Approval::Required,
         };
+        let mut inner = caller.clone();
+        inner.nest = Some(crate::caller::Nest {
+            host: self.clone(),
+            parent: seq,
+        });
         match self
             .engine
             .invoke(
-                &self.caller,
+                &inner,
                 path,
                 args,
                 approval,
@@ -475,11 +534,21 @@ impl HostCtx {
             .await
         {
             CallResult::Done(v) => Answered::Reply(Ok(v)),
+            CallResult::Failed(_) if self.waits_inside(seq) => Answered::Suspended,
             CallResult::Failed(e) => Answered::Reply(Err(host_error(&e))),
             CallResult::NeedsApproval { path, name, args } => {
                 Answered::Wait(Wait::approval(seq, path, name, args))
             }
         }
+    }
+
+    /// Whether a call made inside the saved script of call `seq` raised a wait.
+    fn waits_inside(&self, seq: CallKey) -> bool {
+        self.state
+            .lock()
+            .waits
+            .keys()
+            .any(|k| *k != seq && descends_from(*k, seq))
     }
 }
 
@@ -489,7 +558,7 @@ const MAX_QUESTION_BYTES: usize = 4_096;
 const MAX_QUESTION_SCHEMA_BYTES: usize = 16_384;
 
 /// Reads the arguments of `tools.ask_user` into an `input` wait.
-fn parse_question(seq: u32, args: &Value) -> Result<Wait, String> {
+fn parse_question(seq: CallKey, args: &Value) -> Result<Wait, String> {
     let message = args
         .get("message")
         .or_else(|| args.get("question"))

@@ -13,6 +13,10 @@ use crate::decisions::can_see_waits;
 use crate::invoke::{Approval, CallResult};
 use crate::{Caller, Engine, EngineError};
 
+/// The origin prefix of tools whose handler runs saved code (`script:custom.<id>`): called
+/// directly, they run as a script execution.
+pub const SCRIPT_ORIGIN: &str = "script:";
+
 impl Engine {
     /// Calls one tool directly (MCP direct mode, HTTP, CLI). A call that needs approval pauses
     /// and returns `Paused` with an execution to answer.
@@ -22,6 +26,18 @@ impl Engine {
         path: &str,
         args: Value,
     ) -> Result<Outcome, EngineError> {
+        // A saved script runs as a script execution, so that a call inside it that needs
+        // approval pauses it like any script (and a replay never repeats its completed calls).
+        if caller.depth == 0 && args.is_object() {
+            // (A path that does not resolve takes the normal path below, which audits it.)
+            let saved = self
+                .resolve(caller, path)
+                .is_ok_and(|e| e.tool.def.origin.starts_with(SCRIPT_ORIGIN));
+            if saved {
+                let script = format!("return await tools.{path}({args});");
+                return self.run_script(caller, &script).await;
+            }
+        }
         let id = format!("ex_{}", uuid::Uuid::new_v4().simple());
         match self
             .invoke(

@@ -88,7 +88,7 @@ impl std::str::FromStr for Decision {
 /// A call waiting for approval, in the shape of earlier versions (the `pending` field).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PendingCall {
-    pub seq: u32,
+    pub seq: u64,
     pub path: String,
     pub name: String,
     pub args: Value,

@@ -90,6 +90,10 @@ impl Engine {
         });
         let mut script_caller = caller.clone();
         script_caller.face = Face::Script;
+        let det = Determinism {
+            seed: rec.seed as u64,
+            now_ms: rec.now_ms as f64,
+        };
         let host = ScriptHost(Arc::new(HostCtx {
             engine: self.clone(),
             caller: script_caller,
@@ -97,11 +101,8 @@ impl Engine {
             state: state.clone(),
             durable: durable.clone(),
             clients: Arc::new(ClientTools::new(client_tools_of(&rec))),
+            det,
         }));
-        let det = Determinism {
-            seed: rec.seed as u64,
-            now_ms: rec.now_ms as f64,
-        };
         let cancel = self.inner.running.register(&rec.id, &rec.principal);
         let run = self.inner.sandbox.run(
             permit,
@@ -311,7 +312,7 @@ fn initial_state(rec: &ExecutionRecord) -> RunState {
     let mut state = RunState::default();
     for e in rec.journal.as_array().into_iter().flatten() {
         if let Some(seq) = e["seq"].as_u64() {
-            state.replay.insert(seq as u32, e.clone());
+            state.replay.insert(seq, e.clone());
         }
     }
     state.answers = answers_of(rec);

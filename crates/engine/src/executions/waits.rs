@@ -70,7 +70,7 @@ pub struct Wait {
     pub wait_id: String,
     pub kind: WaitKind,
     /// The script call that raised it (0 for a direct call).
-    pub seq: u32,
+    pub seq: u64,
     /// `tool_result` waits: the id the result is posted with (equal to `waitId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
@@ -101,7 +101,7 @@ pub struct Wait {
 pub const ASK_USER_PATH: &str = "ask_user";
 
 impl Wait {
-    fn blank(wait_id: String, kind: WaitKind, seq: u32) -> Self {
+    fn blank(wait_id: String, kind: WaitKind, seq: u64) -> Self {
         Self {
             wait_id,
             kind,
@@ -118,7 +118,7 @@ impl Wait {
     }
 
     /// A call that needs a human's approval.
-    pub fn approval(seq: u32, path: String, name: String, arguments: Value) -> Self {
+    pub fn approval(seq: u64, path: String, name: String, arguments: Value) -> Self {
         Self {
             path: Some(path),
             name: Some(name),
@@ -128,7 +128,7 @@ impl Wait {
     }
 
     /// A call of a client-executed tool.
-    pub fn tool_result(seq: u32, path: String, name: String, arguments: Value) -> Self {
+    pub fn tool_result(seq: u64, path: String, name: String, arguments: Value) -> Self {
         let id = format!("call_{seq}");
         Self {
             call_id: Some(id.clone()),
@@ -141,7 +141,7 @@ impl Wait {
 
     /// A question to a human.
     pub fn input(
-        seq: u32,
+        seq: u64,
         mode: InputMode,
         message: String,
         schema: Option<Value>,
@@ -257,7 +257,7 @@ impl Answer {
 }
 
 /// The stored answers of an execution, by `seq`.
-pub(crate) fn answers_of(rec: &ExecutionRecord) -> std::collections::HashMap<u32, Answer> {
+pub(crate) fn answers_of(rec: &ExecutionRecord) -> std::collections::HashMap<u64, Answer> {
     rec.decisions
         .as_object()
         .into_iter()

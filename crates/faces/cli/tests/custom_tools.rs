@@ -49,19 +49,20 @@ async fn call(
         .send()
         .await
         .unwrap();
-    let (status, v): (u16, Value) = (r.status().as_u16(), r.json().await.unwrap());
-    if status != 202 {
-        return (status, v);
+    let (mut status, mut v): (u16, Value) = (r.status().as_u16(), r.json().await.unwrap());
+    while status == 202 {
+        let id = v["executionId"].as_str().unwrap().to_string();
+        let wait = v["waits"][0]["waitId"].as_str().unwrap().to_string();
+        let r = http
+            .post(server.url(&format!("/v1/executions/{id}/resume")))
+            .bearer_auth("k-admin")
+            .json(&json!({"decision": "approve", "waitId": wait}))
+            .send()
+            .await
+            .unwrap();
+        (status, v) = (r.status().as_u16(), r.json().await.unwrap());
     }
-    let id = v["executionId"].as_str().unwrap();
-    let r = http
-        .post(server.url(&format!("/v1/executions/{id}/resume")))
-        .bearer_auth("k-admin")
-        .json(&json!({"decision": "approve"}))
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap())
+    (status, v)
 }
 
 #[tokio::test]
@@ -196,6 +197,65 @@ async fn saved_scripts_are_checked_composed_governed_and_kept() {
         "{v}"
     );
 
+    // A destructive call inside a saved tool pauses the call; approved, it completes, and the
+    // insert before it ran exactly once.
+    call(
+        &http,
+        &server,
+        "k-admin",
+        "tables.create",
+        json!({"name": "scratch", "columns": []}),
+    )
+    .await;
+    let purge = json!({"id": "purge", "description": "Logs, then drops scratch.", "inputSchema": {"type": "object"},
+                       "code": "await tools.tables.rows.insert({table: 'pets', rows: [{name: 'logged'}]}); await tools.tables.delete({name: 'scratch'}); return 'purged';"});
+    let (s, v) = call(&http, &server, "k-admin", "custom.build", purge).await;
+    assert_eq!(s, 200, "{v}");
+    let r = http
+        .post(server.url("/v1/tools/custom.purge/call"))
+        .bearer_auth("k-admin")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        202,
+        "the saved tool pauses on its destructive call"
+    );
+    let paused: Value = r.json().await.unwrap();
+    let waits = paused["waits"].as_array().unwrap();
+    assert!(
+        waits.iter().any(|w| w["path"] == "tables.delete"),
+        "{paused}"
+    );
+    let id = paused["executionId"].as_str().unwrap();
+    let wait = waits.iter().find(|w| w["path"] == "tables.delete").unwrap()["waitId"].clone();
+    let r = http
+        .post(server.url(&format!("/v1/executions/{id}/resume")))
+        .bearer_auth("k-admin")
+        .json(&json!({"decision": "approve", "waitId": wait}))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["result"], json!("purged"), "{v}");
+    let (_, v) = call(
+        &http,
+        &server,
+        "k-admin",
+        "tables.rows.query",
+        json!({"table": "pets"}),
+    )
+    .await;
+    let logged = v["result"]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .filter(|r| r["name"] == "logged")
+        .count();
+    assert_eq!(logged, 1, "the insert ran once: {v}");
+
     // A restart keeps the saved tool.
     server.kill();
     let server = Server::start(dir.path(), Some(&cfg), &[]);
@@ -207,7 +267,7 @@ async fn saved_scripts_are_checked_composed_governed_and_kept() {
         json!({"table": "pets"}),
     )
     .await;
-    assert_eq!((s, v["result"].clone()), (200, json!({"n": 2})), "{v}");
+    assert_eq!((s, v["result"].clone()), (200, json!({"n": 3})), "{v}");
     let (s, v) = call(
         &http,
         &server,

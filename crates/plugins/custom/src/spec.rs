@@ -89,7 +89,9 @@ fn valid_id(id: &str) -> bool {
 /// The `schema` stage: id, sizes, schemas that compile.
 pub fn check_spec(spec: &CustomSpec) -> Result<(), Failure> {
     let mut errors = Vec::new();
-    if !valid_id(&spec.id) {
+    if ["build", "list", "get", "delete"].contains(&spec.id.as_str()) {
+        errors.push(json!({"path": "/id", "message": "build, list, get and delete name the builder tools (custom.build, ...); choose another id", "received": spec.id}));
+    } else if !valid_id(&spec.id) {
         errors.push(json!({"path": "/id", "message": "an id is 1 to 64 lowercase letters, digits and '_', starting with a letter (the tool is custom.<id>)", "received": spec.id}));
     }
     if spec.description.trim().is_empty() || spec.description.len() > 2_048 {

@@ -224,7 +224,8 @@ pub fn saved_tool(spec: CustomSpec) -> Option<Tool> {
     if let Some(out) = &spec.output_schema {
         d = d.with_output(out.clone());
     }
-    d.origin = format!("plugin:{PLUGIN_ID}");
+    // Saved code: the engine runs direct calls of it as script executions (so it can pause).
+    d.origin = format!("script:custom.{}", spec.id);
     let spec = Arc::new(spec);
     Some(Tool::from_fn(d, move |ctx, args| {
         let spec = spec.clone();
