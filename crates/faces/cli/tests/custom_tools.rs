@@ -287,3 +287,41 @@ async fn saved_scripts_are_checked_composed_governed_and_kept() {
     .await;
     assert_eq!(s, 404);
 }
+
+/// Two servers on one PostgreSQL database: a tool saved on one is callable on the other.
+#[tokio::test]
+async fn replicas_share_custom_tools_on_postgres() {
+    let Some((url, base, schema)) = postgres_schema("the PostgreSQL custom tools test").await
+    else {
+        return;
+    };
+    let result = tokio::spawn(async move {
+        let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let env = [
+            ("TOOLSHED_DATABASE_URL", url.as_str()),
+            ("TOOLSHED_SECRET_KEY", key),
+        ];
+        let cfg_a = config(dir_a.path());
+        let cfg_b = config(dir_b.path());
+        let a = Server::start_with_env(dir_a.path(), Some(&cfg_a), &[], &env);
+        let b = Server::start_with_env(dir_b.path(), Some(&cfg_b), &[], &env);
+        let http = reqwest::Client::new();
+        let echo = json!({"id": "echo_back", "description": "Echoes.", "readOnly": true,
+                          "inputSchema": {"type": "object"}, "code": "return input"});
+        let (s, v) = call(&http, &a, "k-admin", "custom.build", echo).await;
+        assert_eq!(s, 200, "{v}");
+        let mut answer = (0, Value::Null);
+        for _ in 0..50 {
+            answer = call(&http, &b, "k-admin", "custom.echo_back", json!({"x": 1})).await;
+            if answer.0 == 200 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        assert_eq!(answer.1["result"], json!({"x": 1}), "{:?}", answer);
+    })
+    .await;
+    drop_schema(&base, &schema).await;
+    result.unwrap();
+}

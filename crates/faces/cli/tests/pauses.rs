@@ -85,52 +85,6 @@ fn cli_verbs_run_client_tools_answer_and_cancel() {
     assert_eq!(v["status"], "cancelled", "{v}");
 }
 
-/// A fresh schema on the test PostgreSQL server: `(url using it, admin url, schema)`, or `None`
-/// (with a printed skip line).
-async fn postgres_schema(what: &str) -> Option<(String, String, String)> {
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let base = std::env::var("TOOLSHED_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let connect = sqlx::AnyConnection::connect(&base);
-    let mut admin = match tokio::time::timeout(Duration::from_secs(5), connect).await {
-        Ok(Ok(c)) => c,
-        other => {
-            eprintln!(
-                "skipping {what}: cannot connect to PostgreSQL at {base}: {:?}",
-                other.err()
-            );
-            return None;
-        }
-    };
-    let schema = format!(
-        "cli_pauses_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-            % 1_000_000_000
-    );
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    Some((url, base, schema))
-}
-
-async fn drop_schema(base: &str, schema: &str) {
-    use sqlx::Connection;
-    if let Ok(mut admin) = sqlx::AnyConnection::connect(base).await {
-        let drop = format!("DROP SCHEMA {schema} CASCADE");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(&mut admin)
-            .await;
-    }
-}
-
 #[tokio::test]
 async fn a_pause_on_one_replica_is_answered_on_another_and_a_foreign_key_refuses_to_start() {
     let Some((url, base, schema)) = postgres_schema("the PostgreSQL replica test").await else {
