@@ -13,8 +13,8 @@ use toolshed_engine::{
     WaitKind,
 };
 
+use super::report::{read_json_arg, report_error, report_outcome};
 use crate::app::App;
-use crate::{read_json_arg, report_error, report_outcome};
 
 const CHANNEL: DecisionChannel = DecisionChannel::Human(Face::Cli);
 

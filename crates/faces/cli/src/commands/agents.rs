@@ -9,8 +9,8 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 use toolshed_engine::{Caller, Outcome};
 
+use super::report::{read_stdin, report_error, report_outcome};
 use crate::app::App;
-use crate::{read_stdin, report_error, report_outcome};
 
 #[derive(Subcommand)]
 pub enum AgentsAction {

@@ -1,0 +1,95 @@
+//! `toolshed sources add`: imports the source first (a dry run) and stores it only when it
+//! imports.
+
+use super::*;
+
+pub(super) async fn add(
+    config: &Config,
+    sources: &SourceStore,
+    kind: &AddKind,
+    json_out: bool,
+) -> anyhow::Result<ExitCode> {
+    let (spec, common) = spec_of(kind)?;
+    let name = spec.name().to_string();
+    if let Err(e) = spec.validate() {
+        return Ok(fail(json_out, &name, &e.to_string()));
+    }
+    if config.sources.iter().any(|s| s.name() == name) {
+        let e = toolshed_sources::SourcesError::DuplicateName {
+            name: name.clone(),
+            first: toolshed_sources::Origin::Config.to_string(),
+            second: toolshed_sources::Origin::Store.to_string(),
+        };
+        return Ok(fail(json_out, &name, &e.to_string()));
+    }
+    if plugin_namespaces(config).contains(&name.as_str()) {
+        return Ok(fail(
+            json_out,
+            &name,
+            &format!("'{name}' is the namespace of a plugin; choose another name"),
+        ));
+    }
+    if !common.dry_run && !common.replace && sources.get(&name).await.is_ok() {
+        return Ok(fail(
+            json_out,
+            &name,
+            &format!("source '{name}' already exists; remove it first or pass --replace"),
+        ));
+    }
+    let report = match dry_run(&spec, progress_bar(&name)).await {
+        Ok(r) => r,
+        Err(e) => return Ok(fail(json_out, &name, &format!("{e} (nothing was stored)"))),
+    };
+    let stored = !common.dry_run;
+    if stored {
+        sources.put(&spec).await?;
+    }
+    if json_out {
+        print_json(&json!({
+            "name": name,
+            "kind": spec.kind(),
+            "stored": stored,
+            "tools": report.tools,
+            "warnings": report.warnings,
+        }))?;
+    } else {
+        if common.dry_run {
+            outln!(
+                "dry run: '{name}' would add {} tools ({} warnings); nothing stored",
+                report.tools.len(),
+                report.warnings.len()
+            );
+            print_report(&report);
+        } else {
+            outln!(
+                "added {} source '{name}': {} tools, {} warnings",
+                spec.kind(),
+                report.tools.len(),
+                report.warnings.len()
+            );
+            for w in &report.warnings {
+                outln!("  warning: {w}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where a source's tools come from, for listings.
+pub(super) fn location(spec: &SourceSpec) -> String {
+    match spec {
+        SourceSpec::Openapi(s) => s.spec.clone(),
+        SourceSpec::Graphql(s) => match (&s.sdl, &s.introspection) {
+            (Some(p), _) | (None, Some(p)) => format!("{p} -> {}", s.endpoint),
+            _ => s.endpoint.clone(),
+        },
+        SourceSpec::Mcp(s) => match (&s.command, &s.url) {
+            (Some(c), _) => std::iter::once(c.clone())
+                .chain(s.args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            (None, Some(u)) => u.clone(),
+            _ => String::new(),
+        },
+    }
+}
