@@ -85,6 +85,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 # The servers and peers run from here so that no ./toolshed.toml of the caller is picked up.
 cd "$TMP"
+# The policy under test: writes (tables.create, tables.rows.insert) run unconfirmed, destructive
+# calls (tables.delete) still pause for approval, and the local principal may decide them.
+cat >toolshed.toml <<'TOML'
+[[roles]]
+id = "admin"
+patterns = ["*"]
+decide = ["**"]
+self_decide = true
+allow = ["write"]
+[[principals]]
+id = "local"
+roles = ["admin"]
+TOML
 
 pass() { PASSED=$((PASSED + 1)); echo "PASS $1"; }
 fail() {
@@ -136,6 +149,8 @@ SEARCH_EXPR="d['isError'] is False and 'matching tools' in d['content'][0]['text
 # ---------------------------------------------------------------- stdio
 log "== stdio: $BIN serve --stdio"
 mkdir -p sdk-auto sdk-legacy insp direct
+# The Python client starts its server in its data directory: the same policy there.
+cp toolshed.toml sdk-auto/ && cp toolshed.toml sdk-legacy/
 check "python-sdk stdio/auto (server/discover probe)" "$PY" "$HERE/interop_client.py" stdio "$BIN" "$TMP/sdk-auto" --mode auto
 check "python-sdk stdio/legacy (initialize handshake)" "$PY" "$HERE/interop_client.py" stdio "$BIN" "$TMP/sdk-legacy" --mode legacy
 inspector_check "inspector stdio tools/list" insp/list.json "$LIST_EXPR" \
@@ -144,7 +159,9 @@ inspector_check "inspector stdio tools/call search_tools" insp/search.json "$SEA
   "$BIN" --data-dir "$TMP/insp" serve --stdio --method tools/call --tool-name search_tools \
   --tool-arg "query=create a table" limit=3
 # --direct: every tool is a plain MCP tool; a destructive one pauses, and the pause survives the
-# process: a second `serve --stdio` on the same data dir resumes it.
+# process: a second `serve --stdio` on the same data dir resumes it. The Inspector declares the
+# MCP tasks extension, so the paused call comes back as a task (input_required) whose id is the
+# execution id.
 inspector_check "inspector stdio --direct tools/list" direct/list.json \
   "$META <= {x['name'] for x in d['tools']} and {'tables__create','tables__rows__insert','tables__delete'} <= {x['name'] for x in d['tools']}" \
   "$BIN" --data-dir "$TMP/direct" serve --stdio --direct --method tools/list
@@ -153,10 +170,10 @@ inspector_check "inspector stdio --direct tools/call tables__create" direct/crea
   "$BIN" --data-dir "$TMP/direct" serve --stdio --direct --method tools/call --tool-name tables__create \
   --tool-arg name=direct_t 'columns=[{"name":"title","type":"string"}]'
 inspector_check "inspector stdio --direct tables__delete pauses" direct/delete.json \
-  "t['status'] == 'paused' and t['pending']['path'] == 'tables.delete' and t['executionId']" \
+  "d['status'] == 'input_required' and d['taskId'].startswith('ex_') and 'tables.delete' in d['statusMessage']" \
   "$BIN" --data-dir "$TMP/direct" serve --stdio --direct --method tools/call --tool-name tables__delete \
   --tool-arg name=direct_t
-EXEC_ID=$(python3 -c 'import json,sys; print(json.loads(json.load(open(sys.argv[1]))["content"][0]["text"]).get("executionId",""))' \
+EXEC_ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("taskId",""))' \
   direct/delete.json 2>/dev/null || true)
 inspector_check "inspector stdio resume approve in a new process" direct/resume.json \
   "d['isError'] is False and t['status'] == 'completed' and t['result']['deleted'] == 'direct_t'" \

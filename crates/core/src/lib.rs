@@ -19,6 +19,7 @@ pub mod location;
 pub mod path;
 pub mod plugin;
 pub mod policy;
+pub mod rules;
 pub mod schema;
 pub mod tool;
 
@@ -27,6 +28,7 @@ pub use location::{is_url, locate, Location};
 pub use path::{PathError, ToolPath};
 pub use plugin::{AuthProviderDef, Plugin};
 pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};
+pub use rules::{CallRule, Rules};
 pub use schema::{CompiledSchema, Explained, SchemaError, Violation};
 pub use tool::{
     Annotations, EngineAccess, NestedRun, TokenSource, Tool, ToolContext, ToolDef, ToolError,

@@ -26,6 +26,25 @@ pub enum PathError {
     },
 }
 
+/// Namespaces Toolshed's own tools and script globals use; no tool source may take one.
+pub const RESERVED_NAMESPACES: [&str; 10] = [
+    "client",
+    "agents",
+    "custom",
+    "web",
+    "tables",
+    "n8n",
+    "resources",
+    "prompts",
+    "search",
+    "describe",
+];
+
+/// Whether `name` is one of [`RESERVED_NAMESPACES`].
+pub fn is_reserved_namespace(name: &str) -> bool {
+    RESERVED_NAMESPACES.contains(&name)
+}
+
 /// The longest path a caller may name, in bytes. Longer names are not looked up: they answer like
 /// any unknown tool, and never reach the audit log at full length.
 pub const MAX_CALL_PATH_BYTES: usize = 256;

@@ -20,6 +20,9 @@ use std::sync::Arc;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::rules::{CallRule, RuleList, Rules};
+use crate::tool::Annotations;
+
 /// Why a pattern is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid pattern '{pattern}': {reason}")]
@@ -39,6 +42,12 @@ pub enum PolicyError {
     DuplicateRole(String),
     #[error("a principal has an empty id (roles {roles:?}): give every principal a non-empty id")]
     EmptyPrincipal { roles: Vec<String> },
+    #[error("role '{role}', rule '{rule}': {source}")]
+    Rule {
+        role: String,
+        rule: &'static str,
+        source: PatternError,
+    },
 }
 
 /// One validated dot-glob pattern.
@@ -117,6 +126,16 @@ pub struct Role {
     /// `resume` tool, i.e. let the agent approve its own calls.
     #[serde(default)]
     pub self_decide: bool,
+    /// Call rules ([`crate::rules`]): calls that run without confirmation (dot-globs or
+    /// annotation classes).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Calls that pause for a human's confirmation.
+    #[serde(default)]
+    pub confirm: Vec<String>,
+    /// Calls that are refused.
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// Someone calling tools: an API key's owner over HTTP, or the configured local principal.
@@ -137,6 +156,7 @@ struct AccessInner {
     tools: Globs,
     decide: Globs,
     self_decide: bool,
+    rules: Rules,
 }
 
 /// A compiled union of patterns.
@@ -227,8 +247,46 @@ impl Access {
                 tools: Globs::new(patterns),
                 decide: Globs::new(decide),
                 self_decide,
+                rules: Rules::default(),
             }),
         }
+    }
+
+    /// The same access with these call rules.
+    pub fn with_rules(self, rules: Rules) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(AccessInner {
+                tools: Globs::new(
+                    &inner
+                        .tools
+                        .patterns
+                        .iter()
+                        .filter_map(|p| Pattern::parse(p).ok())
+                        .collect::<Vec<_>>(),
+                ),
+                decide: Globs::new(
+                    &inner
+                        .decide
+                        .patterns
+                        .iter()
+                        .filter_map(|p| Pattern::parse(p).ok())
+                        .collect::<Vec<_>>(),
+                ),
+                self_decide: inner.self_decide,
+                rules,
+            }),
+        }
+    }
+
+    /// What happens to a call of `path` (a tool with `annotations`): see [`crate::rules`].
+    pub fn call_rule(&self, path: &str, annotations: &Annotations) -> CallRule {
+        self.inner.rules.rule(path, annotations)
+    }
+
+    /// The rule the caller's roles state for the call, without the default.
+    pub fn explicit_call_rule(&self, path: &str, annotations: &Annotations) -> Option<CallRule> {
+        self.inner.rules.explicit(path, annotations)
     }
 
     /// May this principal see and call `path`?
@@ -272,6 +330,7 @@ pub struct Policy {
 impl Policy {
     pub fn new(roles: Vec<Role>, principals: Vec<Principal>) -> Result<Self, PolicyError> {
         let mut by_id: HashMap<String, (Role, Vec<Pattern>, Vec<Pattern>)> = HashMap::new();
+        let mut lists: HashMap<String, [RuleList; 3]> = HashMap::new();
         for r in roles {
             let compile = |texts: &[String]| {
                 texts
@@ -288,6 +347,21 @@ impl Policy {
             if by_id.contains_key(&r.id) {
                 return Err(PolicyError::DuplicateRole(r.id));
             }
+            let rule_list = |which: &'static str, entries: &[String]| {
+                RuleList::parse(entries).map_err(|source| PolicyError::Rule {
+                    role: r.id.clone(),
+                    rule: which,
+                    source,
+                })
+            };
+            lists.insert(
+                r.id.clone(),
+                [
+                    rule_list("allow", &r.allow)?,
+                    rule_list("confirm", &r.confirm)?,
+                    rule_list("deny", &r.deny)?,
+                ],
+            );
             by_id.insert(r.id.clone(), (r, tools, decide));
         }
         let mut access = HashMap::new();
@@ -296,6 +370,7 @@ impl Policy {
                 return Err(PolicyError::EmptyPrincipal { roles: p.roles });
             }
             let (mut pats, mut decide, mut self_decide) = (Vec::new(), Vec::new(), false);
+            let mut rules = Rules::default();
             for role in &p.roles {
                 let (r, tools, decides) =
                     by_id.get(role).ok_or_else(|| PolicyError::UnknownRole {
@@ -305,10 +380,13 @@ impl Policy {
                 pats.extend(tools.iter().cloned());
                 decide.extend(decides.iter().cloned());
                 self_decide |= r.self_decide;
+                if let Some([allow, confirm, deny]) = lists.get(role) {
+                    rules.extend(allow, confirm, deny);
+                }
             }
             access.insert(
                 p.id.clone(),
-                Access::with_decisions(&pats, &decide, self_decide),
+                Access::with_decisions(&pats, &decide, self_decide).with_rules(rules),
             );
         }
         Ok(Self {

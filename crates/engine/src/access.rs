@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use toolshed_core::{EngineAccess, NestedRun, ToolError, ToolErrorKind};
-use toolshed_sandbox::{Determinism, Host, HostCall, HostError, HostReply, Status, Target};
+use toolshed_sandbox::{CallTarget, Determinism, Host, HostCall, HostError, HostReply, Status};
 
 use crate::caller::Nest;
 use crate::executions::host::nested_key;
@@ -161,7 +161,7 @@ struct NestedHost {
 impl NestedHost {
     /// The restrictions of the run, checked before a call is answered.
     fn refusal(&self, call: &HostCall) -> Option<EngineError> {
-        let Target::Tool(path) = &call.target else {
+        let CallTarget::Tool(path) = &call.target else {
             return None;
         };
         if !self.how.read_only {
@@ -183,7 +183,7 @@ impl NestedHost {
 
     async fn answer(&self, call: HostCall) -> Result<Value, EngineError> {
         match &call.target {
-            Target::Search => {
+            CallTarget::Search => {
                 let a = crate::ops::SearchArgs {
                     query: call.args["query"].as_str().unwrap_or_default().to_string(),
                     limit: call.args["limit"].as_u64(),
@@ -195,13 +195,13 @@ impl NestedHost {
                         .search(&self.caller, &a.query, a.limit(), a.namespace.as_deref());
                 Ok(serde_json::to_value(found).unwrap_or_default())
             }
-            Target::Describe => {
+            CallTarget::Describe => {
                 let path = call.args["path"].as_str().unwrap_or_default();
                 let schemas = call.args["schemas"].as_bool().unwrap_or(false);
                 let d = self.engine.describe(&self.caller, path, schemas)?;
                 Ok(serde_json::to_value(d).unwrap_or_default())
             }
-            Target::Ask => Err(EngineError::InvalidArguments {
+            CallTarget::Ask => Err(EngineError::InvalidArguments {
                 path: "ask_user".into(),
                 violations: vec![toolshed_core::Violation {
                     pointer: String::new(),
@@ -209,7 +209,7 @@ impl NestedHost {
                     message: "tools.ask_user is not available inside a saved script".into(),
                 }],
             }),
-            Target::Tool(path) => {
+            CallTarget::Tool(path) => {
                 match self
                     .engine
                     .invoke(&self.caller, path, call.args.clone(), Approval::Required, self.execution_id.clone())

@@ -16,7 +16,7 @@
 //! [`TRUNCATED`], so one entry stays under about 4.5 kB whatever the caller sends.
 //!
 //! Entries older than the retention ([`crate::EngineConfig::audit_retention`]) are purged by
-//! [`crate::Engine::spawn_audit_retention`]: once at start-up, then hourly.
+//! [`crate::Engine::spawn_retention`]: once at start-up, then hourly.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

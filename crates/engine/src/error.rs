@@ -37,6 +37,11 @@ pub enum EngineError {
     },
     #[error("the call to '{path}' was denied by an approver")]
     Denied { path: String },
+    /// A role's `deny` rule matches the call.
+    #[error(
+        "calls to '{path}' are denied by policy: a `deny` rule of the caller's roles matches it"
+    )]
+    DeniedByPolicy { path: String },
     #[error("no execution '{id}' exists for this principal")]
     UnknownExecution { id: String },
     /// The caller can see the execution but may not decide it (through this channel).
@@ -157,6 +162,7 @@ impl EngineError {
             Self::InvalidOutput { .. } => "invalid_output",
             Self::BrokenSchema { .. } => "broken_schema",
             Self::Denied { .. } => "denied",
+            Self::DeniedByPolicy { .. } => "denied_by_policy",
             Self::UnknownExecution { .. } => "unknown_execution",
             Self::Forbidden { .. } => "forbidden",
             Self::RateLimited { .. } => "rate_limited",

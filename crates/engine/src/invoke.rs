@@ -1,5 +1,8 @@
-//! One call through the engine: rate limit → resolve → validate → approval gate → handler
-//! (timeout) → output check → audit. Nothing else in the workspace calls a tool handler.
+//! One call through the engine: rate limit → resolve → call rule (`deny` refuses) → validate →
+//! approval gate (`confirm` pauses) → handler (timeout) → output check → audit. Nothing else in
+//! the workspace calls a tool handler. The call rules are the caller's roles' `allow`, `confirm`
+//! and `deny` ([`toolshed_core::rules`]): by default every tool that is not read-only needs
+//! confirmation.
 //!
 //! A path that breaks the path grammar or is longer than
 //! [`toolshed_core::path::MAX_CALL_PATH_BYTES`] is refused before any lookup with the same
@@ -17,10 +20,10 @@ use crate::audit::audit_args;
 use crate::rate::RateKind;
 use crate::{Caller, Engine, EngineError};
 
-/// Whether a destructive call may run now.
+/// Whether a call the policy wants confirmed may run now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Approval {
-    /// Destructive calls stop at the gate and ask for approval.
+    /// Calls whose rule is `confirm` stop at the gate and ask for approval.
     Required,
     /// A human approved this very call.
     Granted,
@@ -30,7 +33,7 @@ pub enum Approval {
 #[derive(Debug)]
 pub enum CallResult {
     Done(Value),
-    /// The call is destructive and needs approval; nothing ran.
+    /// The call needs approval (its rule is `confirm`); nothing ran.
     NeedsApproval {
         path: String,
         name: String,
@@ -118,6 +121,23 @@ impl Engine {
             Err(e) => return CallResult::Failed(e),
         };
         let def = &entry.tool.def;
+        // Saved code (custom tools) is gated call by call inside; the default does not ask to
+        // confirm the whole as well, an explicit rule still applies.
+        let rule = match def
+            .origin
+            .starts_with(crate::executions::listing::SCRIPT_ORIGIN)
+        {
+            true => caller
+                .access
+                .explicit_call_rule(path, &def.annotations)
+                .unwrap_or(toolshed_core::CallRule::Allow),
+            false => caller.access.call_rule(path, &def.annotations),
+        };
+        if rule == toolshed_core::CallRule::Deny {
+            return CallResult::Failed(EngineError::DeniedByPolicy {
+                path: path.to_string(),
+            });
+        }
         if !args.is_object() {
             return CallResult::Failed(EngineError::InvalidArguments {
                 path: path.to_string(),
@@ -145,7 +165,7 @@ impl Engine {
                 })
             }
         }
-        if def.annotations.destructive && approval == Approval::Required {
+        if rule == toolshed_core::CallRule::Confirm && approval == Approval::Required {
             return CallResult::NeedsApproval {
                 path: path.to_string(),
                 name: def.name.clone(),
@@ -153,10 +173,11 @@ impl Engine {
             };
         }
         let timeout = self.inner.config.call_timeout;
-        let tokens = match &self.inner.credentials {
-            Some(c) => Some(c.scoped(&def.origin)),
-            None => self.inner.tokens.clone(),
-        };
+        let tokens = self
+            .inner
+            .credentials
+            .as_ref()
+            .map(|c| c.scoped(&def.origin));
         let access = crate::access::BoundEngine {
             engine: self.clone(),
             caller: caller.clone(),

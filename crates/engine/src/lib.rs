@@ -34,7 +34,9 @@ pub mod credentials;
 pub mod decisions;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod executions;
+pub mod export;
 pub mod invoke;
 pub mod notify;
 pub mod ops;
@@ -44,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use toolshed_core::{Policy, SharedCatalog, TokenSource};
+use toolshed_core::{Policy, SharedCatalog};
 use toolshed_sandbox::{Limits, Sandbox};
 use toolshed_store::Store;
 
@@ -83,6 +85,9 @@ pub struct EngineConfig {
     pub audit_queue: usize,
     /// Audit entries older than this are purged; `None` keeps them forever.
     pub audit_retention: Option<Duration>,
+    /// Settled executions (with their journals and events) unchanged for this long are
+    /// purged; `None` keeps them forever.
+    pub execution_retention: Option<Duration>,
     /// Rate limits of every principal without its own.
     pub rate_limits: RateLimits,
     /// Rate limits of single principals, replacing [`Self::rate_limits`] for them.
@@ -104,6 +109,7 @@ impl Default for EngineConfig {
             recovery_grace: Duration::from_secs(60),
             audit_queue: 10_000,
             audit_retention: Some(Duration::from_secs(90 * 24 * 3600)),
+            execution_retention: Some(Duration::from_secs(30 * 24 * 3600)),
             rate_limits: RateLimits::default(),
             principal_rate_limits: Default::default(),
             notify_webhook: None,
@@ -111,25 +117,25 @@ impl Default for EngineConfig {
     }
 }
 
-pub(crate) struct Inner {
+pub(crate) struct EngineState {
     pub catalog: Arc<SharedCatalog>,
     pub policy: ArcSwap<Policy>,
     pub store: Store,
     pub config: EngineConfig,
     pub audit: audit::AuditSink,
-    pub tokens: Option<Arc<dyn TokenSource>>,
     pub credentials: Option<Arc<Credentials>>,
     pub search: discovery::SearchCache,
     pub rates: rate::RateLimiter,
     pub sandbox: Sandbox,
     pub running: executions::answer::Running,
     pub notifier: Option<notify::Notifier>,
+    pub events: events::EventHub,
 }
 
 /// The engine. Cheap to clone; every face holds one.
 #[derive(Clone)]
 pub struct Engine {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<EngineState>,
 }
 
 impl Engine {
@@ -146,32 +152,21 @@ impl Engine {
             rate::RateLimiter::new(config.rate_limits, config.principal_rate_limits.clone());
         let sandbox = Sandbox::new(config.sandbox.clone());
         let notifier = config.notify_webhook.clone().map(notify::Notifier::new);
+        let events = events::EventHub::new(store.clone());
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(EngineState {
                 catalog,
                 policy: ArcSwap::from_pointee(policy),
                 store,
                 config,
                 audit,
-                tokens: None,
                 credentials: None,
                 search: discovery::SearchCache::default(),
                 rates,
                 sandbox,
                 running: Default::default(),
                 notifier,
-            }),
-        }
-    }
-
-    /// Sets the credential source handlers reach through `ctx.token(..)`.
-    pub fn with_tokens(self, tokens: Arc<dyn TokenSource>) -> Self {
-        let inner = Arc::try_unwrap(self.inner)
-            .unwrap_or_else(|_| panic!("with_tokens must be called before the engine is shared"));
-        Self {
-            inner: Arc::new(Inner {
-                tokens: Some(tokens),
-                ..inner
+                events,
             }),
         }
     }
@@ -187,7 +182,7 @@ impl Engine {
         let inner = Arc::try_unwrap(self.inner)
             .unwrap_or_else(|_| panic!("with_embedder must be called before the engine is shared"));
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(EngineState {
                 search: discovery::SearchCache::with_embedder(embedder, vector_file),
                 ..inner
             }),
@@ -195,13 +190,13 @@ impl Engine {
     }
 
     /// Sets the auth providers' credentials; each call sees only what its tool's origin may use
-    /// (a plugin's providers serve that plugin's tools). Takes precedence over [`Self::with_tokens`].
+    /// (a plugin's providers serve that plugin's tools).
     pub fn with_credentials(self, credentials: Arc<Credentials>) -> Self {
         let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| {
             panic!("with_credentials must be called before the engine is shared")
         });
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(EngineState {
                 credentials: Some(credentials),
                 ..inner
             }),
@@ -232,6 +227,11 @@ impl Engine {
         &self.inner.store
     }
 
+    /// The live and stored events of executions.
+    pub fn events(&self) -> &events::EventHub {
+        &self.inner.events
+    }
+
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
     }
@@ -250,10 +250,23 @@ impl Engine {
         Ok(self.inner.store.purge_audit_before(cutoff).await?)
     }
 
-    /// Purges old audit entries now and then every [`AUDIT_PURGE_INTERVAL`], for a serving
-    /// process. Does nothing when entries are kept forever.
-    pub fn spawn_audit_retention(&self) -> Option<tokio::task::JoinHandle<()>> {
-        self.inner.config.audit_retention?;
+    /// Deletes settled executions (journals and events with them) unchanged for longer than
+    /// the configured retention; returns (events, executions) deleted.
+    pub async fn purge_executions(&self) -> Result<(u64, u64), EngineError> {
+        let Some(keep) = self.inner.config.execution_retention else {
+            return Ok((0, 0));
+        };
+        let cutoff = toolshed_store::now_ms() - keep.as_millis() as i64;
+        Ok(self.inner.store.purge_executions_before(cutoff).await?)
+    }
+
+    /// Purges old audit entries and settled executions now and then every
+    /// [`AUDIT_PURGE_INTERVAL`], for a serving process. Does nothing when both are kept forever.
+    pub fn spawn_retention(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let config = &self.inner.config;
+        if config.audit_retention.is_none() && config.execution_retention.is_none() {
+            return None;
+        }
         let engine = self.clone();
         Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(AUDIT_PURGE_INTERVAL);
@@ -263,6 +276,13 @@ impl Engine {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(purged = n, "old audit entries purged"),
                     Err(e) => tracing::warn!(error = %e, "purging old audit entries failed"),
+                }
+                match engine.purge_executions().await {
+                    Ok((0, 0)) => {}
+                    Ok((events, executions)) => {
+                        tracing::info!(events, executions, "old executions purged")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "purging old executions failed"),
                 }
             }
         }))

@@ -251,6 +251,19 @@ impl Engine {
         args: Value,
         channel: DecisionChannel,
     ) -> Result<OpAnswer, EngineError> {
+        self.dispatch_as(caller, op, args, channel, None).await
+    }
+
+    /// [`Self::dispatch`]; a `run_script` runs under `execution_id` when given (chosen ahead
+    /// so the face can follow its events from the first).
+    pub async fn dispatch_as(
+        &self,
+        caller: &Caller,
+        op: Op,
+        args: Value,
+        channel: DecisionChannel,
+        execution_id: Option<String>,
+    ) -> Result<OpAnswer, EngineError> {
         match op {
             Op::SearchTools => {
                 let a: SearchArgs = parse_args(op, args)?;
@@ -269,7 +282,9 @@ impl Engine {
             }
             Op::RunScript => {
                 let a: RunScriptArgs = parse_args(op, args)?;
-                Ok(OpAnswer::Outcome(self.run_script_args(caller, a).await?))
+                Ok(OpAnswer::Outcome(
+                    self.run_script_args_as(caller, a, execution_id).await?,
+                ))
             }
             Op::Resume => {
                 let a: ResumeArgs = parse_args(op, args)?;
@@ -297,20 +312,28 @@ impl Engine {
         caller: &Caller,
         a: RunScriptArgs,
     ) -> Result<Outcome, EngineError> {
-        if a.client_tools.len() > MAX_CLIENT_TOOLS {
-            return Err(EngineError::InvalidClientTools(
-                toolshed_core::formats::ClientToolsError {
-                    index: MAX_CLIENT_TOOLS,
-                    reason: format!(
-                        "{} declarations; at most {MAX_CLIENT_TOOLS} client tools per execution",
-                        a.client_tools.len()
-                    ),
-                },
-            ));
-        }
-        let client_tools = toolshed_core::formats::parse_client_tools(&a.client_tools)?;
-        self.run_script_with(caller, &a.script, ScriptOptions { client_tools })
-            .await
+        self.run_script_args_as(caller, a, None).await
+    }
+
+    /// [`Self::run_script_args`] under an execution id chosen ahead (a client following the
+    /// events from the first one: [`crate::events::EventHub::open_streaming`]).
+    pub async fn run_script_args_as(
+        &self,
+        caller: &Caller,
+        a: RunScriptArgs,
+        execution_id: Option<String>,
+    ) -> Result<Outcome, EngineError> {
+        let client_tools = read_client_tools(&a.client_tools)?;
+        let options = ScriptOptions {
+            client_tools,
+            execution_id,
+        };
+        self.run_script_with(caller, &a.script, options).await
+    }
+
+    /// Checks a `run_script` request's client tool declarations without running anything.
+    pub fn check_script_args(&self, a: &RunScriptArgs) -> Result<(), EngineError> {
+        read_client_tools(&a.client_tools).map(|_| ())
     }
 
     /// `resume`: a decision, client tool results, or the answer to a question.
@@ -347,6 +370,24 @@ impl Engine {
             }),
         }
     }
+}
+
+/// Reads client tool declarations (at most [`MAX_CLIENT_TOOLS`]); errors name the declaration.
+fn read_client_tools(
+    declared: &[Value],
+) -> Result<Vec<toolshed_core::formats::ClientTool>, EngineError> {
+    if declared.len() > MAX_CLIENT_TOOLS {
+        return Err(EngineError::InvalidClientTools(
+            toolshed_core::formats::ClientToolsError {
+                index: MAX_CLIENT_TOOLS,
+                reason: format!(
+                    "{} declarations; at most {MAX_CLIENT_TOOLS} client tools per execution",
+                    declared.len()
+                ),
+            },
+        ));
+    }
+    Ok(toolshed_core::formats::parse_client_tools(declared)?)
 }
 
 #[cfg(test)]

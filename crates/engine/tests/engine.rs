@@ -137,16 +137,20 @@ const HUMAN: DecisionChannel = DecisionChannel::Human(Face::Http);
 fn policy() -> Policy {
     Policy::new(
         vec![
+            // These tests are about destructive calls pausing: writes are allowed to run
+            // unconfirmed (the default would pause them too; see `toolshed_core::rules`).
             Role {
                 id: "admin".into(),
                 name: "Admin".into(),
                 patterns: vec!["*".into()],
+                allow: vec!["write".into()],
                 ..Role::default()
             },
             Role {
                 id: "demo".into(),
                 name: "Demo".into(),
                 patterns: vec!["demo.**".into()],
+                allow: vec!["write".into()],
                 ..Role::default()
             },
             // Alice decides her own pending demo calls (through human channels).

@@ -104,7 +104,7 @@ pub fn excerpt(s: &str) -> String {
     }
 }
 
-struct Inner {
+struct ClientState {
     client: reqwest::Client,
     config: OutboundConfig,
     tokens: TokenCache,
@@ -113,7 +113,7 @@ struct Inner {
 /// The guarded HTTP client. Cheap to clone; clones share connections and OAuth2 tokens.
 #[derive(Clone)]
 pub struct Outbound {
-    inner: Arc<Inner>,
+    inner: Arc<ClientState>,
 }
 
 impl std::fmt::Debug for Outbound {
@@ -139,7 +139,7 @@ impl Outbound {
             .build()
             .map_err(|e| OutboundError::Http(describe(&e)))?;
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(ClientState {
                 client,
                 config,
                 tokens: TokenCache::default(),

@@ -12,8 +12,8 @@ use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use toolshed_sandbox::{
-    run, Determinism, Host, HostCall, HostReply, Limits, Outcome, Sandbox, SandboxConfig, Status,
-    WorkerCommand,
+    run, Determinism, Host, HostCall, HostReply, Limits, RunOutcome, Sandbox, SandboxConfig,
+    Status, WorkerCommand,
 };
 
 const SCRIPT: &str = "return await tools.demo.echo({x: 1})";
@@ -52,7 +52,7 @@ enum Mode {
     Workers(&'static Sandbox),
 }
 
-async fn run_one(mode: Mode, host: Arc<dyn Host>, limits: &Limits) -> Outcome {
+async fn run_one(mode: Mode, host: Arc<dyn Host>, limits: &Limits) -> RunOutcome {
     match mode {
         Mode::InProcess => run(SCRIPT, host, limits, det()).await,
         Mode::Workers(sb) => {

@@ -27,8 +27,8 @@ use rquickjs::{Coerced, Context, Ctx, FromJs, Function, Object, Promise, Runtime
 
 use crate::alloc::{Budget, Limited};
 use crate::types::{
-    Determinism, Host, HostCall, HostReply, Limits, LogEntry, ScriptError, ScriptErrorKind, Status,
-    Target,
+    CallTarget, Determinism, Host, HostCall, HostReply, Limits, LogEntry, ScriptError,
+    ScriptErrorKind, Status,
 };
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -128,10 +128,10 @@ impl Shared {
         }
         let args = serde_json::from_str(json).unwrap_or(serde_json::Value::Null);
         let target = match path.as_str() {
-            "search" => Target::Search,
-            "describe.tool" => Target::Describe,
-            "ask_user" => Target::Ask,
-            _ => Target::Tool(path),
+            "search" => CallTarget::Search,
+            "describe.tool" => CallTarget::Describe,
+            "ask_user" => CallTarget::Ask,
+            _ => CallTarget::Tool(path),
         };
         let seq = self.next_seq;
         self.next_seq += 1;

@@ -35,7 +35,7 @@
 //! to the [`Host`] and polls their futures itself, in the caller's task; one pipe pair per
 //! worker carries length-prefixed JSON frames ([`proto`]). In process ([`run`], for tests and
 //! embedders), each run executes on a thread of a small elastic pool ([`pool`] explains why
-//! not on tokio's workers), polls its host futures there, and hands the [`Outcome`] back
+//! not on tokio's workers), polls its host futures there, and hands the [`RunOutcome`] back
 //! through a oneshot channel. Either way the future is `Send` and never blocks a tokio worker.
 //!
 //! Modules: [`types`] (the public data types), [`engine`] (one run: runtime, prelude, event
@@ -82,8 +82,8 @@ pub fn runtime_version() -> &'static str {
 const QUICKJS_VERSION: &str = "rquickjs-0.14";
 pub use service::{Overloaded, Permit, Sandbox, SandboxConfig};
 pub use types::{
-    Determinism, Host, HostCall, HostError, HostReply, Limits, LogEntry, Outcome, ScriptError,
-    ScriptErrorKind, Status, Target,
+    CallTarget, Determinism, Host, HostCall, HostError, HostReply, Limits, LogEntry, RunOutcome,
+    ScriptError, ScriptErrorKind, Status,
 };
 
 /// Cancels the run when the caller drops the future returned by [`run`].
@@ -102,7 +102,12 @@ impl Drop for CancelOnDrop {
 /// The returned future is `Send`; the JavaScript itself runs on a sandbox pool thread. Dropping
 /// the future cancels the run. Host futures are polled inside the caller's tokio runtime
 /// context when there is one.
-pub async fn run(source: &str, host: Arc<dyn Host>, limits: &Limits, det: Determinism) -> Outcome {
+pub async fn run(
+    source: &str,
+    host: Arc<dyn Host>,
+    limits: &Limits,
+    det: Determinism,
+) -> RunOutcome {
     let start = Instant::now();
     let cancel = Arc::new(engine::Cancel::default());
     let guard = CancelOnDrop(cancel.clone());
@@ -125,13 +130,13 @@ pub async fn run(source: &str, host: Arc<dyn Host>, limits: &Limits, det: Determ
     let result = rx.await;
     drop(guard);
     match result {
-        Ok(r) => Outcome {
+        Ok(r) => RunOutcome {
             status: r.status,
             logs: r.logs,
             calls: r.calls,
             elapsed: start.elapsed(),
         },
-        Err(_) => Outcome {
+        Err(_) => RunOutcome {
             status: Status::Failed(ScriptError::new(
                 ScriptErrorKind::Internal,
                 "the sandbox thread stopped without an outcome",

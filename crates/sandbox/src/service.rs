@@ -15,7 +15,7 @@ use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::process::{Ended, Worker, WorkerCommand};
-use crate::types::{Determinism, Host, Limits, Outcome, ScriptError, ScriptErrorKind, Status};
+use crate::types::{Determinism, Host, Limits, RunOutcome, ScriptError, ScriptErrorKind, Status};
 
 /// How scripts are run and how many at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +165,7 @@ impl Sandbox {
         host: Arc<dyn Host>,
         limits: &Limits,
         det: Determinism,
-    ) -> Outcome {
+    ) -> RunOutcome {
         let _permit = permit;
         let Some(pool) = &self.pool else {
             return crate::run(source, host, limits, det).await;
@@ -174,7 +174,7 @@ impl Sandbox {
         let mut lease = match pool.checkout() {
             Ok(l) => l,
             Err(e) => {
-                return Outcome {
+                return RunOutcome {
                     status: Status::Failed(ScriptError::new(
                         ScriptErrorKind::Internal,
                         format!("cannot start a sandbox worker process: {e}"),
@@ -196,7 +196,7 @@ impl Sandbox {
             }
             Ended::Lost(r) => r, // dropping the lease replaces the worker
         };
-        Outcome {
+        RunOutcome {
             status: r.status,
             logs: r.logs,
             calls: r.calls,

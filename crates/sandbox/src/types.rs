@@ -61,7 +61,7 @@ pub struct Determinism {
 /// What a host call is addressed to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Target {
+pub enum CallTarget {
     /// A tool by dot path, e.g. `github.issues.create`.
     Tool(String),
     /// `tools.search({query, limit})`.
@@ -73,13 +73,13 @@ pub enum Target {
     Ask,
 }
 
-impl fmt::Display for Target {
+impl fmt::Display for CallTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Tool(path) => write!(f, "tools.{path}"),
-            Target::Search => f.write_str("tools.search"),
-            Target::Describe => f.write_str("tools.describe.tool"),
-            Target::Ask => f.write_str("tools.ask_user"),
+            CallTarget::Tool(path) => write!(f, "tools.{path}"),
+            CallTarget::Search => f.write_str("tools.search"),
+            CallTarget::Describe => f.write_str("tools.describe.tool"),
+            CallTarget::Ask => f.write_str("tools.ask_user"),
         }
     }
 }
@@ -91,7 +91,7 @@ pub struct HostCall {
     /// 0-based position of this call in the order the script issued its calls.
     pub seq: u32,
     /// What the call is addressed to.
-    pub target: Target,
+    pub target: CallTarget,
     /// The JSON arguments (`{}` when the script passed none).
     pub args: Value,
 }
@@ -256,7 +256,7 @@ impl fmt::Display for ScriptErrorKind {
 /// Everything a run produced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Outcome {
+pub struct RunOutcome {
     /// How the run ended.
     pub status: Status,
     /// Captured console output.
@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn outcome_serializes_and_round_trips() {
-        let o = Outcome {
+        let o = RunOutcome {
             status: Status::Failed(ScriptError {
                 kind: ScriptErrorKind::MemoryLimit,
                 message: "out of memory".into(),
@@ -340,7 +340,7 @@ mod tests {
         let v = serde_json::to_value(&o).unwrap();
         assert_eq!(v["status"]["failed"]["kind"], json!("memoryLimit"));
         assert_eq!(v["elapsed"], json!(5.0));
-        let back: Outcome = serde_json::from_value(v).unwrap();
+        let back: RunOutcome = serde_json::from_value(v).unwrap();
         assert_eq!(back, o);
         let s = serde_json::to_value(Status::Suspended { seq: 4 }).unwrap();
         assert_eq!(s, json!({"suspended": {"seq": 4}}));
@@ -357,6 +357,6 @@ mod tests {
         );
         let h = HostError::new("not_found", "no such tool");
         assert_eq!(h.to_string(), "not_found: no such tool");
-        assert_eq!(Target::Tool("a.b".into()).to_string(), "tools.a.b");
+        assert_eq!(CallTarget::Tool("a.b".into()).to_string(), "tools.a.b");
     }
 }

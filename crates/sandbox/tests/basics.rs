@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use common::{quick_limits, run_simple, run_with, TestHost};
 use serde_json::json;
-use toolshed_sandbox::{Limits, ScriptError, ScriptErrorKind, Status, Target};
+use toolshed_sandbox::{CallTarget, Limits, ScriptError, ScriptErrorKind, Status};
 
 fn completed(status: &Status) -> &serde_json::Value {
     match status {
@@ -40,7 +40,7 @@ async fn happy_path_returns_the_tool_result() {
     assert_eq!(o.calls, 1);
     let calls = host.calls.lock().unwrap();
     assert_eq!(calls[0].seq, 0);
-    assert_eq!(calls[0].target, Target::Tool("demo.echo".into()));
+    assert_eq!(calls[0].target, CallTarget::Tool("demo.echo".into()));
     assert_eq!(calls[0].args, json!({"x": 1}));
 }
 
@@ -76,9 +76,9 @@ async fn search_and_describe_have_their_own_targets_and_count_in_seq() {
         ])
     );
     let calls = host.calls.lock().unwrap();
-    assert_eq!(calls[0].target, Target::Search);
+    assert_eq!(calls[0].target, CallTarget::Search);
     assert_eq!(calls[0].args, json!({"query": "issues", "limit": 2}));
-    assert_eq!(calls[1].target, Target::Describe);
+    assert_eq!(calls[1].target, CallTarget::Describe);
 }
 
 #[tokio::test]

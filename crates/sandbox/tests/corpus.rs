@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{assert_children_idle, children, run_in, worker_sandbox, TestHost};
 use futures::stream::{self, StreamExt};
 use serde_json::Value;
-use toolshed_sandbox::{Limits, Outcome, Sandbox, ScriptErrorKind, Status};
+use toolshed_sandbox::{Limits, RunOutcome, Sandbox, ScriptErrorKind, Status};
 
 /// Workers running cases at once.
 const PARALLEL: usize = 12;
@@ -94,7 +94,7 @@ const UNNAMED: &[&str] = &[
     "let s = 'ab'; for (;;) s = s.replace(/a/g, 'aa') + s;",
 ];
 
-async fn run_case(sandbox: Arc<Sandbox>, src: String) -> (String, Outcome) {
+async fn run_case(sandbox: Arc<Sandbox>, src: String) -> (String, RunOutcome) {
     let o = run_in(&sandbox, &src, Arc::new(TestHost::default()), &limits()).await;
     (src, o)
 }
@@ -116,7 +116,7 @@ async fn every_builtin_on_huge_inputs_ends_within_its_limits() {
     all.extend(UNNAMED.iter().map(|s| s.to_string()));
     let total = all.len();
     let t = Instant::now();
-    let results: Vec<(String, Outcome)> = stream::iter(all)
+    let results: Vec<(String, RunOutcome)> = stream::iter(all)
         .map(|src| tokio::spawn(run_case(sandbox.clone(), src)))
         .buffer_unordered(PARALLEL * 2)
         .map(|r| r.expect("case task"))

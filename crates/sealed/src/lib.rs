@@ -1,7 +1,7 @@
 //! Secrets at rest: [`SecretBox`] seals them with AES-256-GCM.
 //!
 //! Nothing here leaves the machine: stored sources keep their literal secrets sealed with this
-//! box (see `toolshed-sources`). The key comes from an environment variable (base64 of 32 bytes) or from a key file that is
+//! box (see `toolshed-registry`). The key comes from an environment variable (base64 of 32 bytes) or from a key file that is
 //! created with mode 0600 on first use. Sealed text is base64 of a 12-byte random nonce followed
 //! by the ciphertext and tag.
 

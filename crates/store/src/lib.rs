@@ -6,6 +6,7 @@
 //! JSON as TEXT, `$n` placeholders).
 //!
 //! - [`executions`]: durable script/call executions (journal, pending approval, decisions).
+//! - [`events`]: stored execution events, and the retention purge of finished executions.
 //! - [`audit`]: the audit log.
 //! - [`sources`]: runtime-declared tool sources.
 //! - [`settings`]: server-wide values shared by replicas (the sealing key's check value).
@@ -13,6 +14,7 @@
 //! The data-tables plugin keeps its own tables (`dt_tables`, `dt_rows`) through [`Store::pool`].
 
 pub mod audit;
+pub mod events;
 pub mod executions;
 pub mod settings;
 pub mod sources;
@@ -25,6 +27,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions, Connection, Executor};
 
 pub use audit::AuditEntry;
+pub use events::StoredEvent;
 pub use executions::{ExecutionRecord, ExecutionStatus};
 pub use sources::SourceRecord;
 

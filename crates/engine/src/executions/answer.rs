@@ -23,6 +23,7 @@ use super::run::client_tools_of;
 use super::waits::{open_waits, waits_of, Answer, AnswerAction, ToolResultAnswer, Wait, WaitKind};
 use super::{Decision, Outcome, PendingCall};
 use crate::decisions::{can_see_waits, refusal, DecisionChannel};
+use crate::events::Event;
 use crate::invoke::{Approval, CallResult};
 use crate::{Caller, Engine, EngineError};
 
@@ -46,7 +47,7 @@ impl Running {
             .insert(id.to_string(), (owner.to_string(), n.clone()));
         n
     }
-    fn owned_by(&self, id: &str, principal: &str) -> bool {
+    pub(crate) fn owned_by(&self, id: &str, principal: &str) -> bool {
         !principal.is_empty() && self.0.lock().get(id).is_some_and(|(o, _)| o == principal)
     }
     pub fn remove(&self, id: &str) {
@@ -412,6 +413,10 @@ impl Engine {
         decision: Decision,
     ) -> Result<Outcome, EngineError> {
         let id = rec.id.clone();
+        let events = &self.inner.events;
+        events.open(&id, true).await?;
+        events.emit(&id, Event::Resumed {});
+        let started = std::time::Instant::now();
         let outcome = match decision {
             Decision::Deny => Err(EngineError::Denied {
                 path: pending.path.clone(),
@@ -436,12 +441,22 @@ impl Engine {
             }
         };
         rec.pending = None;
+        events.emit(
+            &id,
+            Event::ToolResult {
+                seq: 0,
+                path: pending.path.clone(),
+                ok: outcome.is_ok(),
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                error: outcome.as_ref().err().map(EngineError::to_json),
+            },
+        );
         let result = match outcome {
             Ok(v) => {
                 rec.status = ExecutionStatus::Completed;
                 rec.result = Some(v.clone());
                 Outcome::Completed {
-                    execution_id: id,
+                    execution_id: id.clone(),
                     result: v,
                     logs: vec![],
                 }
@@ -451,12 +466,14 @@ impl Engine {
                 let error = e.to_json();
                 rec.error = Some(error.clone());
                 Outcome::Failed {
-                    execution_id: id,
+                    execution_id: id.clone(),
                     error,
                     logs: vec![],
                 }
             }
         };
+        events.emit(&id, result.event());
+        events.close(&id, true).await;
         self.save(rec, true).await?;
         Ok(result)
     }
@@ -501,10 +518,17 @@ impl Engine {
                 status: rec.status.as_str().into(),
             });
         }
-        self.inner.running.cancel(id);
         rec.status = ExecutionStatus::Cancelled;
         rec.pending = None;
         self.save(rec, true).await?;
+        // A run in this process says so itself when it stops; otherwise the event is written
+        // here (a run on another replica stops at its next journal write, silently).
+        if !self.inner.running.cancel(id) {
+            let events = &self.inner.events;
+            events.open(id, true).await?;
+            events.emit(id, Event::Cancelled {});
+            events.close(id, true).await;
+        }
         Ok(Outcome::Cancelled {
             execution_id: id.to_string(),
             logs: vec![],

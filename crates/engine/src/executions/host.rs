@@ -15,12 +15,13 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use toolshed_core::formats::ClientTool;
 use toolshed_core::CompiledSchema;
-use toolshed_sandbox::{Host, HostCall, HostError, HostReply, Target};
+use toolshed_sandbox::{CallTarget, Host, HostCall, HostError, HostReply};
 use toolshed_store::{now_ms, AuditEntry, ExecutionRecord};
 
 use super::waits::{Answer, AnswerAction, InputMode, Wait};
 use super::Decision;
 use crate::discovery::{SearchAnswer, SearchHit};
+use crate::events::Event;
 use crate::invoke::{Approval, CallResult};
 use crate::{Caller, Engine, EngineError};
 
@@ -159,15 +160,15 @@ impl ClientTools {
 /// The journal's name for a call target. A tool path is kept at most
 /// [`crate::audit::MAX_PATH_BYTES`] long: longer paths never name a tool (they all answer
 /// `not_found`), so the journal of a script calling them stays small and replays the same.
-fn target_key(t: &Target) -> String {
+fn target_key(t: &CallTarget) -> String {
     match t {
-        Target::Tool(p) => format!(
+        CallTarget::Tool(p) => format!(
             "tool:{}",
             crate::audit::truncated(p, crate::audit::MAX_PATH_BYTES)
         ),
-        Target::Search => "search".into(),
-        Target::Describe => "describe".into(),
-        Target::Ask => "ask_user".into(),
+        CallTarget::Search => "search".into(),
+        CallTarget::Describe => "describe".into(),
+        CallTarget::Ask => "ask_user".into(),
     }
 }
 
@@ -283,17 +284,31 @@ impl HostCtx {
         if let Some(reply) = self.replayed(seq, &key) {
             return reply;
         }
-        if matches!(call.target, Target::Tool(_)) && self.stopped() {
+        if matches!(call.target, CallTarget::Tool(_)) && self.stopped() {
             return HostReply::Suspend;
         }
+        // A call answered in an earlier segment (a decision, a client's result) announced
+        // itself then; only its result is new.
+        let announced = self.state.lock().answers.contains_key(&seq);
+        let started = Instant::now();
+        if let (CallTarget::Tool(path), false) = (&call.target, announced) {
+            self.engine.inner.events.emit(
+                &self.execution_id,
+                Event::ToolCall {
+                    seq,
+                    path: path.clone(),
+                    arguments: call.args.clone(),
+                },
+            );
+        }
         let answered = match &call.target {
-            Target::Search => Answered::Reply(Ok(self.search(&call.args))),
-            Target::Describe => Answered::Reply(self.describe(&call.args)),
-            Target::Ask => self.ask(seq, &call.args),
-            Target::Tool(path) if path.starts_with("client.") => {
+            CallTarget::Search => Answered::Reply(Ok(self.search(&call.args))),
+            CallTarget::Describe => Answered::Reply(self.describe(&call.args)),
+            CallTarget::Ask => self.ask(seq, &call.args),
+            CallTarget::Tool(path) if path.starts_with("client.") => {
                 self.client_call(seq, path, call.args).await
             }
-            Target::Tool(path) => self.tool_call(seq, caller, path, call.args).await,
+            CallTarget::Tool(path) => self.tool_call(seq, caller, path, call.args).await,
         };
         let result = match answered {
             Answered::Suspended => return HostReply::Suspend,
@@ -307,11 +322,26 @@ impl HostCtx {
                 return HostReply::Suspend;
             }
         };
+        if let CallTarget::Tool(path) = &call.target {
+            self.engine.inner.events.emit(
+                &self.execution_id,
+                Event::ToolResult {
+                    seq,
+                    path: path.clone(),
+                    ok: result.is_ok(),
+                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    error: result
+                        .as_ref()
+                        .err()
+                        .map(|e| json!({"code": e.code, "message": e.message})),
+                },
+            );
+        }
         self.state
             .lock()
             .journal
             .insert(seq, reply_to_json(seq, &key, &result));
-        if let Target::Tool(path) = &call.target {
+        if let CallTarget::Tool(path) = &call.target {
             if let Some(stop) = self.journal_durably(seq, path).await {
                 return stop;
             }
@@ -462,6 +492,16 @@ impl HostCtx {
                 (_, Some(message)) => Err(HostError::new("client_error", message.clone())),
                 (Some(v), None) => Ok(v.clone()),
                 (None, None) => Ok(Value::Null),
+            });
+        }
+        // Client tools are run by their own client: only an explicit `deny` applies to them.
+        let rule = self
+            .caller
+            .access
+            .call_rule(path, &toolshed_core::Annotations::WRITE);
+        if rule == toolshed_core::CallRule::Deny {
+            return refuse(EngineError::DeniedByPolicy {
+                path: path.to_string(),
             });
         }
         if let Err(e) = self

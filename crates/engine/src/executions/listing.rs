@@ -10,6 +10,7 @@ use super::run::client_tools_of;
 use super::waits::{open_waits, waits_of, Wait, WaitKind};
 use super::{ExecutionInfo, Outcome, PendingSummary};
 use crate::decisions::can_see_waits;
+use crate::events::Event;
 use crate::invoke::{Approval, CallResult};
 use crate::{Caller, Engine, EngineError};
 
@@ -26,6 +27,11 @@ impl Engine {
         path: &str,
         args: Value,
     ) -> Result<Outcome, EngineError> {
+        // A name from an exported definition (`tables__rows__query`) stands for its path.
+        let exported = (!toolshed_core::path::is_callable_path(path))
+            .then(|| self.exported_name_path(caller, path))
+            .flatten();
+        let path = exported.as_deref().unwrap_or(path);
         // A saved script runs as a script execution, so that a call inside it that needs
         // approval pauses it like any script (and a replay never repeats its completed calls).
         if caller.depth == 0 && args.is_object() {
@@ -78,11 +84,48 @@ impl Engine {
                     expires_at: Some(now + self.inner.config.approval_ttl.as_millis() as i64),
                     version: 0,
                 };
+                let outcome = Outcome::paused(id.clone(), vec![wait], vec![]);
+                let events = &self.inner.events;
+                events.open(&id, false).await?;
+                events.emit(
+                    &id,
+                    Event::Started {
+                        kind: "call".into(),
+                    },
+                );
+                events.emit(
+                    &id,
+                    Event::ToolCall {
+                        seq: 0,
+                        path: path.clone(),
+                        arguments: args,
+                    },
+                );
+                events.emit(&id, outcome.event());
+                events.close(&id, true).await;
                 self.save(rec.clone(), false).await?;
                 self.notify_paused(&rec);
-                Ok(Outcome::paused(id, vec![wait], vec![]))
+                Ok(outcome)
             }
         }
+    }
+
+    /// Follows the events of an execution the caller may see (as [`Self::execution`] decides;
+    /// a first run not stored yet, its owner only) after event id `after`.
+    pub async fn follow(
+        &self,
+        caller: &Caller,
+        id: &str,
+        after: i64,
+    ) -> Result<crate::events::Follower, EngineError> {
+        let visible = match self.inner.store.get_execution(id).await? {
+            Some(r) => can_see_waits(caller, &r.principal, &waits_of(&r)),
+            None => self.inner.running.owned_by(id, &caller.principal),
+        };
+        if !visible {
+            return Err(EngineError::UnknownExecution { id: id.to_string() });
+        }
+        Ok(self.inner.events.follow(id, after))
     }
 
     /// One execution the caller may see (its own, or one whose pending call it may decide),

@@ -166,6 +166,28 @@ impl Outcome {
         }
     }
 
+    /// The event that tells followers how this run ended (or paused).
+    pub fn event(&self) -> crate::events::Event {
+        use crate::events::Event;
+        match self {
+            Self::Completed { result, .. } => Event::Completed {
+                result: result.clone(),
+            },
+            Self::Failed { error, .. } => Event::Failed {
+                error: error.clone(),
+            },
+            Self::Paused { waits, .. } => Event::Paused {
+                status: "paused".into(),
+                waits: serde_json::to_value(waits).unwrap_or(Value::Null),
+            },
+            Self::ToolCallRequired { waits, .. } => Event::Paused {
+                status: "tool_call_required".into(),
+                waits: serde_json::to_value(waits).unwrap_or(Value::Null),
+            },
+            Self::Cancelled { .. } => Event::Cancelled {},
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }

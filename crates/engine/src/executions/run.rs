@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use toolshed_sandbox::{Determinism, Outcome as RunOutcome, Permit, Status};
+use toolshed_sandbox::{Determinism, Permit, RunOutcome, Status};
 use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
 
 use super::host::{ClientTools, Durable, HostCtx, JournalFailure, RunState, ScriptHost};
 use super::waits::{answers_of, Wait};
 use super::{Outcome, MAX_SCRIPT_ERROR_BYTES};
+use crate::events::Event;
 use crate::rate::RateKind;
 use crate::{Caller, Engine, EngineError, Face};
 
@@ -23,6 +24,9 @@ use crate::{Caller, Engine, EngineError, Face};
 pub struct ScriptOptions {
     /// Tools the client executes itself, already read ([`toolshed_core::formats`]).
     pub client_tools: Vec<toolshed_core::formats::ClientTool>,
+    /// The execution's id, chosen ahead so a client can follow its events from the first one
+    /// ([`crate::events::EventHub::open_streaming`]); a fresh id when `None`.
+    pub execution_id: Option<String>,
 }
 
 impl Engine {
@@ -51,7 +55,9 @@ impl Engine {
             meta["clientTools"] = serde_json::to_value(&options.client_tools).unwrap_or(json!([]));
         }
         let record = ExecutionRecord {
-            id: format!("ex_{}", uuid::Uuid::new_v4().simple()),
+            id: options
+                .execution_id
+                .unwrap_or_else(|| format!("ex_{}", uuid::Uuid::new_v4().simple())),
             principal: caller.principal.to_string(),
             kind: "script".into(),
             source: source.to_string(),
@@ -103,6 +109,16 @@ impl Engine {
             clients: Arc::new(ClientTools::new(client_tools_of(&rec))),
             det,
         }));
+        self.inner.events.open(&rec.id, stored).await?;
+        self.inner.events.emit(
+            &rec.id,
+            match stored {
+                false => Event::Started {
+                    kind: rec.kind.clone(),
+                },
+                true => Event::Resumed {},
+            },
+        );
         let cancel = self.inner.running.register(&rec.id, &rec.principal);
         let run = self.inner.sandbox.run(
             permit,
@@ -145,6 +161,17 @@ impl Engine {
             rec.version = d.rec.lock().await.version;
             failure = d.failed.lock().clone();
         }
+        // A replay prints again what the segments before it printed: only new lines are events.
+        let printed = rec.logs.as_array().map_or(0, Vec::len);
+        for line in outcome.logs.iter().skip(printed) {
+            self.inner.events.emit(
+                &rec.id,
+                Event::Log {
+                    level: line.level.clone(),
+                    message: line.message.clone(),
+                },
+            );
+        }
         rec.journal = journal;
         rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
         let logs = outcome.logs;
@@ -185,6 +212,12 @@ impl Engine {
                 Outcome::paused(id, waits, logs)
             }
         };
+        self.inner.events.emit(&rec.id, result.event());
+        // Events first: a follower that sees the settled record finds the final event stored.
+        self.inner
+            .events
+            .close(&rec.id, stored || result.is_paused())
+            .await;
         if stored || result.is_paused() {
             self.save(rec.clone(), stored).await?;
         }
@@ -210,12 +243,20 @@ impl Engine {
             reason: f.reason,
         };
         if f.claim_lost {
+            self.inner.events.close(&id, false).await;
             return Err(err);
         }
         let error = err.to_json();
         rec.status = ExecutionStatus::Failed;
         rec.pending = None;
         rec.error = Some(error.clone());
+        self.inner.events.emit(
+            &id,
+            Event::Failed {
+                error: error.clone(),
+            },
+        );
+        self.inner.events.close(&id, true).await;
         if let Err(e) = self.save(rec, true).await {
             tracing::error!(execution = %id, error = %e, "cannot store the stopped run");
             return Err(err);
@@ -243,6 +284,8 @@ impl Engine {
         rec.status = ExecutionStatus::Cancelled;
         rec.pending = None;
         let id = rec.id.clone();
+        self.inner.events.emit(&id, Event::Cancelled {});
+        self.inner.events.close(&id, stored).await;
         if let Err(e) = self.save(rec, stored).await {
             // The cancel request itself may have stored the cancellation first.
             tracing::debug!(execution = %id, error = %e, "cancelled run not stored again");

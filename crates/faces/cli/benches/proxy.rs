@@ -43,6 +43,8 @@ fn upstream_bin() -> PathBuf {
             "-q",
             "-p",
             "toolshed-mcp-source",
+            "--features",
+            "test-upstream",
             "--bins",
         ])
         .current_dir(workspace_root())

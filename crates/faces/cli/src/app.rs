@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use toolshed_core::{Plugin, SharedCatalog};
 use toolshed_engine::{Credentials, Engine, WorkerCommand};
-use toolshed_sources::{declare_with_store, Registry, Sealer, SourceReport, SourceStore};
+use toolshed_registry::{declare_with_store, Registry, Sealer, SourceReport, SourceStore};
 use toolshed_store::Store;
 
 use crate::config::Config;
@@ -248,7 +248,7 @@ impl App {
 
     /// Keeps the catalog in step with the store's sources while serving.
     pub fn watch_stored_sources(&self) -> tokio::task::JoinHandle<()> {
-        toolshed_sources::spawn_store_poll(
+        toolshed_registry::spawn_store_poll(
             self.registry.clone(),
             self.sources.clone(),
             self.config.sources.clone(),

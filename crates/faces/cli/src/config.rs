@@ -13,8 +13,8 @@ use toolshed_core::{Policy, Principal, Role};
 use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits, SandboxConfig};
 use toolshed_outbound::secret::{env_ref, shown as shown_secret, REDACTED};
 use toolshed_outbound::Secret;
+use toolshed_registry::SourceSpec;
 use toolshed_sandbox::Limits;
-use toolshed_sources::SourceSpec;
 
 /// Configuration errors, naming the file and key.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +104,8 @@ pub struct Config {
     pub n8n: Option<N8nConfigFile>,
     pub search: SearchConfig,
     pub notify: NotifyConfig,
+    /// `[executions]`: how long finished executions and their events are kept.
+    pub executions: ExecutionsConfig,
     /// Model credentials agent definitions name in `credential` (`[models.<id>]`).
     pub models: BTreeMap<String, ModelConfig>,
 }
@@ -305,6 +307,22 @@ impl Default for AuditConfig {
     }
 }
 
+/// `[executions]`: how long finished executions are kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecutionsConfig {
+    /// Days a settled execution (completed, failed, expired, cancelled), its journal and its
+    /// events are kept after it last changed; purged by the serving process (at start-up, then
+    /// hourly). Paused and running executions are never purged. 0 keeps them forever.
+    pub retention_days: u64,
+}
+
+impl Default for ExecutionsConfig {
+    fn default() -> Self {
+        Self { retention_days: 30 }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
@@ -382,6 +400,7 @@ impl Default for Config {
             n8n: None,
             search: SearchConfig::default(),
             notify: NotifyConfig::default(),
+            executions: ExecutionsConfig::default(),
             models: BTreeMap::new(),
         }
     }
@@ -596,6 +615,8 @@ impl Config {
                 // The local user's own agent: it shows the action and relays the user's answer.
                 decide: vec!["**".into()],
                 self_decide: true,
+                // No call rules: the default (writes and destructive calls need confirmation).
+                ..Role::default()
             });
             principals.push(Principal {
                 id: self.principal.clone(),
@@ -661,7 +682,10 @@ impl Config {
             })
             .collect();
         let days = self.audit.retention_days;
+        let execution_days = self.executions.retention_days;
         EngineConfig {
+            execution_retention: (execution_days > 0)
+                .then(|| Duration::from_secs(execution_days * 24 * 3600)),
             call_timeout: Duration::from_millis(self.limits.call_timeout_ms),
             approval_ttl: Duration::from_secs(self.approvals.ttl_secs),
             recovery_grace: Duration::from_secs(self.approvals.recovery_grace_secs),
@@ -958,7 +982,7 @@ args = ["-y", "server-memory"]
         match &c.sources[0] {
             SourceSpec::Openapi(o) => {
                 assert_eq!(
-                    o.spec,
+                    o.location,
                     dir.path().join("specs/pets.json").display().to_string()
                 );
                 assert!(o.overrides[0].hidden);

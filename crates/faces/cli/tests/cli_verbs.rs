@@ -43,12 +43,17 @@ fn approvals_list_and_deny() {
     let (code, v) = cli(dir.path(), None, &["approvals", "list"]);
     assert_eq!((code, v.clone()), (0, json!({"executions": []})), "{v}");
 
+    // Under the default call rules a write waits for confirmation too.
     let (_, v) = cli(
         dir.path(),
         None,
         &["call", "tables.create", r#"{"name":"keep","columns":[]}"#],
     );
-    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["status"], "paused", "{v}");
+    assert_eq!(v["waits"][0]["path"], "tables.create", "{v}");
+    let create = v["executionId"].as_str().unwrap().to_string();
+    let (code, v) = cli(dir.path(), None, &["approvals", "approve", &create]);
+    assert_eq!((code, &v["status"]), (0, &json!("completed")), "{v}");
     let (code, v) = cli(
         dir.path(),
         None,
@@ -89,9 +94,10 @@ fn approvals_list_and_deny() {
 #[test]
 fn run_reads_the_script_from_stdin() {
     let dir = tempfile::tempdir().unwrap();
+    let cfg = allow_writes_config(dir.path());
     let (code, v) = cli_stdin(
         dir.path(),
-        None,
+        Some(&cfg),
         &["run", "-"],
         r#"await tools.tables.create({name: "notes", columns: [{name: "text", type: "string"}]});
            await tools.tables.rows.insert({table: "notes", rows: [{text: "from stdin"}]});
@@ -106,7 +112,7 @@ fn run_reads_the_script_from_stdin() {
     // A script that pauses says so, with an execution to approve.
     let (code, v) = cli_stdin(
         dir.path(),
-        None,
+        Some(&cfg),
         &["run", "-"],
         r#"await tools.tables.delete({name: "notes"}); return "gone""#,
     );

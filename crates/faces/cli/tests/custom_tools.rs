@@ -17,6 +17,7 @@ principal = "admin"
 id = "admin"
 patterns = ["**"]
 decide = ["**"]
+allow = ["tables.rows.*"]
 [[roles]]
 id = "custom_only"
 patterns = ["custom.*"]

@@ -13,7 +13,8 @@ async fn paused_script_survives_sigkill_and_completes_once() {
     let dir = tempfile::tempdir().unwrap();
     let http = reqwest::Client::new();
 
-    let server = Server::start(dir.path(), None, &[]);
+    let cfg = allow_writes_config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
     let client = http_client(server.port, None).await;
     let (_, v) = run_script(
         &client,
@@ -36,7 +37,8 @@ async fn paused_script_survives_sigkill_and_completes_once() {
     drop(client);
     server.kill(); // SIGKILL: no shutdown hooks run.
 
-    let server = Server::start(dir.path(), None, &[]);
+    let cfg = allow_writes_config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
     // Listed after the restart.
     let list: Value = http
         .get(server.url("/v1/executions"))
@@ -130,7 +132,7 @@ async fn paused_script_survives_sigkill_and_completes_once() {
 async fn expired_pause_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("t.toml");
-    std::fs::write(&cfg, "[approvals]\nttl_secs = 0\n").unwrap();
+    std::fs::write(&cfg, format!("[approvals]\nttl_secs = 0\n{ALLOW_WRITES}")).unwrap();
     let (_, v) = cli(
         dir.path(),
         Some(&cfg),
@@ -161,7 +163,7 @@ async fn sigkill_during_a_resumed_run_never_reruns_completed_calls() {
     // A resumed run counts as interrupted 6 s after its last sign of life.
     std::fs::write(
         &cfg,
-        "[limits]\nwall_clock_ms = 6000\ncall_timeout_ms = 2000\n[approvals]\nrecovery_grace_secs = 0\n",
+        format!("[limits]\nwall_clock_ms = 6000\ncall_timeout_ms = 2000\n[approvals]\nrecovery_grace_secs = 0\n{ALLOW_WRITES}"),
     )
     .unwrap();
     let http = reqwest::Client::new();

@@ -11,6 +11,7 @@ mod n8n_live;
 mod n8n_mcp;
 mod pauses;
 mod policy_faces;
+mod python_client;
 mod sandbox_corpus;
 #[cfg(feature = "semantic")]
 mod semantic_search;

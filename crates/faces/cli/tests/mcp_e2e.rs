@@ -1,11 +1,33 @@
 //! MCP end to end against the real binary, with the official Rust SDK as the client: over stdio
-//! and over streamable HTTP, the whole agent flow (list, search, read, script with tables, a
-//! destructive script paused then approved, and the deny path).
+//! and over streamable HTTP, the whole agent flow (list, search, read, script with tables whose
+//! writes wait for confirmation, a destructive script paused then approved, and the deny path).
 
 use crate::support;
 
 use serde_json::{json, Value};
 use support::*;
+
+/// Approves, through the `resume` meta-tool, every wait of a paused answer until the execution
+/// settles (the local user's agent relays the user's yes; the default policy lets it). Returns
+/// the final answer and how many approvals it took.
+async fn approve_all(client: &Client, mut v: Value) -> (Value, usize) {
+    let mut approvals = 0;
+    while v["status"] == "paused" {
+        let wait = v["waits"][0]["waitId"].clone();
+        let id = v["executionId"].clone();
+        let (err, next) = call(
+            client,
+            "resume",
+            json!({"executionId": id, "waitId": wait, "decision": "approve"}),
+        )
+        .await;
+        assert!(!err, "{next}");
+        v = next;
+        approvals += 1;
+        assert!(approvals < 10, "{v}");
+    }
+    (v, approvals)
+}
 
 async fn agent_flow(client: &Client) {
     // list: the four meta-tools, descriptions generated from the view.
@@ -41,7 +63,7 @@ async fn agent_flow(client: &Client) {
     let text = text.as_str().unwrap().to_string();
     assert!(text.contains("await tools.tables.rows.insert("), "{text}");
 
-    // run_script: create, insert, query.
+    // run_script: create, insert, query. The two writes wait for confirmation, one at a time.
     let (err, v) = run_script(
         client,
         r#"
@@ -54,6 +76,9 @@ async fn agent_flow(client: &Client) {
     )
     .await;
     assert!(!err, "{v}");
+    assert_eq!(v["waits"][0]["path"], "tables.create", "{v}");
+    let (v, approvals) = approve_all(client, v).await;
+    assert_eq!(approvals, 2, "create, then insert: {v}");
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["result"], json!(["tom"]));
     assert_eq!(v["logs"][0]["message"], "found 1");
@@ -80,11 +105,13 @@ async fn agent_flow(client: &Client) {
     assert_eq!(v["result"], 0);
 
     // Deny: the script catches the rejection.
-    run_script(
+    let (_, v) = run_script(
         client,
         r#"await tools.tables.create({name: "keep", columns: []}); return 1"#,
     )
     .await;
+    let (v, _) = approve_all(client, v).await;
+    assert_eq!(v["result"], 1, "{v}");
     let (_, v) = run_script(
         client,
         r#"try { await tools.tables.delete({name: "keep"}); return "gone" } catch (e) { return "kept: " + e.code }"#,
@@ -164,6 +191,8 @@ async fn direct_mode_lists_and_calls_tools_through_the_engine() {
     )
     .await;
     assert!(!err, "{v}");
+    let (v, approvals) = approve_all(&client, v).await;
+    assert_eq!((approvals, &v["status"]), (1, &json!("completed")), "{v}");
     // Validation applies to direct calls too.
     let (err, v) = call(&client, "tables__create", json!({"name": 5})).await;
     assert!(err);

@@ -226,3 +226,83 @@ async fn rows_only_principal_cannot_create_tables_anywhere() {
         .unwrap();
     assert_eq!(r.status(), 200, "{:?}", r.text().await);
 }
+
+/// Call rules through the binary: the default pauses a write, `allow` lets rows be written
+/// unconfirmed, `deny` refuses destructive calls on the CLI, in scripts and over HTTP (403).
+#[tokio::test]
+async fn call_rules_pause_allow_and_deny_on_every_face() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("rules.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[[roles]]
+id = "editor"
+patterns = ["*"]
+decide = ["**"]
+allow = ["tables.rows.*"]
+deny = ["destructive"]
+[[principals]]
+id = "local"
+roles = ["editor"]
+"#,
+    )
+    .unwrap();
+    let (_, v) = cli(
+        dir.path(),
+        Some(&cfg),
+        &[
+            "call",
+            "tables.create",
+            r#"{"name":"t","columns":[{"name":"x","type":"number"}]}"#,
+        ],
+    );
+    assert_eq!(v["status"], "paused", "a write waits by default: {v}");
+    let id = v["executionId"].as_str().unwrap().to_string();
+    let (_, v) = cli(dir.path(), Some(&cfg), &["approvals", "approve", &id]);
+    assert_eq!(v["status"], "completed", "{v}");
+    let (code, v) = cli(
+        dir.path(),
+        Some(&cfg),
+        &[
+            "call",
+            "tables.rows.insert",
+            r#"{"table":"t","rows":[{"x":1}]}"#,
+        ],
+    );
+    assert_eq!(
+        (code, &v["status"]),
+        (0, &json!("completed")),
+        "allowed: {v}"
+    );
+    let (code, v) = cli(
+        dir.path(),
+        Some(&cfg),
+        &["call", "tables.delete", r#"{"name":"t"}"#],
+    );
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["error"]["code"], "denied_by_policy", "{v}");
+
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let http = reqwest::Client::new();
+    let r = http
+        .post(server.url("/v1/tools/tables.delete/call"))
+        .json(&json!({"name": "t"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "denied_by_policy", "{body}");
+    let r = http
+        .post(server.url("/v1/scripts"))
+        .json(&json!({"script": "try { await tools.tables.delete({name: 't'}) } catch (e) { return e.code }"}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["result"], "denied_by_policy", "{body}");
+    // Nothing was deleted.
+    let (_, v) = cli(dir.path(), Some(&cfg), &["call", "tables.list", "{}"]);
+    assert_eq!(v["result"]["tables"][0]["name"], "t", "{v}");
+}

@@ -22,7 +22,14 @@ fn test_upstream() -> PathBuf {
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "toolshed-mcp-source", "--bins"])
+            .args([
+                "build",
+                "-p",
+                "toolshed-mcp-source",
+                "--features",
+                "test-upstream",
+                "--bins",
+            ])
             .status()
             .expect("run cargo build for the test upstream");
         assert!(status.success(), "building toolshed-test-upstream failed");

@@ -42,6 +42,8 @@ use axum::{Json, Router};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use toolshed_core::formats::ExportFormat;
+use toolshed_core::Pattern;
 use toolshed_engine::ops::{ListWaitsArgs, ResumeArgs, RunScriptArgs};
 use toolshed_engine::{
     AuditEntry, Caller, DecisionChannel, Description, Engine, EngineError, ExecutionInfo, Face,
@@ -49,6 +51,7 @@ use toolshed_engine::{
 };
 
 mod agents;
+mod events;
 pub mod guard;
 mod openapi;
 
@@ -78,14 +81,15 @@ fn routes() -> Vec<Route<AppState>> {
         Route::get("/v1/tools", search)
             .doc(
                 "searchTools",
-                "Ranked search in the caller's view, or the view's summary",
+                "Ranked search in the caller's view, the view's summary, or the view exported as definitions of a format",
             )
             .query::<SearchParams>()
             .answers(
                 S::OK,
-                "Hits with a `query`, else the summary and namespace counts.",
+                "Hits with a `query`; `{format, tools}` with a `format`; else the summary and namespace counts.",
                 schema_of::<ToolsAnswer>,
-            ),
+            )
+            .errors(&[S::BAD_REQUEST]),
         Route::get("/v1/tools/{path}", describe)
             .doc(
                 "describeTool",
@@ -181,6 +185,7 @@ fn routes() -> Vec<Route<AppState>> {
     ]
     .into_iter()
     .chain(agents::routes())
+    .chain(events::routes())
     .collect()
 }
 
@@ -339,7 +344,9 @@ impl From<EngineError> for ApiError {
             EngineError::AlreadyAnswered { .. } | EngineError::RuntimeChanged { .. } => {
                 StatusCode::CONFLICT
             }
-            EngineError::Denied { .. } | EngineError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            EngineError::Denied { .. }
+            | EngineError::DeniedByPolicy { .. }
+            | EngineError::Forbidden { .. } => StatusCode::FORBIDDEN,
             EngineError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             EngineError::Expired { .. } => StatusCode::GONE,
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
@@ -399,6 +406,11 @@ struct SearchParams {
     limit: Option<usize>,
     /// Only tools of this namespace.
     namespace: Option<String>,
+    /// Instead of a search: the whole view as definitions in this format (`mcp`, `openai` or
+    /// `anthropic`).
+    format: Option<String>,
+    /// With `format`: only tools whose path matches this dot-glob (`tables.**`).
+    pattern: Option<String>,
 }
 
 async fn search(
@@ -408,6 +420,12 @@ async fn search(
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
     let q = query(q)?;
+    if let Some(format) = &q.format {
+        return export(&s, &caller, format, q.pattern.as_deref());
+    }
+    if q.pattern.is_some() {
+        return Err(bad_request("'pattern' goes with 'format' (an export)"));
+    }
     match q.query.as_deref().filter(|t| !t.trim().is_empty()) {
         Some(text) => {
             let answer =
@@ -468,9 +486,28 @@ async fn run_script(
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
     let request: RunScriptArgs = json_body(&body)?;
+    if events::wants_stream(&headers) {
+        return events::run_streaming(s.engine.clone(), caller, request);
+    }
     Ok(outcome_response(
         s.engine.run_script_args(&caller, request).await?,
     ))
+}
+
+/// `GET /v1/tools?format=...`: the caller's view as definitions in that format.
+fn export(
+    s: &AppState,
+    caller: &Caller,
+    format: &str,
+    pattern: Option<&str>,
+) -> Result<Response, ApiError> {
+    let format = ExportFormat::parse(format).map_err(bad_request)?;
+    let pattern = pattern
+        .map(Pattern::parse)
+        .transpose()
+        .map_err(|e| bad_request(format!("invalid pattern: {e}")))?;
+    let tools = s.engine.export_tools(caller, format, pattern.as_ref());
+    Ok(Json(json!({ "format": format.as_str(), "tools": tools })).into_response())
 }
 
 async fn pending(

@@ -64,7 +64,8 @@ pub(crate) struct Operation {
     pub query: Option<SchemaFn>,
     pub body: Option<(&'static str, SchemaFn)>,
     /// Answers with a body of their own: status, description, schema.
-    pub answers: Vec<(StatusCode, &'static str, SchemaFn)>,
+    /// Status, description, body schema and media type of each answer.
+    pub answers: Vec<(StatusCode, &'static str, SchemaFn, &'static str)>,
     /// Error statuses of the route's own; [`Operation::error_statuses`] adds those every route
     /// of its kind can answer.
     pub errors: Vec<StatusCode>,
@@ -146,7 +147,18 @@ impl<S: Clone + Send + Sync + 'static> Route<S> {
 
     /// An answer with a JSON body of this schema.
     pub fn answers(mut self, status: StatusCode, description: &'static str, s: SchemaFn) -> Self {
-        self.op.answers.push((status, description, s));
+        self.op
+            .answers
+            .push((status, description, s, "application/json"));
+        self
+    }
+
+    /// An answer streamed as Server-Sent Events (`text/event-stream`); `s` is the schema of
+    /// each message's `data`.
+    pub fn streams(mut self, status: StatusCode, description: &'static str, s: SchemaFn) -> Self {
+        self.op
+            .answers
+            .push((status, description, s, "text/event-stream"));
         self
     }
 
@@ -271,12 +283,12 @@ fn operation(
         out["security"] = json!([]);
     }
     let mut responses = Map::new();
-    for (status, description, schema) in &op.answers {
+    for (status, description, schema, media) in &op.answers {
         responses.insert(
             status.as_u16().to_string(),
             json!({
                 "description": description,
-                "content": {"application/json": {"schema": schema(answers)}},
+                "content": {*media: {"schema": schema(answers)}},
             }),
         );
     }

@@ -1095,3 +1095,207 @@ async fn client_tools_questions_and_cancel_over_http() {
         .await;
     assert_eq!((s.as_u16(), code(&v)), (409, "already_settled"));
 }
+
+/// Reads a whole Server-Sent Events body: (id, event, data) of each message.
+fn sse_messages(text: &str) -> Vec<(Option<i64>, String, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let (mut id, mut event, mut data) = (None, String::new(), String::new());
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            (!data.is_empty()).then(|| (id, event, serde_json::from_str(&data).unwrap()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn events_stream_inline_and_replay_from_last_event_id() {
+    let api = start().await;
+    let calc = json!({"name": "calculator", "inputSchema": {"type": "object"}});
+    let body = json!({
+        "script": "console.log('first'); const e = await tools.demo.echo({msg: 'x', api_key: 'sk-live-1'}); const c = await tools.client.calculator({a: 1}); console.log('after', c); return [e.echo, c];",
+        "clientTools": [calc],
+    });
+    let r = api
+        .http
+        .post(format!("{}/v1/scripts", api.base))
+        .bearer_auth("k-alice")
+        .header("accept", "text/event-stream")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let inline = sse_messages(&r.text().await.unwrap());
+    let kinds: Vec<&str> = inline.iter().map(|m| m.1.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "started",
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "log",
+            "paused",
+            "outcome"
+        ],
+        "{inline:?}"
+    );
+    let ids: Vec<i64> = inline.iter().filter_map(|m| m.0).collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    // Redacted like the audit log.
+    assert_eq!(inline[1].2["arguments"]["api_key"], "[REDACTED]");
+    assert_eq!(inline[5].2["status"], "tool_call_required");
+    let outcome = &inline[6].2;
+    assert_eq!(outcome["status"], "tool_call_required");
+    let id = outcome["executionId"].as_str().unwrap().to_string();
+    let call_id = outcome["toolCalls"][0]["callId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Another principal cannot follow it; a bad Last-Event-ID is refused.
+    let (s, v) = api
+        .get(&format!("/v1/executions/{id}/events"), "k-bob")
+        .await;
+    assert_eq!((s.as_u16(), code(&v)), (404, "unknown_execution"));
+    let r = api
+        .http
+        .get(format!("{}/v1/executions/{id}/events", api.base))
+        .bearer_auth("k-alice")
+        .header("last-event-id", "x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    // A follower reconnecting after event 4 waits through the pause and sees the rest.
+    let follower = {
+        let (http, url) = (
+            api.http.clone(),
+            format!("{}/v1/executions/{id}/events", api.base),
+        );
+        tokio::spawn(async move {
+            let r = http
+                .get(url)
+                .bearer_auth("k-alice")
+                .header("last-event-id", "4")
+                .send()
+                .await
+                .unwrap();
+            sse_messages(&r.text().await.unwrap())
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let result = json!({"results": [{"callId": call_id, "result": 5}]}).to_string();
+    let (s, v) = api
+        .post(
+            &format!("/v1/executions/{id}/tool-results"),
+            "k-alice",
+            &result,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let rest = follower.await.unwrap();
+    let got: Vec<(i64, &str)> = rest.iter().map(|m| (m.0.unwrap(), m.1.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (5, "log"),
+            (6, "paused"),
+            (7, "resumed"),
+            (8, "tool_result"),
+            (9, "log"),
+            (10, "completed")
+        ],
+        "{rest:?}"
+    );
+    assert_eq!(rest[3].2["path"], "client.calculator");
+    assert_eq!(rest[4].2["message"], "after 5");
+    assert_eq!(rest[5].2["result"], json!(["x", 5]));
+    // Replay of a settled execution: everything after the id, then the stream ends.
+    let r = api
+        .http
+        .get(format!("{}/v1/executions/{id}/events?after=8", api.base))
+        .bearer_auth("k-alice")
+        .send()
+        .await
+        .unwrap();
+    let tail = sse_messages(&r.text().await.unwrap());
+    assert_eq!(
+        tail.iter().map(|m| m.0.unwrap()).collect::<Vec<_>>(),
+        [9, 10]
+    );
+}
+
+#[tokio::test]
+async fn the_view_exports_in_each_format_and_declares_back_as_client_tools() {
+    let api = start().await;
+    let (s, v) = api.get("/v1/tools?format=openai", "k-bob").await;
+    assert_eq!(s, 200, "{v}");
+    let tools = v["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    // Bob's view only, names in OpenAI's grammar.
+    assert_eq!(names, ["demo__delete", "demo__echo"]);
+    assert!(tools[0]["function"]["description"]
+        .as_str()
+        .unwrap()
+        .ends_with("[destructive]"));
+    let (_, v) = api
+        .get("/v1/tools?format=mcp&pattern=demo.echo", "k-bob")
+        .await;
+    assert_eq!(v["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(v["tools"][0]["annotations"]["readOnlyHint"], true);
+    let (s, v) = api.get("/v1/tools?format=gemini", "k-bob").await;
+    assert_eq!(s, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("gemini"),
+        "{v}"
+    );
+    let (s, _) = api.get("/v1/tools?format=mcp&pattern=Bad..", "k-bob").await;
+    assert_eq!(s, 400);
+
+    // Round trip: the exported definitions, declared as client tools, keep their schemas.
+    for format in ["openai", "anthropic", "mcp"] {
+        let (_, v) = api
+            .get(&format!("/v1/tools?format={format}"), "k-bob")
+            .await;
+        let script = "return await tools.describe.tool({path: 'client.demo_echo', schemas: true})";
+        let body = json!({"script": script, "clientTools": v["tools"]});
+        let (s, out) = api.post("/v1/scripts", "k-bob", &body.to_string()).await;
+        assert_eq!(s, 200, "{format}: {out}");
+        let (_, echo) = api.get("/v1/tools/demo.echo?schemas=true", "k-bob").await;
+        assert!(echo["inputSchema"].is_object(), "{echo}");
+        assert_eq!(
+            out["result"]["inputSchema"], echo["inputSchema"],
+            "{format}"
+        );
+        assert_eq!(out["result"]["name"], "demo__echo");
+    }
+
+    // An exported name calls the tool it stands for.
+    let (s, v) = api
+        .post(
+            "/v1/tools/demo__echo/call",
+            "k-bob",
+            r#"{"msg": "via name"}"#,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"]["echo"], "via name");
+}

@@ -23,14 +23,17 @@
 mod admit;
 mod elicit;
 mod meta;
+mod progress;
 pub mod sessions;
+mod tasks;
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -162,7 +165,13 @@ fn object_schema(v: Value) -> Arc<Map<String, Value>> {
 
 impl ServerHandler for ToolshedMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build(),
+        )
             .with_server_info(
                 Implementation::new("toolshed", env!("CARGO_PKG_VERSION")).with_title("Toolshed tool gateway"),
             )
@@ -232,17 +241,32 @@ impl ServerHandler for ToolshedMcp {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let name = request.name.as_ref();
         let resume_tool = self.options.resume_tool;
+        // A client of the tasks extension gets a paused run as a task to poll, not an
+        // elicitation in the middle of the call.
+        let as_task = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        let peer = (!as_task).then_some(&ctx.peer);
         if let Some(r) = meta::call_meta(
             &self.engine,
             &caller,
             name,
             &args,
-            Some(&ctx.peer),
-            resume_tool,
+            meta::MetaCall {
+                peer,
+                progress: ctx.meta.get_progress_token(),
+                resume_tool,
+                as_task,
+            },
         )
         .await
         {
-            return Ok(r.into());
+            return Ok(match r {
+                meta::MetaAnswer::Done(r) => r.into(),
+                meta::MetaAnswer::Task(o) => {
+                    CallToolResponse::Task(CreateTaskResult::new(tasks::of_paused(&o)))
+                }
+            });
         }
         if !self.options.direct {
             return Ok(error_result(&EngineError::NotFound {
@@ -252,12 +276,49 @@ impl ServerHandler for ToolshedMcp {
         }
         let path = path_from_mcp_name(name);
         let result = match self.engine.call(&caller, &path, args).await {
-            Ok(o) => {
-                outcome_result(&elicit::settle(&self.engine, &caller, o, Some(&ctx.peer)).await)
+            Ok(o) if as_task && o.is_paused() => {
+                return Ok(CallToolResponse::Task(CreateTaskResult::new(
+                    tasks::of_paused(&o),
+                )))
             }
+            Ok(o) => outcome_result(&elicit::settle(&self.engine, &caller, o, peer).await),
             Err(e) => error_result(&e),
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let task = tasks::get(&self.engine, &caller, &request.task_id).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&ctx)?;
+        tasks::update(
+            &self.engine,
+            &caller,
+            &request.task_id,
+            request.input_responses,
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&ctx)?;
+        tasks::cancel(&self.engine, &caller, &request.task_id).await
     }
 }
 

@@ -73,6 +73,18 @@ pub fn search_text(answer: &toolshed_engine::SearchAnswer) -> String {
     out
 }
 
+/// How a meta-tool call is answered besides its arguments.
+pub(crate) struct MetaCall<'a> {
+    /// The session, to elicit waits through (none: waits come back as the answer).
+    pub peer: Option<&'a Peer<RoleServer>>,
+    /// The request's progress token: a script's events go out as progress notifications.
+    pub progress: Option<rmcp::model::ProgressToken>,
+    /// Whether `resume` is a meta-tool.
+    pub resume_tool: bool,
+    /// The client takes a paused run as a task.
+    pub as_task: bool,
+}
+
 /// Dispatches a meta-tool call through the engine's operation definitions; `None` when `name`
 /// is not a meta-tool (`resume` is not one when `resume_tool` is off).
 pub(crate) async fn call_meta(
@@ -80,9 +92,14 @@ pub(crate) async fn call_meta(
     caller: &Caller,
     name: &str,
     args: &Value,
-    peer: Option<&Peer<RoleServer>>,
-    resume_tool: bool,
-) -> Option<CallToolResult> {
+    how: MetaCall<'_>,
+) -> Option<MetaAnswer> {
+    let MetaCall {
+        peer,
+        progress,
+        resume_tool,
+        as_task,
+    } = how;
     if !META_TOOLS.contains(&name) || (name == "resume" && !resume_tool) {
         return None;
     }
@@ -95,10 +112,32 @@ pub(crate) async fn call_meta(
             .and_then(Value::as_bool)
             .unwrap_or(false);
     // The agent decides through its own tool: the engine's rule says whether it may.
+    // A script's events go to a client that asked for progress.
+    let progress =
+        match (op, peer, progress) {
+            (Op::RunScript, Some(peer), Some(token)) => Some(
+                crate::progress::ProgressRelay::start(engine, peer.clone(), token),
+            ),
+            _ => None,
+        };
     let answer = engine
-        .dispatch(caller, op, args.clone(), DecisionChannel::AgentTool)
+        .dispatch_as(
+            caller,
+            op,
+            args.clone(),
+            DecisionChannel::AgentTool,
+            progress.as_ref().map(|p| p.execution_id.clone()),
+        )
         .await;
-    Some(match answer {
+    if let Some(p) = progress {
+        p.finish(engine).await;
+    }
+    if let Ok(OpAnswer::Outcome(o)) = &answer {
+        if as_task && o.is_paused() {
+            return Some(MetaAnswer::Task(o.clone()));
+        }
+    }
+    Some(MetaAnswer::Done(match answer {
         Err(e) => error_result(&e),
         Ok(OpAnswer::Search(a)) if text_search => text_result(search_text(&a), false),
         Ok(OpAnswer::Search(a)) => text_result(
@@ -114,5 +153,11 @@ pub(crate) async fn call_meta(
             outcome_result(&crate::elicit::settle(engine, caller, o, peer).await)
         }
         Ok(OpAnswer::Waiting(list)) => text_result(json_text(&json!({"executions": list})), false),
-    })
+    }))
+}
+
+/// A meta-tool's answer: a result, or a paused run to hand out as a task.
+pub(crate) enum MetaAnswer {
+    Done(CallToolResult),
+    Task(toolshed_engine::Outcome),
 }

@@ -78,6 +78,7 @@ async fn setup(
             // Like the built-in local principal: decides everything, also through `resume`.
             decide: vec!["**".into()],
             self_decide: true,
+            ..Role::default()
         }],
         vec![Principal {
             id: "me".into(),

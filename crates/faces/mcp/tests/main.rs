@@ -3,4 +3,6 @@
 mod decisions;
 mod elicitation;
 mod list_changed;
+mod progress;
 mod sessions;
+mod tasks;

@@ -25,7 +25,7 @@ use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Se
 
 pub use toolshed_n8n::{cleartext_warning, N8nLogin};
 
-use toolshed_sources::{import_openapi_blocking, SourcesError};
+use toolshed_registry::{import_openapi_blocking, SourcesError};
 
 /// The header n8n's public API reads its key from.
 pub const API_KEY_HEADER: &str = "X-N8N-API-KEY";

@@ -190,34 +190,46 @@ fn parse_filter(v: &Value, table: &str, columns: &[ColumnDef], depth: usize) -> 
                     keys(obj)
                 )));
             }
-            if key == "not" {
-                return Ok(Filter::Not(Box::new(parse_filter(
-                    inner,
-                    table,
-                    columns,
-                    depth + 1,
-                )?)));
-            }
-            let Value::Array(items) = inner else {
-                return Err(bad(format!(
-                    "'{key}' takes an array of filters, got {}",
-                    json_type(inner)
-                )));
-            };
-            if items.is_empty() {
-                return Err(bad(format!("'{key}' needs at least one filter")));
-            }
-            let parts = items
-                .iter()
-                .map(|i| parse_filter(i, table, columns, depth + 1))
-                .collect::<Result<Vec<_>>>()?;
-            return Ok(if key == "and" {
-                Filter::And(parts)
-            } else {
-                Filter::Or(parts)
-            });
+            return parse_group(key, inner, table, columns, depth);
         }
     }
+    parse_condition(obj, table, columns)
+}
+
+/// `{"and": [...]}`, `{"or": [...]}` or `{"not": {...}}`.
+fn parse_group(
+    key: &str,
+    inner: &Value,
+    table: &str,
+    columns: &[ColumnDef],
+    depth: usize,
+) -> Result<Filter> {
+    if key == "not" {
+        let negated = parse_filter(inner, table, columns, depth + 1)?;
+        return Ok(Filter::Not(Box::new(negated)));
+    }
+    let Value::Array(items) = inner else {
+        return Err(bad(format!(
+            "'{key}' takes an array of filters, got {}",
+            json_type(inner)
+        )));
+    };
+    if items.is_empty() {
+        return Err(bad(format!("'{key}' needs at least one filter")));
+    }
+    let parts = items
+        .iter()
+        .map(|i| parse_filter(i, table, columns, depth + 1))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(if key == "and" {
+        Filter::And(parts)
+    } else {
+        Filter::Or(parts)
+    })
+}
+
+/// `{"column", "op", "value"}`: the column must exist and the value fit its type and the op.
+fn parse_condition(obj: &Map<String, Value>, table: &str, columns: &[ColumnDef]) -> Result<Filter> {
     if let Some(k) = obj
         .keys()
         .find(|k| !matches!(k.as_str(), "column" | "op" | "value"))
@@ -250,7 +262,23 @@ fn parse_filter(v: &Value, table: &str, columns: &[ColumnDef], depth: usize) -> 
         columns: vec![column.clone()],
         available: describe_columns(columns),
     })?;
-    let value = obj.get("value");
+    let values = condition_values(op, op_name, ty, &column, obj.get("value"))?;
+    Ok(Filter::Cond(Condition {
+        column,
+        ty,
+        op,
+        values,
+    }))
+}
+
+/// The operands of `op` on a column of type `ty`, each normalized to the column's type.
+fn condition_values(
+    op: Op,
+    op_name: &str,
+    ty: ColumnType,
+    column: &str,
+    value: Option<&Value>,
+) -> Result<Vec<Value>> {
     let here = format!("filter '{op_name}'");
     let one = |v: Option<&Value>| -> Result<Value> {
         match v {
@@ -258,48 +286,37 @@ fn parse_filter(v: &Value, table: &str, columns: &[ColumnDef], depth: usize) -> 
             Some(Value::Null) => Err(bad(format!(
                 "'{op_name}' on '{column}' compares with null; use 'isNull' or 'isNotNull'"
             ))),
-            Some(v) => normalize_value(ty, &column, v, Site::Other(&here)),
+            Some(v) => normalize_value(ty, column, v, Site::Other(&here)),
         }
     };
-    let values = match op {
+    match op {
         Op::IsNull | Op::IsNotNull => {
             if value.is_some_and(|v| !v.is_null()) {
                 return Err(bad(format!("'{op_name}' on '{column}' takes no 'value'")));
             }
-            vec![]
+            Ok(vec![])
         }
         Op::In => match value {
-            Some(Value::Array(items)) if !items.is_empty() => items
-                .iter()
-                .map(|i| one(Some(i)))
-                .collect::<Result<Vec<_>>>()?,
-            _ => {
-                return Err(bad(format!(
-                    "'in' on '{column}' needs 'value' to be a non-empty array"
-                )))
+            Some(Value::Array(items)) if !items.is_empty() => {
+                items.iter().map(|i| one(Some(i))).collect()
             }
+            _ => Err(bad(format!(
+                "'in' on '{column}' needs 'value' to be a non-empty array"
+            ))),
         },
-        Op::Gt | Op::Gte | Op::Lt | Op::Lte if ty == ColumnType::Json => {
-            return Err(bad(format!(
-                "'{op_name}' is not defined on json column '{column}'"
-            )))
-        }
+        Op::Gt | Op::Gte | Op::Lt | Op::Lte if ty == ColumnType::Json => Err(bad(format!(
+            "'{op_name}' is not defined on json column '{column}'"
+        ))),
         Op::Contains | Op::StartsWith
             if ty != ColumnType::String && !(op == Op::Contains && ty == ColumnType::Json) =>
         {
-            return Err(bad(format!(
+            Err(bad(format!(
                 "'{op_name}' needs a string column, but '{column}' is {}",
                 ty.as_str()
             )))
         }
-        _ => vec![one(value)?],
-    };
-    Ok(Filter::Cond(Condition {
-        column,
-        ty,
-        op,
-        values,
-    }))
+        _ => Ok(vec![one(value)?]),
+    }
 }
 
 fn keys(obj: &Map<String, Value>) -> String {

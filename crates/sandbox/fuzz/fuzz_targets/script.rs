@@ -19,7 +19,7 @@ use futures::FutureExt;
 use libfuzzer_sys::fuzz_target;
 use toolshed_sandbox::{
     run, Determinism, Host, HostCall, HostError, HostReply, Limits, ScriptErrorKind, Status,
-    Target,
+    CallTarget,
 };
 
 /// Echoes arguments; `fail.*` rejects; `stop.*` suspends.
@@ -28,10 +28,10 @@ struct Echo;
 impl Host for Echo {
     fn call(&self, call: HostCall) -> BoxFuture<'static, HostReply> {
         let reply = match &call.target {
-            Target::Tool(p) if p.starts_with("fail.") => {
+            CallTarget::Tool(p) if p.starts_with("fail.") => {
                 HostReply::Err(HostError::new("boom", "it failed"))
             }
-            Target::Tool(p) if p.starts_with("stop.") => HostReply::Suspend,
+            CallTarget::Tool(p) if p.starts_with("stop.") => HostReply::Suspend,
             _ => HostReply::Ok(call.args),
         };
         futures::future::ready(reply).boxed()

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
 use toolshed_sandbox::{
-    run, Determinism, Host, HostCall, HostError, HostReply, Limits, Outcome, Target,
+    run, CallTarget, Determinism, Host, HostCall, HostError, HostReply, Limits, RunOutcome,
 };
 
 /// Answers by path:
@@ -33,10 +33,10 @@ impl Host for TestHost {
     fn call(&self, call: HostCall) -> BoxFuture<'static, HostReply> {
         self.calls.lock().unwrap().push(call.clone());
         let path = match &call.target {
-            Target::Tool(p) => p.clone(),
-            Target::Search => "<search>".into(),
-            Target::Describe => "<describe>".into(),
-            Target::Ask => "<ask>".into(),
+            CallTarget::Tool(p) => p.clone(),
+            CallTarget::Search => "<search>".into(),
+            CallTarget::Describe => "<describe>".into(),
+            CallTarget::Ask => "<ask>".into(),
         };
         let echo = json!({"seq": call.seq, "target": call.target.to_string(), "args": call.args});
         if path.starts_with("fail.") {
@@ -80,11 +80,11 @@ pub fn quick_limits() -> Limits {
     }
 }
 
-pub async fn run_with(source: &str, host: Arc<dyn Host>, limits: &Limits) -> Outcome {
+pub async fn run_with(source: &str, host: Arc<dyn Host>, limits: &Limits) -> RunOutcome {
     run(source, host, limits, det()).await
 }
 
-pub async fn run_simple(source: &str) -> Outcome {
+pub async fn run_simple(source: &str) -> RunOutcome {
     run_with(source, Arc::new(TestHost::default()), &quick_limits()).await
 }
 
@@ -115,7 +115,7 @@ impl Host for JournalHandle {
             if let Some(v) = host.journal.lock().unwrap().get(&call.seq).cloned() {
                 return HostReply::Ok(v);
             }
-            let Target::Tool(path) = &call.target else {
+            let CallTarget::Tool(path) = &call.target else {
                 return HostReply::Err(HostError::new("unsupported", "tools only"));
             };
             if path.starts_with("danger.") && !host.approved.load(Ordering::SeqCst) {
@@ -150,7 +150,7 @@ pub async fn run_in(
     source: &str,
     host: Arc<dyn Host>,
     limits: &Limits,
-) -> Outcome {
+) -> RunOutcome {
     let permit = sandbox.admit().await.expect("admitted");
     sandbox.run(permit, source, host, limits, det()).await
 }

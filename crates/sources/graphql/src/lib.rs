@@ -57,7 +57,7 @@ pub use toolshed_outbound::{ApiKeyLocation, AuthConfig, Secret};
 
 use http::{HttpClient, HttpFailure};
 use input::InputSchemas;
-use load::Loaded;
+use load::ParsedSchema;
 use selection::Selections;
 
 /// The argument name that overrides a tool's default selection set.
@@ -238,11 +238,11 @@ fn root_type(schema: &Schema, kind: OperationKind) -> Option<Name> {
 }
 
 fn build(
-    loaded: Loaded,
+    loaded: ParsedSchema,
     opts: &GraphqlOptions,
     client: Arc<HttpClient>,
 ) -> Result<Imported, GraphqlError> {
-    let Loaded {
+    let ParsedSchema {
         schema,
         mut warnings,
     } = loaded;

@@ -12,13 +12,13 @@ use serde_json::Value;
 use crate::error::GraphqlError;
 
 /// A schema and the problems that were tolerated while building it.
-pub(crate) struct Loaded {
+pub(crate) struct ParsedSchema {
     pub schema: Schema,
     pub warnings: Vec<String>,
 }
 
 /// Parses SDL leniently.
-pub(crate) fn from_sdl(sdl: &str, source_name: &str) -> Result<Loaded, GraphqlError> {
+pub(crate) fn from_sdl(sdl: &str, source_name: &str) -> Result<ParsedSchema, GraphqlError> {
     let document = match Parser::new().parse_ast(sdl, source_name) {
         Ok(doc) => doc,
         Err(with_errors) => {
@@ -46,7 +46,7 @@ pub(crate) fn from_sdl(sdl: &str, source_name: &str) -> Result<Loaded, GraphqlEr
         .add_ast(&document)
         .build();
     match built {
-        Ok(schema) => Ok(Loaded {
+        Ok(schema) => Ok(ParsedSchema {
             schema,
             warnings: Vec::new(),
         }),
@@ -62,7 +62,7 @@ pub(crate) fn from_sdl(sdl: &str, source_name: &str) -> Result<Loaded, GraphqlEr
                     None => format!("{source_name}: {}", d.error),
                 })
                 .collect();
-            Ok(Loaded {
+            Ok(ParsedSchema {
                 schema: with_errors.partial,
                 warnings,
             })

@@ -43,7 +43,7 @@ pub use crate::supervisor::backoff_delay;
 /// A connected upstream MCP server. Cheap to clone; all clones share one session.
 #[derive(Clone)]
 pub struct Upstream {
-    inner: Arc<Inner>,
+    inner: Arc<UpstreamState>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -57,11 +57,11 @@ impl std::fmt::Debug for Upstream {
 }
 
 /// Owned by handles; dropping the last one shuts the upstream down.
-struct Inner {
+struct UpstreamState {
     shared: Arc<Shared>,
 }
 
-impl Drop for Inner {
+impl Drop for UpstreamState {
     fn drop(&mut self) {
         self.shared.shutdown.send_replace(true);
     }
@@ -127,7 +127,7 @@ impl Upstream {
         tokio::spawn(supervise(shared.clone(), conn, session));
         tokio::spawn(refresh_loop(shared.clone(), events_rx));
         Ok(Self {
-            inner: Arc::new(Inner { shared }),
+            inner: Arc::new(UpstreamState { shared }),
         })
     }
 

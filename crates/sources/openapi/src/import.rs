@@ -20,7 +20,7 @@ use crate::schema::{Converter, Deps, Mode, Version};
 use crate::security::{OperationAuth, SchemeCredentials, Security};
 
 /// Progress callback: (operations done, operations total).
-pub type Progress = Box<dyn Fn(usize, usize) + Send + Sync>;
+pub type ImportProgress = std::sync::Arc<dyn Fn(usize, usize) + Send + Sync>;
 
 /// How to import a document.
 #[derive(Default)]
@@ -43,7 +43,7 @@ pub struct ImportOptions {
     pub outbound: Option<Outbound>,
     /// The directory relative-file `$ref`s of the root document are resolved against.
     pub base_dir: Option<PathBuf>,
-    pub progress: Option<Progress>,
+    pub progress: Option<ImportProgress>,
 }
 
 impl std::fmt::Debug for ImportOptions {
@@ -397,40 +397,47 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
         base_url: Option<&str>,
     ) -> Result<(Value, Option<Value>, OperationPlan), String> {
         let where_ = format!("{} {path}", method.to_uppercase());
-        let docs = self.conv.docs();
-        // Parameters: path-level first, overridden by operation-level (same name and location).
-        let mut params: Vec<(DocId, &Value)> = Vec::new();
-        for list in [item.get("parameters"), op.get("parameters")] {
-            let Some(list) = list.and_then(Value::as_array) else {
-                continue;
-            };
-            for p in list {
-                let (pdoc, p) = docs
-                    .deref(item_doc, p)
-                    .map_err(|e| format!("parameter: {e}"))?;
-                let key = (
-                    str_of(p, "name").unwrap_or(""),
-                    str_of(p, "in").unwrap_or(""),
-                );
-                params.retain(|(_, q)| {
-                    (
-                        str_of(q, "name").unwrap_or(""),
-                        str_of(q, "in").unwrap_or(""),
-                    ) != key
-                });
-                params.push((pdoc, p));
-            }
-        }
+        let params = merged_parameters(self.conv.docs(), item_doc, item, op)?;
         let mut input = Input {
             props: Vec::new(),
             names: HashSet::new(),
             deps: Vec::new(),
         };
-        let mut bindings = Vec::new();
-        let mut body_binding = None;
-        let mut form_fields: Vec<(DocId, &Value)> = Vec::new();
-        let mut v2_body: Option<(DocId, &Value)> = None;
-        for (pdoc, p) in &params {
+        let bound = self.bind_parameters(&mut input, &params, &where_)?;
+        let body_binding = if self.version == Version::Swagger2 {
+            self.swagger2_body(&mut input, root, op, &bound, &where_)?
+        } else {
+            self.request_body(&mut input, item_doc, op, &where_)?
+        };
+        let schema = self.input_schema(input);
+        let output = self.output_schema(item_doc, op, &where_);
+        let plan = OperationPlan {
+            method: Method::from_bytes(method.to_uppercase().as_bytes())
+                .map_err(|e| e.to_string())?,
+            path: path.to_string(),
+            base_url: base_url.map(String::from),
+            params: bound.params,
+            body: body_binding,
+            auth: Vec::new(),
+            auth_unmet: None,
+        };
+        Ok((schema, output, plan))
+    }
+
+    /// Binds each path, query, header and cookie parameter as an input property; Swagger 2.0
+    /// `body` and `formData` parameters are set apart for the body.
+    fn bind_parameters<'p>(
+        &mut self,
+        input: &mut Input,
+        params: &[(DocId, &'p Value)],
+        where_: &str,
+    ) -> Result<BoundParams<'p>, String> {
+        let mut bound = BoundParams {
+            params: Vec::new(),
+            form_fields: Vec::new(),
+            v2_body: None,
+        };
+        for (pdoc, p) in params {
             let Some(name) = p.get("name").and_then(Value::as_str) else {
                 continue;
             };
@@ -440,11 +447,11 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
                 "header" => Location::Header,
                 "cookie" => Location::Cookie,
                 "body" => {
-                    v2_body = Some((*pdoc, p));
+                    bound.v2_body = Some((*pdoc, *p));
                     continue;
                 }
                 "formData" => {
-                    form_fields.push((*pdoc, p));
+                    bound.form_fields.push((*pdoc, *p));
                     continue;
                 }
                 _ => continue,
@@ -456,81 +463,91 @@ impl<'c, 'd, 'a> Builder<'c, 'd, 'a> {
                 continue;
             }
             let (raw_schema, style) = self.param_schema_and_style(p, location);
-            bindings.push(self.add_param(
-                &mut input, *pdoc, p, name, location, raw_schema, style, &where_,
-            )?);
+            bound
+                .params
+                .push(self.add_param(input, *pdoc, p, name, location, raw_schema, style, where_)?);
         }
-        // Request body.
-        if self.version == Version::Swagger2 {
-            let consumes: Vec<String> = op
-                .get("consumes")
-                .or_else(|| root.get("consumes"))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some((bdoc, bp)) = v2_body {
-                let kind = if consumes.is_empty()
-                    || consumes.iter().any(|c| kind_for(c) == BodyKind::Json)
-                {
+        Ok(bound)
+    }
+
+    /// A Swagger 2.0 body: the `body` parameter, else the `formData` fields (multipart when a
+    /// field is a file or the operation consumes multipart).
+    fn swagger2_body(
+        &mut self,
+        input: &mut Input,
+        root: &Value,
+        op: &Value,
+        bound: &BoundParams<'_>,
+        where_: &str,
+    ) -> Result<Option<BodyBinding>, String> {
+        let consumes: Vec<String> = op
+            .get("consumes")
+            .or_else(|| root.get("consumes"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some((bdoc, bp)) = bound.v2_body {
+            let kind =
+                if consumes.is_empty() || consumes.iter().any(|c| kind_for(c) == BodyKind::Json) {
                     BodyKind::Json
                 } else {
                     kind_for(&consumes[0])
                 };
-                let schema = bp.get("schema").cloned().unwrap_or(json!({}));
-                let required = bp.get("required") == Some(&Value::Bool(true));
-                body_binding =
-                    Some(self.add_body(&mut input, bdoc, &schema, kind, required, &where_)?);
-            } else if !form_fields.is_empty() {
-                let has_file = form_fields
-                    .iter()
-                    .any(|(_, p)| p.get("type").and_then(Value::as_str) == Some("file"));
-                let kind = if has_file || consumes.iter().any(|c| c.starts_with("multipart/")) {
-                    BodyKind::Multipart
-                } else {
-                    BodyKind::Form
-                };
-                let fields = self.v2_form_fields(&mut input, &form_fields, &where_)?;
-                body_binding = Some(BodyBinding::Fields { fields, kind });
-            }
-        } else if let Some(rb) = op.get("requestBody") {
-            let (rdoc, rb) = docs
-                .deref(item_doc, rb)
-                .map_err(|e| format!("requestBody: {e}"))?;
-            if let Some((media, mt)) = rb
-                .get("content")
-                .and_then(Value::as_object)
-                .and_then(content_pick)
-            {
-                let schema = mt.get("schema").cloned().unwrap_or(json!({}));
-                let required = rb.get("required") == Some(&Value::Bool(true));
-                let media = media.to_string();
-                body_binding = Some(self.add_body(
-                    &mut input,
-                    rdoc,
-                    &schema,
-                    kind_for(&media),
-                    required,
-                    &where_,
-                )?);
-            }
+            let schema = bp.get("schema").cloned().unwrap_or(json!({}));
+            let required = bp.get("required") == Some(&Value::Bool(true));
+            return Ok(Some(
+                self.add_body(input, bdoc, &schema, kind, required, where_)?,
+            ));
         }
-        let schema = self.input_schema(input);
-        let output = self.output_schema(item_doc, op, &where_);
-        let plan = OperationPlan {
-            method: Method::from_bytes(method.to_uppercase().as_bytes())
-                .map_err(|e| e.to_string())?,
-            path: path.to_string(),
-            base_url: base_url.map(String::from),
-            params: bindings,
-            body: body_binding,
-            auth: Vec::new(),
-            auth_unmet: None,
+        if bound.form_fields.is_empty() {
+            return Ok(None);
+        }
+        let has_file = bound
+            .form_fields
+            .iter()
+            .any(|(_, p)| p.get("type").and_then(Value::as_str) == Some("file"));
+        let kind = if has_file || consumes.iter().any(|c| c.starts_with("multipart/")) {
+            BodyKind::Multipart
+        } else {
+            BodyKind::Form
         };
-        Ok((schema, output, plan))
+        let fields = self.v2_form_fields(input, &bound.form_fields, where_)?;
+        Ok(Some(BodyBinding::Fields { fields, kind }))
+    }
+
+    /// An OpenAPI 3 `requestBody`: the first usable media type of its content.
+    fn request_body(
+        &mut self,
+        input: &mut Input,
+        item_doc: DocId,
+        op: &Value,
+        where_: &str,
+    ) -> Result<Option<BodyBinding>, String> {
+        let Some(rb) = op.get("requestBody") else {
+            return Ok(None);
+        };
+        let (rdoc, rb) = self
+            .conv
+            .docs()
+            .deref(item_doc, rb)
+            .map_err(|e| format!("requestBody: {e}"))?;
+        let Some((media, mt)) = rb
+            .get("content")
+            .and_then(Value::as_object)
+            .and_then(content_pick)
+        else {
+            return Ok(None);
+        };
+        let schema = mt.get("schema").cloned().unwrap_or(json!({}));
+        let required = rb.get("required") == Some(&Value::Bool(true));
+        let kind = kind_for(media);
+        Ok(Some(
+            self.add_body(input, rdoc, &schema, kind, required, where_)?,
+        ))
     }
 
     /// A parameter's schema before conversion and how its value is serialised: Swagger 2.0
@@ -763,6 +780,46 @@ fn token_url_trust(opts: &ImportOptions) -> Option<(&'static str, &str)> {
 }
 
 /// Imports every operation of `doc` as a tool.
+/// An operation's parameters after binding: the plan's parameters, and Swagger 2.0 body
+/// parameters kept for the body.
+struct BoundParams<'p> {
+    params: Vec<ParamBinding>,
+    form_fields: Vec<(DocId, &'p Value)>,
+    v2_body: Option<(DocId, &'p Value)>,
+}
+
+/// Path-level parameters, overridden by operation-level ones of the same name and location.
+fn merged_parameters<'d>(
+    docs: &'d Docs<'_>,
+    item_doc: DocId,
+    item: &'d Value,
+    op: &'d Value,
+) -> Result<Vec<(DocId, &'d Value)>, String> {
+    let mut params: Vec<(DocId, &Value)> = Vec::new();
+    for list in [item.get("parameters"), op.get("parameters")] {
+        let Some(list) = list.and_then(Value::as_array) else {
+            continue;
+        };
+        for p in list {
+            let (pdoc, p) = docs
+                .deref(item_doc, p)
+                .map_err(|e| format!("parameter: {e}"))?;
+            let key = (
+                str_of(p, "name").unwrap_or(""),
+                str_of(p, "in").unwrap_or(""),
+            );
+            params.retain(|(_, q)| {
+                (
+                    str_of(q, "name").unwrap_or(""),
+                    str_of(q, "in").unwrap_or(""),
+                ) != key
+            });
+            params.push((pdoc, p));
+        }
+    }
+    Ok(params)
+}
+
 pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiError> {
     let (version, paths) = check_document(doc, opts)?;
     let ns = opts.namespace.trim();
@@ -777,18 +834,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         outputs_dropped: 0,
     };
     let doc_base = document_base(doc, version);
-    let mut security = if opts.scheme_credentials.is_empty() {
-        None
-    } else {
-        Some(Security::new(
-            doc,
-            version,
-            &docs,
-            &opts.scheme_credentials,
-            opts.base_url.as_deref().or(doc_base.as_deref()),
-            token_url_trust(opts),
-        )?)
-    };
+    let mut security = scheme_security(doc, version, &docs, opts, doc_base.as_deref())?;
     let source_auth: Vec<AuthConfig> = match &opts.auth {
         AuthConfig::None => Vec::new(),
         a => vec![a.clone()],
@@ -820,13 +866,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                     .push((where_, "the operation is not an object".into()));
                 continue;
             }
-            let base_url = match &opts.base_url {
-                Some(u) => Some(u.clone()),
-                None => server_url(op.get("servers"))
-                    .or_else(|| server_url(item.get("servers")))
-                    .flatten()
-                    .or_else(|| doc_base.clone()),
-            };
+            let base_url = operation_base_url(opts, item, op, doc_base.as_deref());
             if base_url.is_none() && !no_base_warned {
                 no_base_warned = true;
                 result.warnings.push(
@@ -858,16 +898,10 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
                     continue;
                 }
             };
-            let (name, description) = name_and_description(op, &op_seg, &where_);
-            // Annotations by method; overrides are the registry's (`OverrideSpec`).
-            let ann = default_annotations(method);
-            let mut def = ToolDef::new(tp, name, description.trim())
-                .with_input(input)
-                .with_annotations(ann);
+            let mut def = tool_def(tp, ns, method, op, &op_seg, &where_).with_input(input);
             if let Some(o) = output {
                 def = def.with_output(o);
             }
-            def.origin = format!("source:{ns}");
             let op_auth = match &mut security {
                 Some(s) => s.for_operation(&where_, op),
                 None => OperationAuth {
@@ -897,6 +931,60 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             .extend(s.warnings().iter().map(ToString::to_string));
     }
     Ok(result)
+}
+
+/// Per-scheme credentials resolved against the document's security schemes, when any are given.
+fn scheme_security<'d>(
+    doc: &'d Value,
+    version: Version,
+    docs: &Docs<'d>,
+    opts: &ImportOptions,
+    doc_base: Option<&str>,
+) -> Result<Option<Security>, OpenApiError> {
+    if opts.scheme_credentials.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Security::new(
+        doc,
+        version,
+        docs,
+        &opts.scheme_credentials,
+        opts.base_url.as_deref().or(doc_base),
+        token_url_trust(opts),
+    )?))
+}
+
+/// The configured base URL, else the operation's, path item's or document's first server.
+fn operation_base_url(
+    opts: &ImportOptions,
+    item: &Value,
+    op: &Value,
+    doc_base: Option<&str>,
+) -> Option<String> {
+    match &opts.base_url {
+        Some(u) => Some(u.clone()),
+        None => server_url(op.get("servers"))
+            .or_else(|| server_url(item.get("servers")))
+            .flatten()
+            .or_else(|| doc_base.map(str::to_string)),
+    }
+}
+
+/// The tool's definition without schemas: name and description from the operation,
+/// annotations by method (overrides are the registry's `OverrideSpec`).
+fn tool_def(
+    tp: ToolPath,
+    ns: &str,
+    method: &str,
+    op: &Value,
+    op_seg: &str,
+    where_: &str,
+) -> ToolDef {
+    let (name, description) = name_and_description(op, op_seg, where_);
+    let mut def =
+        ToolDef::new(tp, name, description.trim()).with_annotations(default_annotations(method));
+    def.origin = format!("source:{ns}");
+    def
 }
 
 /// The document is an object of a known version with paths, and the namespace is usable.

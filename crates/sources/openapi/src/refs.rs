@@ -13,7 +13,7 @@ use serde_json::Value;
 pub(crate) type DocId = usize;
 
 /// A resolved reference.
-pub(crate) struct Target<'a> {
+pub(crate) struct Resolved<'a> {
     pub doc: DocId,
     pub value: &'a Value,
     pub key: String,
@@ -137,7 +137,7 @@ impl<'a> Docs<'a> {
     }
 
     /// Resolves `reference` as written in document `from`.
-    pub fn resolve(&self, from: DocId, reference: &str) -> Result<Target<'_>, String> {
+    pub fn resolve(&self, from: DocId, reference: &str) -> Result<Resolved<'_>, String> {
         let (file, fragment) = match reference.split_once('#') {
             Some((f, frag)) => (f, frag),
             None => (reference, ""),
@@ -187,7 +187,7 @@ impl<'a> Docs<'a> {
                 label = seg;
             }
         }
-        Ok(Target {
+        Ok(Resolved {
             doc,
             value: cur,
             key: format!("{doc}#{pointer}"),

@@ -248,99 +248,104 @@ impl<'d, 'a> Converter<'d, 'a> {
                     _ => {}
                 },
                 "nullable" | "x-nullable" => nullable = v.as_bool() == Some(true),
-                "properties" | "dependentSchemas" => {
-                    if let Some(props) = v.as_object() {
-                        let p = self.sub_map(doc, props, mode, deps, depth, false)?;
-                        out.insert(k.clone(), Value::Object(p));
+                _ => {
+                    let kept = match self.subschema_keyword(doc, k, v, mode, deps, depth)? {
+                        Some(kept) => Some(kept),
+                        None => self.value_keyword(doc, obj, k, v, mode, deps),
+                    };
+                    if let Some((key, value)) = kept {
+                        out.insert(key, value);
                     }
                 }
-                "patternProperties" => {
-                    if let Some(props) = v.as_object() {
-                        let p = self.sub_map(doc, props, mode, deps, depth, true)?;
-                        out.insert(k.clone(), Value::Object(p));
-                    }
-                }
-                "additionalProperties"
-                | "unevaluatedProperties"
-                | "not"
-                | "contains"
-                | "propertyNames"
-                | "if"
-                | "then"
-                | "else"
-                | "unevaluatedItems"
-                    if let Some(x) = self.sub(doc, v, mode, deps, depth)? =>
-                {
-                    out.insert(k.clone(), x);
-                }
-                "items" => {
-                    if v.is_array() {
-                        if let Some(x) = self.sub_list(doc, v, mode, deps, depth)? {
-                            out.insert("prefixItems".into(), x);
-                        }
-                    } else if let Some(x) = self.sub(doc, v, mode, deps, depth)? {
-                        out.insert(k.clone(), x);
-                    }
-                }
-                "prefixItems" | "allOf" | "anyOf" | "oneOf"
-                    if let Some(x) = self.sub_list(doc, v, mode, deps, depth)? =>
-                {
-                    out.insert(k.clone(), x);
-                }
-                "required" if let Some(names) = v.as_array().and_then(|a| unique_names(a)) => {
-                    out.insert(k.clone(), names);
-                }
-                "enum" if let Some(values) = v.as_array().and_then(|a| unique_values(a)) => {
-                    out.insert(k.clone(), values);
-                }
-                "minimum" | "maximum" if v.is_number() => {
-                    out.insert(k.clone(), v.clone());
-                }
-                "multipleOf" if v.as_f64().is_some_and(|f| f > 0.0) => {
-                    out.insert(k.clone(), v.clone());
-                }
-                "exclusiveMinimum" | "exclusiveMaximum" if v.is_number() => {
-                    out.insert(k.clone(), v.clone());
-                }
-                "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
-                | "maxProperties" | "minContains" | "maxContains"
-                    if let Some(c) = as_count(v) =>
-                {
-                    out.insert(k.clone(), c);
-                }
-                "uniqueItems" | "readOnly" | "writeOnly" | "deprecated" if v.is_boolean() => {
-                    out.insert(k.clone(), v.clone());
-                }
-                "pattern" => {
-                    if let Some(p) = v.as_str() {
-                        if self.pattern_ok(p) {
-                            out.insert(k.clone(), v.clone());
-                        }
-                    }
-                }
-                "format" | "title" | "description" | "contentMediaType" | "contentEncoding"
-                    if v.is_string() =>
-                {
-                    out.insert(k.clone(), v.clone());
-                }
-                "default" | "const" => {
-                    out.insert(k.clone(), v.clone());
-                }
-                "examples" if v.is_array() => {
-                    out.insert(k.clone(), v.clone());
-                }
-                "example" if !obj.contains_key("examples") => {
-                    out.insert("examples".into(), Value::Array(vec![v.clone()]));
-                }
-                "discriminator" if let Some(d) = self.discriminator(doc, v, mode, deps) => {
-                    out.insert(k.clone(), d);
-                }
-                _ => {}
             }
         }
         self.finish_bounds_and_types(obj, &mut out, types, nullable);
         self.filter_required(doc, obj, &mut out, mode);
         Ok(Value::Object(out))
+    }
+
+    /// A keyword holding schemas (`properties`, `items`, `allOf`, ...), its schemas converted;
+    /// `None` when `k` is no such keyword or holds nothing usable.
+    fn subschema_keyword(
+        &mut self,
+        doc: DocId,
+        k: &str,
+        v: &Value,
+        mode: Mode,
+        deps: &mut Deps,
+        depth: usize,
+    ) -> Result<Option<(String, Value)>, String> {
+        let converted = match k {
+            "properties" | "dependentSchemas" | "patternProperties" => match v.as_object() {
+                Some(props) => {
+                    let patterns = k == "patternProperties";
+                    let p = self.sub_map(doc, props, mode, deps, depth, patterns)?;
+                    Some(Value::Object(p))
+                }
+                None => None,
+            },
+            "additionalProperties"
+            | "unevaluatedProperties"
+            | "not"
+            | "contains"
+            | "propertyNames"
+            | "if"
+            | "then"
+            | "else"
+            | "unevaluatedItems" => self.sub(doc, v, mode, deps, depth)?,
+            // Draft-4 tuple `items` are 2020-12 `prefixItems`.
+            "items" if v.is_array() => {
+                let tuple = self.sub_list(doc, v, mode, deps, depth)?;
+                return Ok(tuple.map(|x| ("prefixItems".to_string(), x)));
+            }
+            "items" => self.sub(doc, v, mode, deps, depth)?,
+            "prefixItems" | "allOf" | "anyOf" | "oneOf" => {
+                self.sub_list(doc, v, mode, deps, depth)?
+            }
+            _ => None,
+        };
+        Ok(converted.map(|x| (k.to_string(), x)))
+    }
+
+    /// An assertion or annotation keyword kept when its value is well formed (`required`,
+    /// `enum`, bounds, `pattern`, `format`, `examples`, `discriminator`, ...).
+    fn value_keyword(
+        &mut self,
+        doc: DocId,
+        obj: &Map<String, Value>,
+        k: &str,
+        v: &Value,
+        mode: Mode,
+        deps: &mut Deps,
+    ) -> Option<(String, Value)> {
+        let kept = match k {
+            "required" => v.as_array().and_then(|a| unique_names(a)),
+            "enum" => v.as_array().and_then(|a| unique_values(a)),
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" if v.is_number() => {
+                Some(v.clone())
+            }
+            "multipleOf" if v.as_f64().is_some_and(|f| f > 0.0) => Some(v.clone()),
+            "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
+            | "maxProperties" | "minContains" | "maxContains" => as_count(v),
+            "uniqueItems" | "readOnly" | "writeOnly" | "deprecated" if v.is_boolean() => {
+                Some(v.clone())
+            }
+            "pattern" => v.as_str().filter(|p| self.pattern_ok(p)).map(|_| v.clone()),
+            "format" | "title" | "description" | "contentMediaType" | "contentEncoding"
+                if v.is_string() =>
+            {
+                Some(v.clone())
+            }
+            "default" | "const" => Some(v.clone()),
+            "examples" if v.is_array() => Some(v.clone()),
+            // OpenAPI 3.0's single `example` becomes `examples` unless both are given.
+            "example" if !obj.contains_key("examples") => {
+                return Some(("examples".into(), Value::Array(vec![v.clone()])));
+            }
+            "discriminator" => self.discriminator(doc, v, mode, deps),
+            _ => None,
+        };
+        kept.map(|x| (k.to_string(), x))
     }
 
     /// Each schema of a map (`properties`, `dependentSchemas`, or with `patterns` the

@@ -153,7 +153,7 @@ fn progress_is_reported() {
         &common::fixture("petstore.oas3.1.json"),
         &toolshed_openapi::ImportOptions {
             namespace: "p".into(),
-            progress: Some(Box::new(move |done, total| {
+            progress: Some(std::sync::Arc::new(move |done, total| {
                 assert!(done <= total && total == 20);
                 s2.store(done, Ordering::SeqCst);
             })),

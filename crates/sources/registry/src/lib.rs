@@ -19,7 +19,7 @@ pub mod store;
 pub use error::SourcesError;
 pub use load::{
     apply_overrides, auth_config, dry_run, import_openapi_blocking, load, scheme_credentials,
-    Loaded, Progress, Report, ToolSummary,
+    ImportProgress, LoadedSource, Report, ToolSummary,
 };
 pub use registry::{
     declare, declare_with_store, spawn_store_poll, Assembled, Declared, Origin, Registry, Rejected,

@@ -6,14 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use toolshed_core::{Pattern, Tool};
 use toolshed_graphql::{GraphqlOptions, SchemaInput};
 use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
-use toolshed_openapi::import::Progress as OpenApiProgress;
+pub use toolshed_openapi::import::ImportProgress;
 use toolshed_openapi::{ImportOptions, SchemeCredentials};
 use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret};
 
@@ -24,23 +23,20 @@ use crate::spec::{
     SchemeAuthKind, SchemeAuthSpec, SourceSpec,
 };
 
-/// Progress of an import: (operations done, operations total).
-pub type Progress = Arc<dyn Fn(usize, usize) + Send + Sync>;
-
 /// Default time one outbound request of an OpenAPI or GraphQL source may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A loaded source: its tools (overrides applied), warnings, and the MCP session if any.
-pub struct Loaded {
+pub struct LoadedSource {
     pub tools: Vec<Tool>,
     pub warnings: Vec<String>,
     /// Kept alive while the source is served; its change counter triggers re-listing.
     pub upstream: Option<Upstream>,
 }
 
-impl std::fmt::Debug for Loaded {
+impl std::fmt::Debug for LoadedSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loaded")
+        f.debug_struct("LoadedSource")
             .field("tools", &self.tools.len())
             .field("warnings", &self.warnings)
             .field("upstream", &self.upstream.is_some())
@@ -84,7 +80,7 @@ impl Report {
 /// Imports a source without keeping it: every tool it would create and every warning.
 pub async fn dry_run(
     spec: &SourceSpec,
-    progress: Option<Progress>,
+    progress: Option<ImportProgress>,
 ) -> Result<Report, SourcesError> {
     let loaded = load(spec, progress).await?;
     if let Some(up) = &loaded.upstream {
@@ -94,7 +90,10 @@ pub async fn dry_run(
 }
 
 /// Imports a source's tools and applies its overrides.
-pub async fn load(spec: &SourceSpec, progress: Option<Progress>) -> Result<Loaded, SourcesError> {
+pub async fn load(
+    spec: &SourceSpec,
+    progress: Option<ImportProgress>,
+) -> Result<LoadedSource, SourcesError> {
     spec.validate()?;
     let mut loaded = match spec {
         SourceSpec::Openapi(s) => load_openapi(s, progress.clone()).await?,
@@ -278,7 +277,10 @@ pub fn scheme_credentials(
         .collect()
 }
 
-async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loaded, SourcesError> {
+async fn load_openapi(
+    s: &OpenApiSpec,
+    progress: Option<ImportProgress>,
+) -> Result<LoadedSource, SourcesError> {
     let name = s.name.as_str();
     let (auth, schemes) = match &s.auth {
         Some(AuthSpec::Schemes { schemes }) => {
@@ -293,22 +295,22 @@ async fn load_openapi(s: &OpenApiSpec, progress: Option<Progress>) -> Result<Loa
         ..OutboundConfig::default()
     })
     .map_err(|e| SourcesError::import(name, e))?;
-    let doc = toolshed_openapi::load_document(&s.spec, &outbound)
+    let doc = toolshed_openapi::load_document(&s.location, &outbound)
         .await
         .map_err(|e| SourcesError::import(name, e))?;
-    let (is_remote, base_dir) = match toolshed_core::locate(&s.spec) {
+    let (is_remote, base_dir) = match toolshed_core::locate(&s.location) {
         toolshed_core::Location::Url(_) => (true, None),
         toolshed_core::Location::File(f) => (false, Path::new(f).parent().map(Path::to_path_buf)),
     };
     let opts = ImportOptions {
         namespace: name.to_string(),
         base_url: s.base_url.clone(),
-        spec_url: is_remote.then(|| s.spec.clone()),
+        spec_url: is_remote.then(|| s.location.clone()),
         auth,
         scheme_credentials: schemes,
         outbound: Some(outbound),
         base_dir,
-        progress: progress.map(|p| Box::new(move |done, total| p(done, total)) as OpenApiProgress),
+        progress,
     };
     import_openapi_blocking(name, doc, opts).await
 }
@@ -319,7 +321,7 @@ pub async fn import_openapi_blocking(
     name: &str,
     doc: serde_json::Value,
     opts: ImportOptions,
-) -> Result<Loaded, SourcesError> {
+) -> Result<LoadedSource, SourcesError> {
     let imported = tokio::task::spawn_blocking(move || toolshed_openapi::import(&doc, &opts))
         .await
         .map_err(|e| SourcesError::import(name, format!("import task failed: {e}")))?
@@ -331,14 +333,14 @@ pub async fn import_openapi_blocking(
             .into_iter()
             .map(|(op, why)| format!("skipped {op}: {why}")),
     );
-    Ok(Loaded {
+    Ok(LoadedSource {
         tools: imported.tools,
         warnings,
         upstream: None,
     })
 }
 
-async fn load_graphql(s: &GraphqlSpec) -> Result<Loaded, SourcesError> {
+async fn load_graphql(s: &GraphqlSpec) -> Result<LoadedSource, SourcesError> {
     let name = s.name.as_str();
     let mut opts = GraphqlOptions::new(name, s.endpoint.clone());
     opts.allow_private = s.allow_private;
@@ -376,7 +378,7 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<Loaded, SourcesError> {
     let imported = toolshed_graphql::import(input, &opts)
         .await
         .map_err(|e| SourcesError::import(name, e))?;
-    Ok(Loaded {
+    Ok(LoadedSource {
         tools: imported.tools,
         warnings: imported.warnings,
         upstream: None,
@@ -432,13 +434,13 @@ pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
     Ok(cfg)
 }
 
-async fn load_mcp(s: &McpSpec) -> Result<Loaded, SourcesError> {
+async fn load_mcp(s: &McpSpec) -> Result<LoadedSource, SourcesError> {
     let name = s.name.as_str();
     let upstream = Upstream::connect(upstream_config(s)?)
         .await
         .map_err(|e| SourcesError::import(name, e))?;
     match upstream.tools().await {
-        Ok(tools) => Ok(Loaded {
+        Ok(tools) => Ok(LoadedSource {
             tools,
             warnings: Vec::new(),
             upstream: Some(upstream),

@@ -217,16 +217,16 @@ impl Entry {
     }
 }
 
-struct Target {
+struct Publication {
     plugins: Vec<Plugin>,
     catalog: Arc<SharedCatalog>,
 }
 
 #[derive(Default)]
-struct Inner {
+struct RegistryState {
     entries: Mutex<BTreeMap<String, Entry>>,
     rejected: Mutex<Vec<SourceReport>>,
-    target: Mutex<Option<Target>>,
+    target: Mutex<Option<Publication>>,
     sync_lock: tokio::sync::Mutex<()>,
 }
 
@@ -245,10 +245,10 @@ pub struct Assembled {
     pub excluded: Vec<(String, String)>,
 }
 
-/// Loaded sources. Cheap to clone; clones share state.
+/// LoadedSource sources. Cheap to clone; clones share state.
 #[derive(Clone, Default)]
 pub struct Registry {
-    inner: Arc<Inner>,
+    inner: Arc<RegistryState>,
 }
 
 impl fmt::Debug for Registry {
@@ -461,7 +461,7 @@ impl Registry {
         catalog: Arc<SharedCatalog>,
     ) -> Result<Assembled, SourcesError> {
         let assembled = self.assemble(&plugins, &catalog)?;
-        *lock(&self.inner.target) = Some(Target { plugins, catalog });
+        *lock(&self.inner.target) = Some(Publication { plugins, catalog });
         Ok(assembled)
     }
 
@@ -501,7 +501,7 @@ impl Registry {
 
     /// Re-lists an upstream's tools whenever its change counter moves, then re-assembles.
     fn watch_upstream(&self, name: &str, upstream: &Upstream) -> tokio::task::JoinHandle<()> {
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let weak: Weak<RegistryState> = Arc::downgrade(&self.inner);
         let mut changes = upstream.subscribe_changes();
         let name = name.to_string();
         tokio::spawn(async move {

@@ -107,7 +107,7 @@ mod tests {
     fn spec(token: &str) -> SourceSpec {
         SourceSpec::Openapi(OpenApiSpec {
             name: "p".into(),
-            spec: "a.json".into(),
+            location: "a.json".into(),
             auth: Some(AuthSpec::Bearer {
                 token: token.into(),
             }),

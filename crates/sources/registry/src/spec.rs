@@ -65,8 +65,10 @@ pub enum SourceSpec {
 #[serde(deny_unknown_fields)]
 pub struct OpenApiSpec {
     pub name: String,
-    /// A file path or an `http(s)` URL.
-    pub spec: String,
+    /// Where the OpenAPI document is: a file path or an `http(s)` URL (`spec` in the
+    /// configuration).
+    #[serde(rename = "spec")]
+    pub location: String,
     /// Replaces the document's servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
@@ -381,7 +383,7 @@ impl SourceSpec {
         }
         match self {
             SourceSpec::Openapi(s) => {
-                if s.spec.trim().is_empty() {
+                if s.location.trim().is_empty() {
                     return Err(SourcesError::invalid(name, "'spec' is empty"));
                 }
                 if let Some(u) = &s.base_url {
@@ -518,7 +520,7 @@ impl SourceSpec {
             }
         };
         match self {
-            SourceSpec::Openapi(s) => abs(&mut s.spec),
+            SourceSpec::Openapi(s) => abs(&mut s.location),
             SourceSpec::Graphql(s) => {
                 if let Some(p) = &mut s.sdl {
                     abs(p);
@@ -559,8 +561,18 @@ pub fn is_env_ref(s: &str) -> bool {
     toolshed_outbound::secret::env_ref(s).is_some()
 }
 
-/// A source name is one tool-path segment: lowercase letters, digits and `_`.
+/// A source name is one tool-path segment: lowercase letters, digits and `_`, and not a
+/// namespace Toolshed uses itself ([`toolshed_core::path::RESERVED_NAMESPACES`]).
 pub fn validate_name(name: &str) -> Result<(), SourcesError> {
+    if toolshed_core::path::is_reserved_namespace(name) {
+        return Err(SourcesError::invalid(
+            name,
+            format!(
+                "'{name}' is a namespace Toolshed uses itself ({}); choose another name",
+                toolshed_core::path::RESERVED_NAMESPACES.join(", ")
+            ),
+        ));
+    }
     toolshed_core::ToolPath::join(name, "x")
         .ok()
         .filter(|p| p.segments().count() == 2)
@@ -605,7 +617,7 @@ mod tests {
     fn openapi(name: &str) -> SourceSpec {
         SourceSpec::Openapi(OpenApiSpec {
             name: name.into(),
-            spec: "a.json".into(),
+            location: "a.json".into(),
             ..Default::default()
         })
     }
@@ -631,6 +643,10 @@ mod tests {
     #[test]
     fn names_are_one_segment() {
         assert!(openapi("pets_2").validate().is_ok());
+        for reserved in toolshed_core::path::RESERVED_NAMESPACES {
+            let e = openapi(reserved).validate().unwrap_err().to_string();
+            assert!(e.contains("uses itself") && e.contains(reserved), "{e}");
+        }
         for bad in ["", "Pets", "a.b", "a-b", "a b"] {
             let e = openapi(bad).validate().unwrap_err();
             assert!(e.to_string().contains("one path segment"), "{bad}: {e}");
@@ -691,13 +707,13 @@ mod tests {
         let SourceSpec::Openapi(o) = &s else {
             unreachable!()
         };
-        assert_eq!(o.spec, "/base/a.json");
+        assert_eq!(o.location, "/base/a.json");
         let mut u = SourceSpec::Openapi(OpenApiSpec {
             name: "p".into(),
-            spec: "https://x/spec.json".into(),
+            location: "https://x/spec.json".into(),
             ..Default::default()
         });
         u.absolutize(Path::new("/base"));
-        assert!(matches!(&u, SourceSpec::Openapi(o) if o.spec == "https://x/spec.json"));
+        assert!(matches!(&u, SourceSpec::Openapi(o) if o.location == "https://x/spec.json"));
     }
 }

@@ -11,12 +11,12 @@ use axum::response::IntoResponse;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use toolshed_core::{Plugin, SharedCatalog, Tool, ToolContext, ToolDef, ToolError, ToolPath};
-use toolshed_sealed::SecretBox;
-use toolshed_sources::{
+use toolshed_registry::{
     declare, dry_run, spawn_store_poll, AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec,
     Origin, OverrideSpec, Registry, SchemeAuthKind, SchemeAuthSpec, Sealer, SourceSpec,
     SourceStore,
 };
+use toolshed_sealed::SecretBox;
 use toolshed_store::Store;
 
 fn fixture(name: &str) -> String {
@@ -30,7 +30,7 @@ fn fixture(name: &str) -> String {
 fn petstore(name: &str) -> OpenApiSpec {
     OpenApiSpec {
         name: name.into(),
-        spec: fixture("petstore.oas3.0.json"),
+        location: fixture("petstore.oas3.0.json"),
         base_url: Some("http://127.0.0.1:9/v2".into()),
         allow_private: true,
         ..Default::default()
@@ -176,7 +176,7 @@ async fn a_failing_source_does_not_block_the_others() {
     let registry = Registry::new();
     let broken = OpenApiSpec {
         name: "broken".into(),
-        spec: fixture("does-not-exist.json"),
+        location: fixture("does-not-exist.json"),
         ..Default::default()
     };
     let missing_child = McpSpec {
@@ -300,7 +300,14 @@ fn test_upstream() -> PathBuf {
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "toolshed-mcp-source", "--bins"])
+            .args([
+                "build",
+                "-p",
+                "toolshed-mcp-source",
+                "--features",
+                "test-upstream",
+                "--bins",
+            ])
             .status()
             .expect("run cargo build for the test upstream");
         assert!(status.success(), "building toolshed-test-upstream failed");
@@ -606,7 +613,7 @@ async fn per_scheme_credentials_reach_the_calls() {
     };
     spec.base_url = Some(format!("http://{addr}/v2"));
     let spec = SourceSpec::Openapi(spec);
-    let loaded = toolshed_sources::load(&spec, None).await.unwrap();
+    let loaded = toolshed_registry::load(&spec, None).await.unwrap();
     let inv = loaded
         .tools
         .iter()
@@ -667,7 +674,7 @@ fn overrides_change_flags_and_hide_on_a_real_document() {
         },
     ];
     let (tools, _) =
-        toolshed_sources::apply_overrides("stapi", imported.tools, &overrides).unwrap();
+        toolshed_registry::apply_overrides("stapi", imported.tools, &overrides).unwrap();
     let search = tools
         .iter()
         .find(|t| t.def.path.as_str() == "stapi.animal.post_animal_search")

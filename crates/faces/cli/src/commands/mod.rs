@@ -7,6 +7,7 @@
 //! | `serve` | [`serve`] |
 //! | `search` | [`search`] |
 //! | `describe` | [`describe`] |
+//! | `export` | [`export`] |
 //! | `call` | [`call`] |
 //! | `run` | [`script`] |
 //! | `audit` | [`audit`] |
@@ -21,6 +22,7 @@ pub mod audit;
 pub mod call;
 pub mod describe;
 pub mod executions;
+pub mod export;
 pub mod report;
 pub mod script;
 pub mod search;
@@ -63,6 +65,15 @@ pub enum Command {
         /// Also print the raw JSON Schemas.
         #[arg(long)]
         schemas: bool,
+    },
+    /// The tools you may use as definitions of a model API or protocol (a JSON array).
+    Export {
+        /// mcp, openai or anthropic.
+        #[arg(long)]
+        format: String,
+        /// Only tools whose path matches this dot-glob (`tables.**`).
+        #[arg(long)]
+        pattern: Option<String>,
     },
     /// Call a tool with JSON arguments (`-` reads them from stdin).
     Call { path: String, args: Option<String> },
@@ -141,6 +152,9 @@ pub async fn dispatch(
         } => search::run(&app, &caller, query, limit, namespace, json_out).await?,
         Command::Describe { path, schemas } => {
             describe::run(&app, &caller, &path, schemas, json_out)?
+        }
+        Command::Export { format, pattern } => {
+            export::run(&app, &caller, &format, pattern.as_deref())?
         }
         Command::Call { path, args } => call::run(&app, &caller, &path, args, json_out).await?,
         Command::Run { file, client_tools } => {

@@ -43,7 +43,7 @@ pub async fn serve(
         resume_tool: app.config.mcp.resume_tool,
     };
     app.engine.warm_search();
-    let _purge = app.engine.spawn_audit_retention();
+    let _purge = app.engine.spawn_retention();
     let _poll = app.watch_stored_sources();
     let _custom = app.watch_custom_tools();
     if stdio {

@@ -18,7 +18,31 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_toolshed");
 
 pub type Client = RunningService<RoleClient, ()>;
 
-/// A config file giving `limited` only `tables.rows.*` and `admin` everything.
+/// Configuration that lets the local principal's writes (`tables.create`, `tables.rows.insert`,
+/// ...) run without confirmation, as every tool call did before call rules: for tests about
+/// something else than which calls pause. Otherwise it is the built-in local policy (everything
+/// visible, every pending call decided by the local user).
+pub const ALLOW_WRITES: &str = r#"
+[[roles]]
+id = "admin"
+patterns = ["*"]
+decide = ["**"]
+self_decide = true
+allow = ["write"]
+[[principals]]
+id = "local"
+roles = ["admin"]
+"#;
+
+/// A config file of [`ALLOW_WRITES`] alone.
+pub fn allow_writes_config(dir: &Path) -> std::path::PathBuf {
+    let f = dir.join("allow-writes.toml");
+    std::fs::write(&f, ALLOW_WRITES).unwrap();
+    f
+}
+
+/// A config file giving `limited` only `tables.rows.*` (its writes allowed unconfirmed) and
+/// `admin` everything (writes unconfirmed, destructive calls paused).
 pub fn write_policy_config(dir: &Path, principal: &str) -> std::path::PathBuf {
     let f = dir.join("toolshed.toml");
     std::fs::write(
@@ -30,9 +54,11 @@ principal = "{principal}"
 id = "rows"
 name = "Row editor"
 patterns = ["tables.rows.*"]
+allow = ["tables.rows.*"]
 [[roles]]
 id = "admin"
 patterns = ["*"]
+allow = ["write"]
 [[principals]]
 id = "limited"
 roles = ["rows"]

@@ -15,10 +15,10 @@ pub(super) async fn add(
         return Ok(fail(json_out, &name, &e.to_string()));
     }
     if config.sources.iter().any(|s| s.name() == name) {
-        let e = toolshed_sources::SourcesError::DuplicateName {
+        let e = toolshed_registry::SourcesError::DuplicateName {
             name: name.clone(),
-            first: toolshed_sources::Origin::Config.to_string(),
-            second: toolshed_sources::Origin::Store.to_string(),
+            first: toolshed_registry::Origin::Config.to_string(),
+            second: toolshed_registry::Origin::Store.to_string(),
         };
         return Ok(fail(json_out, &name, &e.to_string()));
     }
@@ -78,7 +78,7 @@ pub(super) async fn add(
 /// Where a source's tools come from, for listings.
 pub(super) fn location(spec: &SourceSpec) -> String {
     match spec {
-        SourceSpec::Openapi(s) => s.spec.clone(),
+        SourceSpec::Openapi(s) => s.location.clone(),
         SourceSpec::Graphql(s) => match (&s.sdl, &s.introspection) {
             (Some(p), _) | (None, Some(p)) => format!("{p} -> {}", s.endpoint),
             _ => s.endpoint.clone(),

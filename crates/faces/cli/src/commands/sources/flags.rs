@@ -368,7 +368,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
             };
             let s = OpenApiSpec {
                 name: name.clone(),
-                spec: spec.clone(),
+                location: spec.clone(),
                 base_url: base_url.clone(),
                 auth,
                 allow_private: common.allow_private,
@@ -505,7 +505,7 @@ mod tests {
         let SourceSpec::Openapi(o) = spec else {
             panic!("expected openapi")
         };
-        assert_eq!(o.spec, "/x/p.json");
+        assert_eq!(o.location, "/x/p.json");
         assert_eq!(
             o.auth,
             Some(AuthSpec::ApiKey {

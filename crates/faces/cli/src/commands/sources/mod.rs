@@ -12,9 +12,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
-use toolshed_sources::{
-    dry_run, AuthSpec, GraphqlSpec, KeyLocation, McpSpec, OpenApiSpec, OverrideSpec, Progress,
-    Report, SchemeAuthSpec, SourceSpec, SourceStore,
+use toolshed_registry::{
+    dry_run, AuthSpec, GraphqlSpec, ImportProgress, KeyLocation, McpSpec, OpenApiSpec,
+    OverrideSpec, Report, SchemeAuthSpec, SourceSpec, SourceStore,
 };
 
 use crate::app::{open_store, source_store};
@@ -51,7 +51,7 @@ pub enum SourcesAction {
 
 /// A progress callback drawing an `indicatif` bar on stderr, only when stderr is a terminal and
 /// the import has more than [`PROGRESS_THRESHOLD`] operations.
-fn progress_bar(label: &str) -> Option<Progress> {
+fn progress_bar(label: &str) -> Option<ImportProgress> {
     if !std::io::stderr().is_terminal() {
         return None;
     }

@@ -1,11 +1,18 @@
-//! Tool-definition formats: client-tool declarations read from MCP, OpenAI, Anthropic and
-//! ARK-style shapes. (Interim version; the full module with export lands separately.)
+//! Client-tool declarations read from MCP, OpenAI, Anthropic and ARK-style shapes, each
+//! reported back with the shape it was read as (`readAs`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::path::to_segment;
 use crate::schema::CompiledSchema;
+
+/// The longest declared name, in bytes.
+pub const MAX_DECLARED_NAME_BYTES: usize = 128;
+/// The longest declared description, in bytes.
+pub const MAX_DECLARED_DESCRIPTION_BYTES: usize = 8 * 1024;
+/// The longest declared schema (input or output), as JSON text.
+pub const MAX_DECLARED_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// A tool the client executes itself, declared for one execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,13 +64,45 @@ pub fn parse_client_tools(decls: &[Value]) -> Result<Vec<ClientTool>, ClientTool
         if name.is_empty() {
             return Err(err("a declaration needs a non-empty 'name'".into()));
         }
+        if name.len() > MAX_DECLARED_NAME_BYTES {
+            return Err(err(format!(
+                "the name is {} bytes; at most {MAX_DECLARED_NAME_BYTES}",
+                name.len()
+            )));
+        }
+        let description = body
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if description.len() > MAX_DECLARED_DESCRIPTION_BYTES {
+            return Err(err(format!(
+                "the description of '{name}' is {} bytes; at most {MAX_DECLARED_DESCRIPTION_BYTES}",
+                description.len()
+            )));
+        }
         let segment = to_segment(name);
         let schema = body
             .get(schema_key)
             .cloned()
             .unwrap_or(serde_json::json!({"type": "object"}));
-        CompiledSchema::compile(&schema)
-            .map_err(|e| err(format!("the schema of '{name}' does not compile: {e}")))?;
+        let output_schema = body
+            .get("outputSchema")
+            .or_else(|| body.get("output_schema"))
+            .cloned();
+        for (what, s) in [
+            ("schema", Some(&schema)),
+            ("output schema", output_schema.as_ref()),
+        ] {
+            let Some(s) = s else { continue };
+            let len = s.to_string().len();
+            if len > MAX_DECLARED_SCHEMA_BYTES {
+                return Err(err(format!(
+                    "the {what} of '{name}' is {len} bytes; at most {MAX_DECLARED_SCHEMA_BYTES}"
+                )));
+            }
+            CompiledSchema::compile(s)
+                .map_err(|e| err(format!("the {what} of '{name}' does not compile: {e}")))?;
+        }
         let path = format!("client.{segment}");
         if let Some(other) = out.iter().find(|t| t.path == path) {
             return Err(err(format!(
@@ -76,13 +115,9 @@ pub fn parse_client_tools(decls: &[Value]) -> Result<Vec<ClientTool>, ClientTool
             name: name.to_string(),
             path,
             segment,
-            description: body
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            description: description.to_string(),
             input_schema: schema,
-            output_schema: body.get("outputSchema").cloned(),
+            output_schema,
             read_as: read_as.to_string(),
         });
     }

@@ -1,0 +1,71 @@
+//! `notifications/progress` for `run_script`: when the client's request carries a progress
+//! token, the script runs under an execution id chosen here and each of its events (see
+//! [`toolshed_engine::events`]) is sent as a progress notification (`progress` = the event's
+//! number, `message` = what happened) until the run ends or pauses.
+
+use std::time::Duration;
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use rmcp::RoleServer;
+use toolshed_engine::events::{Event, ExecutionEvent};
+use toolshed_engine::Engine;
+
+/// How long the result waits for the last notifications to go out.
+const DRAIN: Duration = Duration::from_millis(500);
+
+/// Forwards one run's events as progress notifications.
+pub(crate) struct ProgressRelay {
+    pub execution_id: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressRelay {
+    /// Opens the run's event channel ahead and starts forwarding it to `peer`.
+    pub fn start(engine: &Engine, peer: Peer<RoleServer>, token: ProgressToken) -> Self {
+        let execution_id = format!("ex_{}", uuid::Uuid::new_v4().simple());
+        let mut follower = engine.events().open_streaming(&execution_id);
+        let task = tokio::spawn(async move {
+            while let Some(Ok(e)) = follower.next_until_pause().await {
+                let note = ProgressNotificationParam::new(token.clone(), e.id as f64)
+                    .with_message(message(&e));
+                if peer.notify_progress(note).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Self { execution_id, task }
+    }
+
+    /// Lets the last notifications go out (the run has ended), then stops forwarding and
+    /// closes the channel if the run never opened it (it was refused before starting).
+    pub async fn finish(self, engine: &Engine) {
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(DRAIN, self.task).await.is_err() {
+            abort.abort();
+        }
+        engine.events().close(&self.execution_id, false).await;
+    }
+}
+
+/// A short line for a progress notification.
+fn message(e: &ExecutionEvent) -> String {
+    match &e.event {
+        Event::ToolCall { path, .. } => format!("tool_call {path}"),
+        Event::ToolResult { path, ok, .. } => {
+            format!("tool_result {path} {}", if *ok { "ok" } else { "error" })
+        }
+        Event::Log { message, .. } => format!("log {}", truncate(message)),
+        Event::TextDelta { text } => format!("text {}", truncate(text)),
+        Event::Paused { status, .. } => status.clone(),
+        other => other.kind().to_string(),
+    }
+}
+
+fn truncate(s: &str) -> &str {
+    let mut end = s.len().min(200);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
