@@ -4,9 +4,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use toolshed_testing::mcp::connect;
 
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
@@ -77,12 +78,7 @@ async fn session(principal: &str, options: McpOptions) -> (Client, Arc<AtomicUsi
         EngineConfig::default(),
     );
     let server = ToolshedMcp::new(engine, Identity::Fixed(principal.into()), options);
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        let running = server.serve(server_io).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    (Agent.serve(client_io).await.unwrap(), ran)
+    (connect(server, Agent).await, ran)
 }
 
 async fn call(client: &Client, tool: &str, args: Value) -> Value {

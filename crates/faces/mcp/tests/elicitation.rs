@@ -4,13 +4,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use toolshed_testing::mcp::connect;
 
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, Implementation,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
@@ -93,19 +94,15 @@ async fn setup(
         EngineConfig::default(),
     );
     let server = ToolshedMcp::new(engine, Identity::Fixed("me".into()), McpOptions::default());
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        let running = server.serve(server_io).await.unwrap();
-        let _ = running.waiting().await;
-    });
     let asked = Arc::new(AtomicUsize::new(0));
-    let client = Human {
-        answer,
-        asked: asked.clone(),
-    }
-    .serve(client_io)
-    .await
-    .unwrap();
+    let client = connect(
+        server,
+        Human {
+            answer,
+            asked: asked.clone(),
+        },
+    )
+    .await;
     (client, asked, ran)
 }
 

@@ -4,9 +4,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use toolshed_testing::mcp::connect;
 
 use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
@@ -65,13 +66,8 @@ async fn clients_hear_about_catalog_changes() {
         },
     );
 
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        let running = server.serve(server_io).await.unwrap();
-        let _ = running.waiting().await;
-    });
     let counter = Counter::default();
-    let client = counter.clone().serve(client_io).await.unwrap();
+    let client = connect(server, counter.clone()).await;
     let names = |tools: Vec<rmcp::model::Tool>| {
         tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
     };

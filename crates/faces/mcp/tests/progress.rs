@@ -2,13 +2,14 @@
 //! (in-process server and client over an in-memory pipe).
 
 use std::sync::Arc;
+use toolshed_testing::mcp::connect;
 
 use rmcp::model::{
     CallToolRequestParams, NumberOrString, ProgressNotificationParam, ProgressToken,
     RequestMetaObject,
 };
 use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 use std::sync::Mutex;
 use toolshed_core::{
@@ -58,13 +59,8 @@ async fn run_script_reports_its_events_as_progress() {
         EngineConfig::default(),
     );
     let server = ToolshedMcp::new(engine, Identity::Fixed("me".into()), McpOptions::default());
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        let running = server.serve(server_io).await.unwrap();
-        let _ = running.waiting().await;
-    });
     let listener = Listener::default();
-    let client = listener.clone().serve(client_io).await.unwrap();
+    let client = connect(server, listener.clone()).await;
     let script = "console.log('hi'); const a = await tools.demo.echo({x: 1}); return a.x;";
     let mut params = CallToolRequestParams::new("run_script")
         .with_arguments(json!({"script": script}).as_object().unwrap().clone());

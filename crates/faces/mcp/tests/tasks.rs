@@ -12,7 +12,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     GetTaskParams, Implementation, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
 };
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
@@ -69,12 +69,7 @@ async fn connect(dir: &Path, ran: Arc<AtomicUsize>) -> Client {
         EngineConfig::default(),
     );
     let server = ToolshedMcp::new(engine, Identity::Fixed("me".into()), McpOptions::default());
-    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        let running = server.serve(server_io).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    TaskClient.serve(client_io).await.unwrap()
+    toolshed_testing::mcp::connect(server, TaskClient).await
 }
 
 async fn start_task(client: &Client) -> String {

@@ -132,14 +132,11 @@ pub fn debug_execution(raw: &Value) -> Value {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Value {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use toolshed_testing::fixture;
 
     #[test]
     fn code_error_debug() {
-        let d = debug_execution(&fixture("execution-error-id2.includeData.raw.json"));
+        let d = debug_execution(&fixture!("execution-error-id2.includeData.raw.json"));
         assert_eq!(d["failedNode"]["nodeName"], "Validate Order");
         assert_eq!(d["failedNode"]["nodeType"], "n8n-nodes-base.code");
         assert_eq!(d["error"]["lineNumber"], 4);
@@ -154,7 +151,7 @@ mod tests {
 
     #[test]
     fn error_output_debug_follows_branch_one() {
-        let d = debug_execution(&fixture(
+        let d = debug_execution(&fixture!(
             "execution-erroroutput-nodeoperationerror-id5.includeData.raw.json",
         ));
         assert_eq!(d["failedNode"]["nodeName"], "Fail Loudly");
@@ -164,7 +161,7 @@ mod tests {
 
     #[test]
     fn success_has_no_failed_node() {
-        let d = debug_execution(&fixture("execution-loop-success-id3.includeData.raw.json"));
+        let d = debug_execution(&fixture!("execution-loop-success-id3.includeData.raw.json"));
         assert!(d["failedNode"].is_null());
         assert_eq!(d["trace"].as_array().unwrap().len(), 10);
         assert_eq!(d["trace"][3]["node"], "Process Item");

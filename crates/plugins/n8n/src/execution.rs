@@ -393,14 +393,11 @@ pub fn value_to_string(v: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Value {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use toolshed_testing::fixture;
 
     #[test]
     fn loop_nodes_are_in_execution_order_with_all_runs() {
-        let raw = fixture("execution-loop-success-id3.includeData.raw.json");
+        let raw = fixture!("execution-loop-success-id3.includeData.raw.json");
         let e = Execution::new(&raw);
         let names: Vec<_> = e.nodes().iter().map(|n| n.name.to_string()).collect();
         assert_eq!(
@@ -420,7 +417,7 @@ mod tests {
 
     #[test]
     fn failed_node_input_comes_from_the_feeding_branch() {
-        let raw = fixture("execution-error-id2.includeData.raw.json");
+        let raw = fixture!("execution-error-id2.includeData.raw.json");
         let e = Execution::new(&raw);
         assert_eq!(e.failed_node().as_deref(), Some("Validate Order"));
         let (sources, items) = e.input_of("Validate Order", 0);
@@ -431,7 +428,7 @@ mod tests {
 
     #[test]
     fn error_output_feeds_the_next_node_from_branch_one() {
-        let raw = fixture("execution-erroroutput-nodeoperationerror-id5.includeData.raw.json");
+        let raw = fixture!("execution-erroroutput-nodeoperationerror-id5.includeData.raw.json");
         let e = Execution::new(&raw);
         let (sources, items) = e.input_of("Fail Loudly", 0);
         assert_eq!(sources[0]["outputIndex"], 1);
@@ -441,7 +438,7 @@ mod tests {
 
     #[test]
     fn stack_is_the_last_fallback() {
-        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        let mut raw = fixture!("execution-error-id2.includeData.raw.json");
         // Without a usable source, the node's input is read from the execution stack.
         raw["data"]["resultData"]["runData"]["Validate Order"][0]["source"] = json!([]);
         let e = Execution::new(&raw);
@@ -454,7 +451,7 @@ mod tests {
 
     #[test]
     fn input_override_is_used_when_no_source_can_be_followed() {
-        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        let mut raw = fixture!("execution-error-id2.includeData.raw.json");
         let run = &mut raw["data"]["resultData"]["runData"]["Validate Order"][0];
         run["source"] = json!([{"previousNode": "Gone Node", "previousNodeOutput": 0}]);
         run["inputOverride"] =
@@ -471,7 +468,7 @@ mod tests {
 
     #[test]
     fn an_empty_source_branch_is_zero_items_not_a_fallback() {
-        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        let mut raw = fixture!("execution-error-id2.includeData.raw.json");
         // The stack still holds the failed node's input, and an override is present: neither
         // may replace what the feeding branch really carried (nothing).
         assert!(raw["data"]["executionData"]["nodeExecutionStack"]
@@ -490,7 +487,7 @@ mod tests {
 
     #[test]
     fn sticky_notes_are_not_nodes() {
-        let mut raw = fixture("execution-error-id2.includeData.raw.json");
+        let mut raw = fixture!("execution-error-id2.includeData.raw.json");
         raw["workflowData"]["nodes"]
             .as_array_mut()
             .unwrap()
@@ -517,7 +514,7 @@ mod tests {
             ),
             Some(58)
         );
-        let raw = fixture("execution-nodeapierror-id4.includeData.raw.json");
+        let raw = fixture!("execution-nodeapierror-id4.includeData.raw.json");
         let err =
             run_error(&raw["data"]["resultData"]["runData"]["Call Protected API"][0]).unwrap();
         assert_eq!(err["httpCode"], "401");

@@ -318,14 +318,11 @@ fn render_item(item: &Value, limits: Limits) -> Value {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Value {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use toolshed_testing::fixture;
 
     #[test]
     fn failed_code_node_has_input_params_and_error() {
-        let raw = fixture("execution-error-id2.includeData.raw.json");
+        let raw = fixture!("execution-error-id2.includeData.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Validate Order")).unwrap();
         assert_eq!(d["executionId"], "2");
         assert_eq!(d["nodeType"], "n8n-nodes-base.code");
@@ -353,7 +350,7 @@ mod tests {
 
     #[test]
     fn input_is_not_output() {
-        let raw = fixture("execution-success-id1.includeData.raw.json");
+        let raw = fixture!("execution-success-id1.includeData.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Validate Order")).unwrap();
         let input = &d["input"]["items"][0]["json"];
         let output = &d["output"]["branches"][0]["items"][0]["json"];
@@ -365,7 +362,7 @@ mod tests {
 
     #[test]
     fn loop_runs_are_selectable() {
-        let raw = fixture("execution-loop-success-id3.includeData.raw.json");
+        let raw = fixture!("execution-loop-success-id3.includeData.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Loop Over Items")).unwrap();
         assert_eq!(d["totalRuns"], 4);
         assert_eq!(d["runIndex"], 3);
@@ -386,7 +383,7 @@ mod tests {
 
     #[test]
     fn error_output_node_shows_both_branches() {
-        let raw = fixture("execution-erroroutput-nodeoperationerror-id5.includeData.raw.json");
+        let raw = fixture!("execution-erroroutput-nodeoperationerror-id5.includeData.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Call Protected API")).unwrap();
         let b = d["output"]["branches"].as_array().unwrap();
         assert_eq!(b.len(), 2);
@@ -405,7 +402,7 @@ mod tests {
 
     #[test]
     fn node_api_error_keeps_http_code_not_headers() {
-        let raw = fixture("execution-nodeapierror-id4.includeData.raw.json");
+        let raw = fixture!("execution-nodeapierror-id4.includeData.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Call Protected API")).unwrap();
         assert_eq!(d["error"]["httpCode"], "401");
         assert_eq!(d["error"]["description"], "Unauthorized");
@@ -418,7 +415,7 @@ mod tests {
 
     #[test]
     fn unknown_node_lists_the_available_ones() {
-        let raw = fixture("execution-success-id1.includeData.raw.json");
+        let raw = fixture!("execution-success-id1.includeData.raw.json");
         let err = node_detail(&raw, &NodeRequest::new("Nope")).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -428,7 +425,7 @@ mod tests {
 
     #[test]
     fn a_sticky_note_is_not_a_node() {
-        let raw = fixture("execution-error-id2.with-sticky-note.raw.json");
+        let raw = fixture!("execution-error-id2.with-sticky-note.raw.json");
         let err = node_detail(&raw, &NodeRequest::new("Sticky Note")).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -440,7 +437,7 @@ mod tests {
 
     #[test]
     fn input_override_is_shown_when_the_source_is_gone() {
-        let raw = fixture("execution-error-id2.input-override.raw.json");
+        let raw = fixture!("execution-error-id2.input-override.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Validate Order")).unwrap();
         assert_eq!(d["input"]["totalItems"], 1);
         assert_eq!(
@@ -452,7 +449,7 @@ mod tests {
 
     #[test]
     fn redacted_items_are_flagged() {
-        let raw = fixture("execution-error-id2.includeData.redactExecutionData-true.raw.json");
+        let raw = fixture!("execution-error-id2.includeData.redactExecutionData-true.raw.json");
         let d = node_detail(&raw, &NodeRequest::new("Validate Order")).unwrap();
         assert_eq!(d["redacted"], true);
         assert_eq!(d["error"]["name"], "WrappedExecutionError");
@@ -461,7 +458,7 @@ mod tests {
 
     #[test]
     fn paging_and_limits() {
-        let raw = fixture("execution-loop-success-id3.includeData.raw.json");
+        let raw = fixture!("execution-loop-success-id3.includeData.raw.json");
         let mut req = NodeRequest::new("Make Items");
         req.offset = 1;
         req.limit = 1;

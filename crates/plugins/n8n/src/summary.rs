@@ -212,14 +212,11 @@ fn shrink_rest(mut out: Value) -> Value {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Value {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use toolshed_testing::fixture;
 
     #[test]
     fn success_summary_has_every_field() {
-        let s = summarize(&fixture("execution-success-id1.includeData.raw.json"));
+        let s = summarize(&fixture!("execution-success-id1.includeData.raw.json"));
         assert_eq!(s["id"], "1");
         assert_eq!(s["workflowId"], "HUxyBqXXCHeIHixX");
         assert_eq!(s["workflowName"], "MCP demo: webhook -> set -> code");
@@ -246,7 +243,7 @@ mod tests {
 
     #[test]
     fn code_error_points_at_the_failed_node() {
-        let s = summarize(&fixture("execution-error-id2.includeData.raw.json"));
+        let s = summarize(&fixture!("execution-error-id2.includeData.raw.json"));
         assert_eq!(s["status"], "error");
         assert_eq!(s["statistics"]["failedNodes"], 1);
         assert_eq!(s["statistics"]["successfulNodes"], 2);
@@ -266,7 +263,7 @@ mod tests {
 
     #[test]
     fn loop_counts_runs() {
-        let s = summarize(&fixture("execution-loop-success-id3.includeData.raw.json"));
+        let s = summarize(&fixture!("execution-loop-success-id3.includeData.raw.json"));
         let loop_node = s["availableNodes"]
             .as_array()
             .unwrap()
@@ -281,7 +278,7 @@ mod tests {
 
     #[test]
     fn error_output_run_lists_unexecuted_nodes_last() {
-        let s = summarize(&fixture(
+        let s = summarize(&fixture!(
             "execution-erroroutput-nodeoperationerror-id5.includeData.raw.json",
         ));
         assert_eq!(s["error"]["node"], "Fail Loudly");
@@ -295,7 +292,7 @@ mod tests {
 
     #[test]
     fn too_large_gives_metadata_and_guidance() {
-        let s = summarize(&fixture(
+        let s = summarize(&fixture!(
             "execution-big-id6.includeData.dataTooLargeToDisplay.raw.json",
         ));
         assert_eq!(s["dataTooLargeToDisplay"], true);
@@ -309,7 +306,7 @@ mod tests {
 
     #[test]
     fn many_nodes_are_capped_and_counted() {
-        let mut raw = fixture("execution-success-id1.includeData.raw.json");
+        let mut raw = fixture!("execution-success-id1.includeData.raw.json");
         let mut nodes = Vec::new();
         let mut run_data = serde_json::Map::new();
         for i in 0..300 {

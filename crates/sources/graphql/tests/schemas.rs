@@ -5,8 +5,7 @@ use toolshed_core::CompiledSchema;
 use toolshed_graphql::{import_schema, GraphqlError, GraphqlOptions, Imported, SchemaInput};
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    toolshed_testing::fixture_text!(name)
 }
 
 fn opts(ns: &str) -> GraphqlOptions {

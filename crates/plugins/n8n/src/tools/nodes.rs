@@ -277,10 +277,7 @@ async fn get_type(c: Arc<N8nClient>, ctx: ToolContext, args: Value) -> Result<Va
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Value {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use toolshed_testing::fixture;
 
     #[test]
     fn aggregates_types_over_workflows() {
@@ -291,7 +288,7 @@ mod tests {
             "wf4-error-output-stop-and-error.json",
         ]
         .iter()
-        .map(|f| fixture(f))
+        .map(|f| fixture!(f))
         .collect();
         wfs[0]["nodes"]
             .as_array_mut()

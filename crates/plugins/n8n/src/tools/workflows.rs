@@ -470,14 +470,11 @@ async fn delete(c: Arc<N8nClient>, ctx: ToolContext, args: Value) -> Result<Valu
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Value {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use toolshed_testing::fixture;
 
     #[test]
     fn compact_workflow_drops_the_noise() {
-        let w = fixture("GET-workflow-response-wf1.json");
+        let w = fixture!("GET-workflow-response-wf1.json");
         let c = compact_workflow(&w, false);
         assert_eq!(c["name"], "MCP demo: webhook -> set -> code");
         assert_eq!(c["tags"], json!(["mcp-demo"]));
@@ -495,7 +492,7 @@ mod tests {
 
     #[test]
     fn update_keeps_what_is_not_given_and_sends_only_writable_fields() {
-        let current = fixture("GET-workflow-response-wf1.json");
+        let current = fixture!("GET-workflow-response-wf1.json");
         let body = update_body(&current, &json!({"name": "Renamed"})).unwrap();
         assert_eq!(body["name"], "Renamed");
         assert_eq!(body["nodes"].as_array().unwrap().len(), 3);

@@ -2,8 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::io::Read;
-
 use serde_json::Value;
 
 /// The execution fixtures with full data, by file name.
@@ -24,22 +22,12 @@ pub const EXECUTIONS: &[&str] = &[
 
 /// A fixture as text; `.gz` files are gunzipped.
 pub fn fixture_text(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    if name.ends_with(".gz") {
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_string(&mut s)
-            .expect("gzip fixture");
-        s
-    } else {
-        String::from_utf8(bytes).expect("utf-8 fixture")
-    }
+    toolshed_testing::fixture_text!(name)
 }
 
 /// A fixture as JSON.
 pub fn fixture(name: &str) -> Value {
-    serde_json::from_str(&fixture_text(name)).expect("JSON fixture")
+    toolshed_testing::fixture!(name)
 }
 
 /// o200k token count of a value serialized as compact JSON.

@@ -17,8 +17,7 @@ use toolshed_openapi::{import, parse_document, ImportOptions, Imported};
 use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig};
 
 pub fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    parse_document(&std::fs::read_to_string(path).unwrap()).unwrap()
+    parse_document(&toolshed_testing::fixture_text!(name)).unwrap()
 }
 
 pub fn import_fixture(name: &str, ns: &str) -> Imported {

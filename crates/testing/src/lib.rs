@@ -1,0 +1,12 @@
+//! Test support shared by Toolshed's crates; a dev-dependency only, never linked into the
+//! binary.
+//!
+//! - [`fixtures`]: files under a crate's `tests/fixtures/` as text or JSON (`.gz` gunzipped),
+//!   through the [`fixture!`] and [`fixture_text!`] macros that name the calling crate's folder.
+//! - [`mcp`]: an MCP server and client joined in-process over a memory pipe.
+//!
+//! It depends on nothing of Toolshed's own, so that any crate (including those it would test)
+//! can use it without a dependency cycle.
+
+pub mod fixtures;
+pub mod mcp;
