@@ -75,6 +75,10 @@ pub struct ToolDef {
     /// Where the tool comes from, e.g. `plugin:tables` or `source:github`. Named in errors.
     #[serde(default)]
     pub origin: String,
+    /// How long one call may take, when the tool needs another time than the engine's call
+    /// timeout (a workflow run waits minutes). The engine caps it at its maximum call timeout.
+    #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl ToolDef {
@@ -88,7 +92,14 @@ impl ToolDef {
             output_schema: None,
             annotations: Annotations::default(),
             origin: String::new(),
+            timeout_ms: None,
         }
+    }
+
+    /// Declares the tool's own call timeout (see [`ToolDef::timeout_ms`]).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = Some(timeout.as_millis().min(u64::MAX as u128) as u64);
+        self
     }
 
     pub fn with_input(mut self, schema: Value) -> Self {

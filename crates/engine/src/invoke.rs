@@ -172,7 +172,7 @@ impl Engine {
                 args,
             };
         }
-        let timeout = self.inner.config.call_timeout;
+        let timeout = self.inner.config.timeout_of(def);
         let tokens = self
             .inner
             .credentials

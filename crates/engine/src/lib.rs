@@ -70,8 +70,10 @@ pub const SHUTDOWN_AUDIT_DEADLINE: Duration = Duration::from_secs(5);
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Longest a handler may run.
+    /// Longest a handler may run, unless its tool declares its own timeout.
     pub call_timeout: Duration,
+    /// Longest any handler may run, whatever its tool declares (`[limits] max_call_timeout_ms`).
+    pub max_call_timeout: Duration,
     /// How long a paused execution waits for a decision.
     pub approval_ttl: Duration,
     /// Sandbox limits for scripts.
@@ -96,13 +98,25 @@ pub struct EngineConfig {
     pub notify_webhook: Option<String>,
 }
 
-/// How often [`Engine::spawn_audit_retention`] purges old audit entries.
+impl EngineConfig {
+    /// How long one call of `def` may take: its own timeout or the call timeout, never more
+    /// than the maximum call timeout.
+    pub fn timeout_of(&self, def: &toolshed_core::ToolDef) -> Duration {
+        def.timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(self.call_timeout)
+            .min(self.max_call_timeout)
+    }
+}
+
+/// How often [`Engine::spawn_retention`] purges old audit entries.
 pub const AUDIT_PURGE_INTERVAL: Duration = Duration::from_secs(3600);
 
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             call_timeout: Duration::from_secs(30),
+            max_call_timeout: Duration::from_secs(600),
             approval_ttl: Duration::from_secs(24 * 3600),
             limits: Limits::default(),
             sandbox: SandboxConfig::default(),

@@ -115,6 +115,19 @@ fn catalog(counters: Arc<Counters>) -> SharedCatalog {
             Ok(json!({}))
         },
     ));
+    // Declares a timeout of its own, longer than the engine's call timeout.
+    b.add_tool(Tool::from_fn(
+        def(
+            "demo.patient",
+            Annotations::READ_ONLY,
+            json!({"type": "object", "properties": {"ms": {"type": "integer"}}}),
+        )
+        .with_timeout(Duration::from_secs(2)),
+        |ctx, args| async move {
+            tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+            Ok(json!({"timeoutMs": ctx.timeout.as_millis() as u64}))
+        },
+    ));
     b.add_tool(Tool::from_fn(
         def("demo.bad_output", Annotations::READ_ONLY, json!({"type": "object"}))
             .with_output(json!({"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}})),
@@ -300,6 +313,49 @@ async fn handler_errors_timeouts_and_output_validation() {
         .unwrap_err();
     assert_eq!(err.code(), "invalid_output");
     assert!(err.to_string().contains("/id"), "{err}");
+}
+
+#[tokio::test]
+async fn a_tool_may_declare_a_longer_timeout_up_to_the_maximum() {
+    // The engine's call timeout is 300 ms; demo.patient declares 2 s.
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Cli);
+    let o = e
+        .call(&alice, "demo.patient", json!({"ms": 600}))
+        .await
+        .unwrap();
+    assert_eq!(
+        completed(&o)["timeoutMs"],
+        2000,
+        "the handler is told its own timeout"
+    );
+    // A maximum below the declared timeout caps it.
+    let config = EngineConfig {
+        call_timeout: Duration::from_millis(300),
+        max_call_timeout: Duration::from_millis(800),
+        ..Default::default()
+    };
+    let (e, _) = engine_with(Store::open("sqlite::memory:").await.unwrap(), config).await;
+    let alice = e.caller("alice", Face::Cli);
+    let o = e
+        .call(&alice, "demo.patient", json!({"ms": 500}))
+        .await
+        .unwrap();
+    assert_eq!(completed(&o)["timeoutMs"], 800);
+    let started = std::time::Instant::now();
+    let err = e
+        .call(&alice, "demo.patient", json!({"ms": 1500}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "timeout");
+    assert!(err.to_string().contains("within 0.8s"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "cut at the maximum"
+    );
+    // Tools without a timeout of their own keep the call timeout.
+    let err = e.call(&alice, "demo.slow", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("within 0.3s"), "{err}");
 }
 
 #[tokio::test]

@@ -10,12 +10,14 @@
 //! - [`audit`]: the audit log.
 //! - [`sources`]: runtime-declared tool sources.
 //! - [`settings`]: server-wide values shared by replicas (the sealing key's check value).
+//! - [`plugin_state`]: small versioned state documents of plugins (compare-and-set writes).
 //!
 //! The data-tables plugin keeps its own tables (`dt_tables`, `dt_rows`) through [`Store::pool`].
 
 pub mod audit;
 pub mod events;
 pub mod executions;
+pub mod plugin_state;
 pub mod settings;
 pub mod sources;
 

@@ -191,8 +191,19 @@ impl Engine {
     /// run that claimed it is gone.
     pub(super) fn is_stale(&self, rec: &ExecutionRecord, now: i64) -> bool {
         let c = &self.inner.config;
-        let longest = c.limits.wall_clock.max(c.call_timeout) + c.recovery_grace;
-        now - rec.updated_at > longest.as_millis() as i64
+        let longest = if rec.kind == "call" {
+            // A direct call runs as long as its tool may (its own timeout, capped).
+            let path = serde_json::from_str::<Value>(&rec.source)
+                .ok()
+                .and_then(|v| v["path"].as_str().map(str::to_string));
+            let catalog = self.inner.catalog.load();
+            path.and_then(|p| catalog.get(&p).map(|e| c.timeout_of(&e.tool.def)))
+                .unwrap_or(c.call_timeout)
+        } else {
+            // A script's wall clock ends it, whatever its calls wait for.
+            c.limits.wall_clock.max(c.call_timeout)
+        };
+        now - rec.updated_at > (longest + c.recovery_grace).as_millis() as i64
     }
 
     /// The executions that wait for someone and the caller may see: its own, and those whose

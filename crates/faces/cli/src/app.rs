@@ -103,7 +103,7 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
                 eprintln!("plugin n8n: WARNING: {w}");
             }
             let login = config.n8n_login().map_err(|e| e.to_string())?;
-            toolshed_n8n_integration::n8n_plugin_with_login(&settings, login)
+            toolshed_n8n_integration::n8n_plugin_with_login(&settings, login, Some(store.clone()))
                 .await
                 .map_err(|e| e.to_string())
         }

@@ -37,6 +37,8 @@ pub enum ConfigError {
     },
     #[error("`principal` (the local principal) is empty: give it a non-empty id")]
     EmptyLocalPrincipal,
+    #[error("[limits] call_timeout_ms = {call} must be at least 1 and at most max_call_timeout_ms = {max}")]
+    BadCallTimeouts { call: u64, max: u64 },
     #[error("[n8n] api_key: environment variable {var} is not set")]
     MissingN8nKeyEnv { var: String },
     #[error("[n8n] password: environment variable {var} is not set")]
@@ -332,6 +334,9 @@ pub struct LimitsConfig {
     pub cpu_ms: u64,
     pub max_tool_calls: u32,
     pub call_timeout_ms: u64,
+    /// Longest any call may take, also for tools that declare their own longer timeout (a
+    /// workflow run).
+    pub max_call_timeout_ms: u64,
     /// Tool calls each principal may start per minute (script calls included); 0 = unlimited.
     pub calls_per_minute: u32,
     /// Scripts each principal may start per minute; 0 = unlimited.
@@ -426,6 +431,7 @@ impl Default for LimitsConfig {
             cpu_ms: l.cpu_time.as_millis() as u64,
             max_tool_calls: l.max_tool_calls,
             call_timeout_ms: 30_000,
+            max_call_timeout_ms: 600_000,
             calls_per_minute: 0,
             scripts_per_minute: 0,
             max_concurrent_scripts: toolshed_sandbox::service::default_concurrency(),
@@ -478,6 +484,13 @@ impl Config {
             s.absolutize(&base);
         }
         config.check_principals()?;
+        let (call, max) = (
+            config.limits.call_timeout_ms,
+            config.limits.max_call_timeout_ms,
+        );
+        if call == 0 || call > max {
+            return Err(ConfigError::BadCallTimeouts { call, max });
+        }
         for (id, m) in &config.models {
             if !matches!(m.kind.as_str(), "openai" | "anthropic") {
                 return Err(ConfigError::BadModelKind {
@@ -687,6 +700,7 @@ impl Config {
             execution_retention: (execution_days > 0)
                 .then(|| Duration::from_secs(execution_days * 24 * 3600)),
             call_timeout: Duration::from_millis(self.limits.call_timeout_ms),
+            max_call_timeout: Duration::from_millis(self.limits.max_call_timeout_ms),
             approval_ttl: Duration::from_secs(self.approvals.ttl_secs),
             recovery_grace: Duration::from_secs(self.approvals.recovery_grace_secs),
             limits,
@@ -732,6 +746,8 @@ cpu_ms = 250
 max_tool_calls = 7
 max_concurrent_scripts = 3
 max_queued_scripts = 5
+call_timeout_ms = 20000
+max_call_timeout_ms = 300000
 [approvals]
 recovery_grace_secs = 3
 [auth.crm]
@@ -754,6 +770,8 @@ scopes = ["read"]
         assert_eq!(e.sandbox.max_concurrent, 3);
         assert_eq!(e.sandbox.max_queued, 5);
         assert_eq!(e.recovery_grace, Duration::from_secs(3));
+        assert_eq!(e.call_timeout, Duration::from_secs(20));
+        assert_eq!(e.max_call_timeout, Duration::from_secs(300));
         assert_eq!(
             c.auth["crm"],
             CredentialConfig::ApiKey {
@@ -769,9 +787,16 @@ scopes = ["read"]
         assert!(d.sandbox.max_concurrent >= 2);
         assert_eq!(d.sandbox.max_queued, 64);
         assert_eq!(d.recovery_grace, Duration::from_secs(60));
+        assert_eq!(d.max_call_timeout, Duration::from_secs(600));
         std::fs::write(&f, "[auth.x]\ntype = \"magic\"\n").unwrap();
         let e = Config::load(Some(&f)).unwrap_err().to_string();
         assert!(e.contains("magic"), "{e}");
+        std::fs::write(&f, "[limits]\ncall_timeout_ms = 700000\n").unwrap();
+        let e = Config::load(Some(&f)).unwrap_err().to_string();
+        assert!(
+            e.contains("call_timeout_ms = 700000") && e.contains("max_call_timeout_ms = 600000"),
+            "{e}"
+        );
     }
 
     /// Debug output of a loaded configuration (as a log line might show it) carries no

@@ -107,20 +107,24 @@ pub fn imported_outbound_config(settings: &N8nSettings) -> OutboundConfig {
 
 /// Builds the n8n plugin with every operation of the public API reachable.
 pub async fn n8n_plugin(settings: &N8nSettings) -> Result<N8nPlugin, SourcesError> {
-    n8n_plugin_with_login(settings, None).await
+    n8n_plugin_with_login(settings, None, None).await
 }
 
 /// [`n8n_plugin`] with an optional user login, which gives node discovery the instance's full
 /// node catalog (see [`toolshed_n8n::catalog`]).
+/// With a `store`, the verification loop's work items are kept there
+/// (`n8n.workflows.report_verdict`).
 pub async fn n8n_plugin_with_login(
     settings: &N8nSettings,
     login: Option<N8nLogin>,
+    store: Option<toolshed_store::Store>,
 ) -> Result<N8nPlugin, SourcesError> {
     let name = toolshed_n8n::PLUGIN_ID;
     let mut plugin = toolshed_n8n::plugin(toolshed_n8n::N8nConfig {
         timeout: settings.timeout,
         allow_private: settings.allow_private,
         login,
+        state: store,
         ..toolshed_n8n::N8nConfig::new(settings.base_url.clone(), settings.api_key.clone())
     })
     .map_err(|e| SourcesError::invalid(name, e.to_string()))?;

@@ -55,6 +55,7 @@ pub mod node;
 pub mod sanitize;
 pub mod summary;
 pub mod tools;
+pub mod verdict;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -112,6 +113,9 @@ pub struct N8nConfig {
     pub login: Option<N8nLogin>,
     /// Largest reply body read, in bytes.
     pub max_response_bytes: u64,
+    /// Where the verification loop keeps its work items (`n8n.workflows.report_verdict`);
+    /// without a store that tool is not offered.
+    pub state: Option<toolshed_store::Store>,
 }
 
 impl fmt::Debug for N8nConfig {
@@ -137,6 +141,7 @@ impl N8nConfig {
             allow_private: false,
             login: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            state: None,
         }
     }
 
@@ -233,6 +238,9 @@ pub fn plugin(config: N8nConfig) -> Result<toolshed_core::Plugin, N8nError> {
         ),
     );
     p.tools = tools::all(&client);
+    if let Some(store) = &config.state {
+        p.tools.extend(tools::work_items::tools(store));
+    }
     Ok(p)
 }
 

@@ -6,3 +6,4 @@ mod live;
 mod redirects;
 mod replay_tools;
 mod server;
+mod work_items;

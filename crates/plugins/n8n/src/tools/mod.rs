@@ -7,6 +7,7 @@ pub mod data_tables;
 pub mod executions;
 pub mod nodes;
 pub mod resources;
+pub mod work_items;
 pub mod workflows;
 
 use std::future::Future;
