@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::auth::{AuthConfig, TokenCache};
 use crate::error::OutboundError;
-use crate::net::{check_url, classify, find_refused, GuardedResolver, Refused};
+use crate::net::{
+    check_url_under, classify, find_refused, AddressRule, GuardedResolver, Network, Refused,
+};
 use crate::redirect;
 use crate::secret::Secret;
 
@@ -29,6 +31,19 @@ pub struct OutboundConfig {
     pub user_agent: String,
     /// Redirects followed before giving up.
     pub max_redirects: usize,
+    /// Address blocks never contacted, even with `allow_private` (e.g. a cloud metadata
+    /// address on a network whose private addresses are otherwise allowed).
+    pub denied_networks: Vec<Network>,
+}
+
+impl OutboundConfig {
+    /// The address rule of this configuration.
+    pub fn address_rule(&self) -> AddressRule {
+        AddressRule {
+            allow_private: self.allow_private,
+            denied: self.denied_networks.clone(),
+        }
+    }
 }
 
 impl Default for OutboundConfig {
@@ -39,6 +54,7 @@ impl Default for OutboundConfig {
             allow_private: false,
             user_agent: concat!("toolshed/", env!("CARGO_PKG_VERSION")).to_string(),
             max_redirects: 5,
+            denied_networks: Vec::new(),
         }
     }
 }
@@ -133,9 +149,7 @@ impl Outbound {
             .user_agent(config.user_agent.clone())
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
-            .dns_resolver(GuardedResolver {
-                allow_private: config.allow_private,
-            })
+            .dns_resolver(GuardedResolver::new(config.address_rule()))
             .build()
             .map_err(|e| OutboundError::Http(describe(&e)))?;
         Ok(Self {
@@ -167,7 +181,7 @@ impl Outbound {
             url: url.to_string(),
             reason: e.to_string(),
         })?;
-        check_url(&parsed, self.inner.config.allow_private)?;
+        check_url_under(&parsed, &self.inner.config.address_rule())?;
         Ok(self.inner.client.request(method, parsed))
     }
 
@@ -202,7 +216,7 @@ impl Outbound {
         let max = self.inner.config.max_redirects;
         let mut hops = 0;
         loop {
-            check_url(req.url(), self.inner.config.allow_private)?;
+            check_url_under(req.url(), &self.inner.config.address_rule())?;
             let host = req.url().host_str().unwrap_or_default().to_string();
             let again = req.try_clone();
             let resp = client
@@ -290,7 +304,7 @@ pub fn unfollowing_client(allow_private: bool) -> Result<reqwest::Client, Outbou
         .no_proxy()
         .tcp_nodelay(true)
         .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(GuardedResolver { allow_private })
+        .dns_resolver(GuardedResolver::new(AddressRule::new(allow_private)))
         .build()
         .map_err(|e| OutboundError::Http(describe(&e)))
 }
@@ -323,11 +337,7 @@ fn map_reqwest(e: reqwest::Error, host: &str) -> OutboundError {
         class,
     }) = find_refused(&e)
     {
-        return OutboundError::PrivateAddress {
-            host: h,
-            addr: addr.to_string(),
-            class,
-        };
+        return OutboundError::refused_address(h, addr.to_string(), class);
     }
     let e = e.without_url();
     if e.is_timeout() {

@@ -12,6 +12,8 @@ pub enum OutboundError {
         addr: String,
         class: &'static str,
     },
+    #[error("refused to connect to {host} ({addr}): the address is in a denied network (denied_networks)")]
+    DeniedAddress { host: String, addr: String },
     #[error("invalid URL '{url}': {reason}")]
     InvalidUrl { url: String, reason: String },
     #[error("response from {url} is larger than the limit of {limit} bytes")]
@@ -31,12 +33,22 @@ pub enum OutboundError {
 }
 
 impl OutboundError {
+    /// The refusal of `addr` (of `host`) for the reason `class` (see
+    /// [`crate::net::AddressRule::refusal`]).
+    pub fn refused_address(host: String, addr: String, class: &'static str) -> Self {
+        if class == crate::net::DENIED {
+            OutboundError::DeniedAddress { host, addr }
+        } else {
+            OutboundError::PrivateAddress { host, addr, class }
+        }
+    }
+
     /// The [`ToolError`] a handler should return for this failure.
     pub fn into_tool_error(self) -> ToolError {
         let kind = match &self {
-            OutboundError::PrivateAddress { .. } | OutboundError::InvalidUrl { .. } => {
-                ToolErrorKind::InvalidInput
-            }
+            OutboundError::PrivateAddress { .. }
+            | OutboundError::DeniedAddress { .. }
+            | OutboundError::InvalidUrl { .. } => ToolErrorKind::InvalidInput,
             OutboundError::Timeout(_) => ToolErrorKind::Timeout,
             OutboundError::Token { .. } | OutboundError::MissingSecret { .. } => {
                 ToolErrorKind::Unauthorized

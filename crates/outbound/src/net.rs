@@ -7,6 +7,8 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
+use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -74,8 +76,123 @@ fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
     }
 }
 
+/// An address block, `ADDR/PREFIX` (`10.0.0.0/8`, `fd00::/8`) or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Network {
+    /// Whether `ip` lies in this block (an IPv4-mapped IPv6 address counts as its IPv4 one).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FromStr for Network {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not an address or ADDR/PREFIX block"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("'{s}': the prefix must be a number from 0 to {max}"))?,
+        };
+        Ok(Self { addr, prefix })
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl serde::Serialize for Network {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Network {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The refusal reason of an address inside a denied block.
+pub const DENIED: &str = "denied by configuration";
+
+/// Which addresses a client may connect to: public ones (and with `allow_private` also
+/// loopback, private and link-local ones), never one inside a `denied` block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddressRule {
+    pub allow_private: bool,
+    pub denied: Vec<Network>,
+}
+
+impl AddressRule {
+    /// Public addresses only, or also private ones.
+    pub fn new(allow_private: bool) -> Self {
+        Self {
+            allow_private,
+            denied: Vec::new(),
+        }
+    }
+
+    /// Why `ip` is refused, or `None` when it may be contacted.
+    pub fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
+        if self.denied.iter().any(|n| n.contains(ip)) {
+            return Some(DENIED);
+        }
+        if self.allow_private {
+            None
+        } else {
+            classify(ip)
+        }
+    }
+}
+
 /// Refuses a URL whose host is a literal non-public IP (names are checked at resolution).
 pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), OutboundError> {
+    check_url_under(url, &AddressRule::new(allow_private))
+}
+
+/// [`check_url`] under an [`AddressRule`].
+pub fn check_url_under(url: &url::Url, rule: &AddressRule) -> Result<(), OutboundError> {
     match url.scheme() {
         "http" | "https" => {}
         other => {
@@ -84,9 +201,6 @@ pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), OutboundErro
                 reason: format!("scheme '{other}' is not allowed; use http or https"),
             })
         }
-    }
-    if allow_private {
-        return Ok(());
     }
     let ip = match url.host() {
         Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
@@ -99,12 +213,12 @@ pub fn check_url(url: &url::Url, allow_private: bool) -> Result<(), OutboundErro
             })
         }
     };
-    match classify(ip) {
-        Some(class) => Err(OutboundError::PrivateAddress {
-            host: url.host_str().unwrap_or_default().to_string(),
-            addr: ip.to_string(),
+    match rule.refusal(ip) {
+        Some(class) => Err(OutboundError::refused_address(
+            url.host_str().unwrap_or_default().to_string(),
+            ip.to_string(),
             class,
-        }),
+        )),
         None => Ok(()),
     }
 }
@@ -163,26 +277,32 @@ impl fmt::Display for Refused {
 
 impl StdError for Refused {}
 
-/// A system resolver that drops non-public addresses unless private addresses are allowed.
-#[derive(Debug, Clone, Copy)]
+/// A system resolver that drops the addresses its [`AddressRule`] refuses (non-public ones
+/// unless private addresses are allowed, and denied blocks).
+#[derive(Debug, Clone)]
 pub struct GuardedResolver {
-    pub allow_private: bool,
+    rule: Arc<AddressRule>,
+}
+
+impl GuardedResolver {
+    pub fn new(rule: AddressRule) -> Self {
+        Self {
+            rule: Arc::new(rule),
+        }
+    }
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let allow_private = self.allow_private;
+        let rule = self.rule.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
             let addrs: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if allow_private {
-                return Ok(Box::new(addrs.into_iter()) as Addrs);
-            }
             let mut first_refused = None;
             let mut public = Vec::with_capacity(addrs.len());
             for a in addrs {
-                match classify(a.ip()) {
+                match rule.refusal(a.ip()) {
                     None => public.push(a),
                     Some(class) => {
                         first_refused.get_or_insert((a.ip(), class));
@@ -217,6 +337,54 @@ mod tests {
 
     fn c(s: &str) -> Option<&'static str> {
         classify(s.parse().unwrap())
+    }
+
+    #[test]
+    fn networks_parse_and_contain() {
+        let n: Network = "10.0.0.0/8".parse().unwrap();
+        assert!(n.contains("10.200.1.1".parse().unwrap()));
+        assert!(!n.contains("11.0.0.1".parse().unwrap()));
+        // An IPv4-mapped IPv6 address is its IPv4 address.
+        assert!(n.contains("::ffff:10.0.0.1".parse().unwrap()));
+        let one: Network = "169.254.169.254".parse().unwrap();
+        assert_eq!(one.to_string(), "169.254.169.254/32");
+        assert!(one.contains("169.254.169.254".parse().unwrap()));
+        assert!(!one.contains("169.254.169.253".parse().unwrap()));
+        let v6: Network = "fd00::/8".parse().unwrap();
+        assert!(v6.contains("fd12::1".parse().unwrap()));
+        assert!(!v6.contains("fe80::1".parse().unwrap()));
+        let all: Network = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("8.8.8.8".parse().unwrap()));
+        for bad in ["10.0.0.0/33", "nonsense", "10.0.0.0/x", "::/129"] {
+            let e = bad.parse::<Network>().unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_denied_block_is_refused_even_when_private_addresses_are_allowed() {
+        let rule = AddressRule {
+            allow_private: true,
+            denied: vec!["127.0.0.2/32".parse().unwrap()],
+        };
+        assert_eq!(rule.refusal("127.0.0.1".parse().unwrap()), None);
+        assert_eq!(
+            rule.refusal("127.0.0.2".parse().unwrap()),
+            Some("denied by configuration")
+        );
+        let url = url::Url::parse("http://127.0.0.2:8080/x").unwrap();
+        let e = check_url_under(&url, &rule).unwrap_err().to_string();
+        assert!(
+            e.contains("127.0.0.2") && e.contains("denied network"),
+            "{e}"
+        );
+        // Without allow_private the usual classes are refused as before.
+        let public_only = AddressRule::new(false);
+        assert_eq!(
+            public_only.refusal("10.0.0.1".parse().unwrap()),
+            Some("private")
+        );
+        assert_eq!(public_only.refusal("8.8.8.8".parse().unwrap()), None);
     }
 
     #[test]

@@ -21,6 +21,12 @@ pub fn text(crate_dir: &str, name: &str) -> String {
     }
 }
 
+/// The fixture `name` of the crate at `crate_dir` as bytes, unchanged.
+pub fn bytes(crate_dir: &str, name: &str) -> Vec<u8> {
+    let path = Path::new(crate_dir).join("tests/fixtures").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The fixture `name` of the crate at `crate_dir` parsed as JSON.
 pub fn json(crate_dir: &str, name: &str) -> Value {
     serde_json::from_str(&text(crate_dir, name))
@@ -32,6 +38,14 @@ pub fn json(crate_dir: &str, name: &str) -> Value {
 macro_rules! fixture {
     ($name:expr $(,)?) => {
         $crate::fixtures::json(env!("CARGO_MANIFEST_DIR"), $name)
+    };
+}
+
+/// `fixture_bytes!("name")`: the calling crate's fixture as bytes.
+#[macro_export]
+macro_rules! fixture_bytes {
+    ($name:expr $(,)?) => {
+        $crate::fixtures::bytes(env!("CARGO_MANIFEST_DIR"), $name)
     };
 }
 

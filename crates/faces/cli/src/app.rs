@@ -96,6 +96,12 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
         toolshed_tables::plugin(store.clone()),
         toolshed_agents::plugin(store.clone(), config.model_credentials()),
     ];
+    match config.web.settings().map(|s| s.map(toolshed_web::plugin)) {
+        Ok(None) => {}
+        Ok(Some(Ok(web))) => plugins.push(web),
+        Ok(Some(Err(e))) => eprintln!("plugin web: FAILED: {e}"),
+        Err(e) => eprintln!("plugin web: FAILED: {e}"),
+    }
     match config.n8n_settings() {
         Ok(None) => {}
         Ok(Some(settings)) => match async {

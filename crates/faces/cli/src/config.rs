@@ -13,6 +13,8 @@ use toolshed_core::{Policy, Principal, Role};
 use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits, SandboxConfig};
 use toolshed_outbound::secret::{env_ref, shown as shown_secret, REDACTED};
 use toolshed_outbound::Secret;
+
+pub mod web;
 use toolshed_registry::SourceSpec;
 use toolshed_sandbox::Limits;
 
@@ -53,6 +55,8 @@ pub enum ConfigError {
     BadModelKind { id: String, kind: String },
     #[error("[models.{id}] base_url is not an http:// or https:// URL")]
     BadModelUrl { id: String },
+    #[error("[web] {0}")]
+    Web(String),
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
@@ -73,6 +77,8 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "n8n",
     "auth",
     "search",
+    "web",
+    "executions",
 ];
 
 /// Debug output (e.g. in logs) never shows a literal secret: credentials, API keys, the
@@ -105,6 +111,8 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n8n: Option<N8nConfigFile>,
     pub search: SearchConfig,
+    /// `[web]`: `web.fetch` and `web.search`.
+    pub web: web::WebConfigFile,
     pub notify: NotifyConfig,
     /// `[executions]`: how long finished executions and their events are kept.
     pub executions: ExecutionsConfig,
@@ -177,6 +185,7 @@ impl std::fmt::Debug for Config {
             .field("sources", &sources)
             .field("n8n", &self.n8n)
             .field("search", &self.search)
+            .field("web", &self.web)
             .field("notify", &self.notify)
             .field("models", &self.models)
             .finish()
@@ -404,6 +413,7 @@ impl Default for Config {
             sources: vec![],
             n8n: None,
             search: SearchConfig::default(),
+            web: web::WebConfigFile::default(),
             notify: NotifyConfig::default(),
             executions: ExecutionsConfig::default(),
             models: BTreeMap::new(),
@@ -505,6 +515,7 @@ impl Config {
                 return Err(ConfigError::BadModelUrl { id: id.clone() });
             }
         }
+        config.web.settings()?;
         if let Some(url) = &config.notify.webhook_url {
             if !toolshed_core::is_url(url) {
                 return Err(ConfigError::BadWebhook);

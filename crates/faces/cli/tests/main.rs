@@ -19,3 +19,4 @@ mod sources_auth;
 mod sources_mcp;
 mod sources_openapi;
 mod support;
+mod web_cli;

@@ -14,6 +14,11 @@
 //! Imported operations use the same transport rules as the hand-written client: no redirect is
 //! followed (the `X-N8N-API-KEY` header would go with it to wherever it points) and reply bodies
 //! are capped at [`toolshed_n8n::DEFAULT_MAX_RESPONSE_BYTES`].
+//!
+//! Imported operations are renamed and classed like the hand-written tools ([`names`]): one
+//! `n8n.<resources>.<verb>` namespace with one approval rule.
+
+pub mod names;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -131,6 +136,7 @@ pub async fn n8n_plugin_with_login(
     let doc = toolshed_openapi::parse_document(public_api_spec())
         .map_err(|e| SourcesError::import(name, format!("bundled public API document: {e}")))?;
     let doc = without_operations(&doc, &toolshed_n8n::hand_written_paths());
+    let (doc, classes) = names::rewrite(&doc, name);
     let outbound = Outbound::new(imported_outbound_config(settings))
         .map_err(|e| SourcesError::import(name, e))?;
     let opts = ImportOptions {
@@ -162,6 +168,10 @@ pub async fn n8n_plugin_with_login(
             continue;
         }
         imported += 1;
+        let mut t = t;
+        if let Some(class) = classes.get(t.def.path.as_str()) {
+            t.def.annotations = *class;
+        }
         plugin.tools.push(t);
     }
     Ok(N8nPlugin {
@@ -201,8 +211,10 @@ mod tests {
             "every hand-written operation is in the document, once"
         );
         let s = settings("https://n8n.example.com".into());
+        // The full document under the same names as the plugin's import.
+        let (renamed, _) = names::rewrite(&doc, "n8n");
         let full = toolshed_openapi::import(
-            &doc,
+            &renamed,
             &ImportOptions {
                 namespace: "n8n".into(),
                 base_url: Some("https://n8n.example.com/api/v1".into()),
@@ -218,7 +230,7 @@ mod tests {
         assert!(
             n8n.warnings
                 .iter()
-                .all(|w| !w.contains("skipped") && !w.contains("dropped")),
+                .all(|w| !w.contains("skipped") && !w.contains("dropped") && !w.contains("taken")),
             "{:?}",
             n8n.warnings
         );
@@ -232,6 +244,38 @@ mod tests {
         assert_eq!(imported.len(), n8n.imported);
         assert_eq!(n8n.imported + hand.len(), 154);
         assert!(imported.iter().all(|p| full_paths.contains(*p)));
+        // One namespace: no singular resource beside a plural one.
+        for singular in [
+            "n8n.workflow.",
+            "n8n.credential.",
+            "n8n.data_table.",
+            "n8n.user.",
+        ] {
+            assert!(
+                imported.iter().all(|p| !p.starts_with(singular)),
+                "{singular}: {imported:?}"
+            );
+        }
+        // Equivalent operations wait alike: an imported publish like the hand-written activate.
+        let class = |path: &str| {
+            n8n.plugin
+                .tools
+                .iter()
+                .find(|t| t.def.path.as_str() == path)
+                .unwrap_or_else(|| panic!("no {path}"))
+                .def
+                .annotations
+        };
+        let (publish, activate) = (
+            class("n8n.workflows.publish"),
+            class("n8n.workflows.activate"),
+        );
+        assert_eq!(
+            (publish.read_only, publish.destructive),
+            (activate.read_only, activate.destructive)
+        );
+        assert!(class("n8n.tags.delete").destructive);
+        assert!(class("n8n.tags.list").read_only);
         let written: HashSet<&str> = n8n
             .plugin
             .tools
@@ -285,7 +329,7 @@ mod tests {
             .plugin
             .tools
             .iter()
-            .find(|t| t.def.path.as_str().ends_with("create_tag"))
+            .find(|t| t.def.path.as_str() == "n8n.tags.create")
             .unwrap();
         assert_eq!(create_tag.def.origin, "source:n8n");
         let ctx = ToolContext::new("t".into(), create_tag.def.path.clone());

@@ -59,7 +59,7 @@ async fn n8n_imports_the_rest_of_the_public_api_with_the_key_header() {
         .plugin
         .tools
         .iter()
-        .find(|t| t.def.path.as_str().ends_with("create_tag"))
+        .find(|t| t.def.path.as_str() == "n8n.tags.create")
         .unwrap_or_else(|| panic!("no create_tag among {paths:?}"));
     assert_eq!(create_tag.def.origin, "source:n8n");
     let ctx = ToolContext::new("t".into(), create_tag.def.path.clone());

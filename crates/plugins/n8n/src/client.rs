@@ -98,6 +98,7 @@ impl N8nClient {
             max_redirects: 0,
             max_response_bytes: config.max_response_bytes,
             user_agent: concat!("toolshed-n8n/", env!("CARGO_PKG_VERSION")).to_string(),
+            ..Default::default()
         })
         .map_err(|e| N8nError::InvalidConfig(format!("cannot build the HTTP client: {e}")))?;
         let http = outbound.client().clone();
