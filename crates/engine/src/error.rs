@@ -100,6 +100,10 @@ pub enum EngineError {
     InvalidClientTools(#[from] toolshed_core::formats::ClientToolsError),
     #[error("storage failed: {0}")]
     Store(Box<toolshed_store::StoreError>),
+    #[error("the agent run cannot start: {0}")]
+    InvalidRun(String),
+    #[error("no agent '{name}' exists; agents.list lists them")]
+    UnknownAgent { name: String },
 }
 
 impl From<toolshed_sandbox::Overloaded> for EngineError {
@@ -178,6 +182,8 @@ impl EngineError {
             Self::RuntimeChanged { .. } => "runtime_changed",
             Self::InvalidClientTools(_) => "invalid_client_tools",
             Self::Store(_) => "store",
+            Self::InvalidRun(_) => "invalid_run",
+            Self::UnknownAgent { .. } => "unknown_agent",
         }
     }
 

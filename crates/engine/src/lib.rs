@@ -14,7 +14,7 @@
 //! Modules:
 //! - [`invoke`]: that path, for one call.
 //! - [`access`]: the engine as handlers see it (the caller's view, calls as the caller).
-//! - [`executions`]: scripts and direct calls as executions; pausing, durable journals,
+//! - [`executions`]: scripts, direct calls and agent runs as executions; pausing, durable journals,
 //!   deterministic replay on resume, expiry.
 //! - [`discovery`]: listing, ranked search and compact descriptions in the caller's view.
 //! - [`audit`]: redaction and the batched background audit writer.
@@ -57,7 +57,7 @@ pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{
     AnswerAction, ClientError, Decision, ExecutionInfo, InputMode, Outcome, PendingCall,
-    PendingSummary, ScriptOptions, ToolCall, ToolResultAnswer, Wait, WaitKind,
+    PendingSummary, RunRequest, ScriptOptions, ToolCall, ToolResultAnswer, Wait, WaitKind,
 };
 pub use ops::{Op, OpAnswer};
 pub use rate::RateLimits;
@@ -144,6 +144,8 @@ pub(crate) struct EngineState {
     pub running: executions::answer::Running,
     pub notifier: Option<notify::Notifier>,
     pub events: events::EventHub,
+    /// Model endpoints agent runs think with (`[models.<id>]`).
+    pub models: toolshed_models::Models,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -181,6 +183,7 @@ impl Engine {
                 running: Default::default(),
                 notifier,
                 events,
+                models: toolshed_models::Models::default(),
             }),
         }
     }
@@ -214,6 +217,15 @@ impl Engine {
                 credentials: Some(credentials),
                 ..inner
             }),
+        }
+    }
+
+    /// Sets the model endpoints agent runs use ([`executions::agent`]).
+    pub fn with_models(self, models: toolshed_models::Models) -> Self {
+        let inner = Arc::try_unwrap(self.inner)
+            .unwrap_or_else(|_| panic!("with_models must be called before the engine is shared"));
+        Self {
+            inner: Arc::new(EngineState { models, ..inner }),
         }
     }
 

@@ -211,6 +211,28 @@ pub struct ListWaitsArgs {
     /// Only executions waiting on this kind: approval, tool_result or input.
     #[serde(default)]
     pub wait: Option<WaitKind>,
+    /// Only executions of this kind: script, call or run.
+    #[serde(default)]
+    pub kind: Option<ExecutionKind>,
+}
+
+/// What an execution runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionKind {
+    Script,
+    Call,
+    Run,
+}
+
+impl ExecutionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Script => "script",
+            Self::Call => "call",
+            Self::Run => "run",
+        }
+    }
 }
 
 /// `cancel`.
@@ -294,7 +316,10 @@ impl Engine {
             }
             Op::ListWaits => {
                 let a: ListWaitsArgs = parse_args(op, args)?;
-                Ok(OpAnswer::Waiting(self.waiting(caller, a.wait).await?))
+                Ok(OpAnswer::Waiting(
+                    self.waiting_of(caller, a.wait, a.kind.map(ExecutionKind::as_str))
+                        .await?,
+                ))
             }
             Op::Cancel => {
                 let a: CancelArgs = parse_args(op, args)?;

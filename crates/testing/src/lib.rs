@@ -4,9 +4,12 @@
 //! - [`fixtures`]: files under a crate's `tests/fixtures/` as text or JSON (`.gz` gunzipped),
 //!   through the [`fixture!`] and [`fixture_text!`] macros that name the calling crate's folder.
 //! - [`mcp`]: an MCP server and client joined in-process over a memory pipe.
+//! - [`model_server`]: a scripted model server speaking the OpenAI and Anthropic streaming
+//!   wire formats, for agent runs.
 //!
 //! It depends on nothing of Toolshed's own, so that any crate (including those it would test)
 //! can use it without a dependency cycle.
 
 pub mod fixtures;
 pub mod mcp;
+pub mod model_server;

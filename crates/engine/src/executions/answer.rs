@@ -356,6 +356,9 @@ impl Engine {
         mut rec: ExecutionRecord,
     ) -> Result<Outcome, EngineError> {
         let id = rec.id.clone();
+        if rec.kind == "run" {
+            return self.continue_run(caller, rec).await;
+        }
         let script = rec.kind != "call";
         if script {
             if let Some(stored) = rec.meta.get("runtime").and_then(Value::as_str) {
@@ -403,6 +406,23 @@ impl Engine {
                 self.resume_call(&owner, rec, pending, decision).await
             }
         }
+    }
+
+    /// Claims an agent run whose waits are all answered and drives it on, as its owner.
+    async fn continue_run(
+        &self,
+        caller: &Caller,
+        mut rec: ExecutionRecord,
+    ) -> Result<Outcome, EngineError> {
+        rec.status = ExecutionStatus::Running;
+        rec.updated_at = now_ms();
+        let expected = rec.version;
+        rec.version += 1;
+        if !self.inner.store.update_execution(&rec, expected).await? {
+            return Err(EngineError::Busy { id: rec.id });
+        }
+        let owner = self.caller(&rec.principal, caller.face);
+        self.drive_run(&owner, rec, true).await
     }
 
     async fn resume_call(

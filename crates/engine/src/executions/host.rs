@@ -6,7 +6,7 @@
 //! answer) registers its wait and answers "suspend": the sandbox lets the other in-flight calls
 //! finish, then stops, and the run ends paused on every wait raised together.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -246,6 +246,11 @@ pub(crate) struct HostCtx {
     pub clients: Arc<ClientTools>,
     /// The execution's pinned randomness and time (saved scripts it runs derive theirs).
     pub det: toolshed_sandbox::Determinism,
+    /// For agent runs: the only paths the run's own calls may reach (saved scripts they run
+    /// are governed by the principal's roles alone). `None` for scripts.
+    pub offered: Option<Arc<HashSet<String>>>,
+    /// Paths whose every call (of the run's own) waits for approval (`requireApproval`).
+    pub approval: Arc<HashSet<String>>,
 }
 
 /// The [`Host`] of one script run.
@@ -305,6 +310,12 @@ impl HostCtx {
             CallTarget::Search => Answered::Reply(Ok(self.search(&call.args))),
             CallTarget::Describe => Answered::Reply(self.describe(&call.args)),
             CallTarget::Ask => self.ask(seq, &call.args),
+            CallTarget::Tool(path) if !self.offers(seq, path) => {
+                Answered::Reply(Err(HostError::new(
+                    "not_offered",
+                    format!("'{path}' is not one of this agent's tools"),
+                )))
+            }
             CallTarget::Tool(path) if path.starts_with("client.") => {
                 self.client_call(seq, path, call.args).await
             }
@@ -352,8 +363,16 @@ impl HostCtx {
         }
     }
 
+    /// Keeps a reply in this run's journal (written durably by [`Self::journal_durably`]).
+    pub(crate) fn record(&self, seq: CallKey, target: &str, result: Result<Value, HostError>) {
+        self.state
+            .lock()
+            .journal
+            .insert(seq, reply_to_json(seq, target, &result));
+    }
+
     /// The journaled reply of call `seq`, when a replay reaches it.
-    fn replayed(&self, seq: CallKey, key: &str) -> Option<HostReply> {
+    pub(crate) fn replayed(&self, seq: CallKey, key: &str) -> Option<HostReply> {
         let entry = self.state.lock().replay.get(&seq).cloned()?;
         let recorded = entry["target"].as_str().unwrap_or_default();
         if recorded != key {
@@ -371,7 +390,7 @@ impl HostCtx {
 
     /// A resumed run journals each completed tool call durably before the script sees it, so
     /// a crash from here on never runs it again. `Some` stops the run.
-    async fn journal_durably(&self, seq: CallKey, path: &str) -> Option<HostReply> {
+    pub(crate) async fn journal_durably(&self, seq: CallKey, path: &str) -> Option<HostReply> {
         let d = self.durable.as_ref()?;
         if self.stopped() {
             return Some(HostReply::Suspend);
@@ -553,6 +572,16 @@ impl HostCtx {
                 path: path.to_string(),
             })));
         }
+        if decision.is_none() && seq < KEYS_PER_LEVEL && self.approval.contains(path) {
+            let name = self
+                .engine
+                .inner
+                .catalog
+                .load()
+                .get(path)
+                .map_or_else(|| path.to_string(), |e| e.tool.def.name.clone());
+            return Answered::Wait(Wait::approval(seq, path.to_string(), name, args));
+        }
         let approval = match decision {
             Some(Decision::Approve) => Approval::Granted,
             _ => Approval::Required,
@@ -579,6 +608,15 @@ impl HostCtx {
             CallResult::NeedsApproval { path, name, args } => {
                 Answered::Wait(Wait::approval(seq, path, name, args))
             }
+        }
+    }
+
+    /// Whether the run may make call `seq` of `path`: scripts any, agent runs only their
+    /// offered tools (calls inside a saved script they run are not restricted further).
+    fn offers(&self, seq: CallKey, path: &str) -> bool {
+        match &self.offered {
+            Some(set) if seq < KEYS_PER_LEVEL => set.contains(path),
+            _ => true,
         }
     }
 

@@ -44,7 +44,7 @@ impl Engine {
                 return self.run_script(caller, &script).await;
             }
         }
-        let id = format!("ex_{}", uuid::Uuid::new_v4().simple());
+        let id = super::new_execution_id();
         match self
             .invoke(
                 caller,
@@ -199,6 +199,10 @@ impl Engine {
             let catalog = self.inner.catalog.load();
             path.and_then(|p| catalog.get(&p).map(|e| c.timeout_of(&e.tool.def)))
                 .unwrap_or(c.call_timeout)
+        } else if rec.kind == "run" {
+            // A run writes its journal after every model answer and tool call: silence longer
+            // than the longest call means the process driving it is gone.
+            c.max_call_timeout.max(c.call_timeout)
         } else {
             // A script's wall clock ends it, whatever its calls wait for.
             c.limits.wall_clock.max(c.call_timeout)
@@ -219,6 +223,17 @@ impl Engine {
         caller: &Caller,
         kind: Option<WaitKind>,
     ) -> Result<Vec<PendingSummary>, EngineError> {
+        self.waiting_of(caller, kind, None).await
+    }
+
+    /// [`Engine::waiting`], only executions of one kind (`script`, `call` or `run`) when one
+    /// is given.
+    pub async fn waiting_of(
+        &self,
+        caller: &Caller,
+        kind: Option<WaitKind>,
+        execution_kind: Option<&str>,
+    ) -> Result<Vec<PendingSummary>, EngineError> {
         let now = now_ms();
         self.inner.store.expire_executions(now).await?;
         if caller.principal.is_empty() {
@@ -236,7 +251,8 @@ impl Engine {
                     .await?
                     .into_iter()
                     .filter(|r| can_see_waits(caller, &r.principal, &waits_of(r)))
-                    .filter(|r| kind.is_none_or(|k| open_waits(r).iter().any(|w| w.kind == k))),
+                    .filter(|r| kind.is_none_or(|k| open_waits(r).iter().any(|w| w.kind == k)))
+                    .filter(|r| execution_kind.is_none_or(|k| r.kind == k)),
             );
         }
         recs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));

@@ -6,7 +6,7 @@
 //! (`tools.ask_user`). A paused execution waits on every wait raised together; answers are
 //! recorded one by one ([`answer`]) and the execution continues once none is open.
 //!
-//! Files: [`host`] answers a script's calls, [`run`] runs and settles a script, [`answer`]
+//! Files: [`agent`] runs agents (kind `run`) on the same host, [`host`] answers a script's calls, [`run`] runs and settles a script, [`answer`]
 //! checks and applies answers and cancels, [`listing`] shows executions and runs direct calls.
 //!
 //! A script runs in the sandbox with a host that numbers every call in issue order (`seq`). When a
@@ -45,6 +45,7 @@
 //! execution fails with `journal_failed` (stored as failed unless the claim was lost, in which
 //! case nothing more is written).
 
+pub mod agent;
 pub mod answer;
 pub mod host;
 pub mod listing;
@@ -57,9 +58,16 @@ use serde_json::Value;
 use toolshed_sandbox::LogEntry;
 
 use crate::EngineError;
+pub use agent::{RunRequest, RunSpec};
 pub use answer::{MAX_ANSWER_BYTES, MAX_TOOL_RESULT_BYTES};
 pub use run::ScriptOptions;
 pub use waits::{AnswerAction, ClientError, InputMode, ToolCall, ToolResultAnswer, Wait, WaitKind};
+
+/// A fresh execution id (`ex_` and 32 hex digits), for a caller that must know it before the
+/// execution starts (to follow its events from the first).
+pub fn new_execution_id() -> String {
+    format!("ex_{}", uuid::Uuid::new_v4().simple())
+}
 
 /// Script error messages (and stacks) kept, in bytes, like results and logs are bounded.
 pub const MAX_SCRIPT_ERROR_BYTES: usize = 4_096;

@@ -55,9 +55,7 @@ impl Engine {
             meta["clientTools"] = serde_json::to_value(&options.client_tools).unwrap_or(json!([]));
         }
         let record = ExecutionRecord {
-            id: options
-                .execution_id
-                .unwrap_or_else(|| format!("ex_{}", uuid::Uuid::new_v4().simple())),
+            id: options.execution_id.unwrap_or_else(super::new_execution_id),
             principal: caller.principal.to_string(),
             kind: "script".into(),
             source: source.to_string(),
@@ -108,6 +106,8 @@ impl Engine {
             durable: durable.clone(),
             clients: Arc::new(ClientTools::new(client_tools_of(&rec))),
             det,
+            offered: None,
+            approval: Default::default(),
         }));
         self.inner.events.open(&rec.id, stored).await?;
         self.inner.events.emit(
@@ -138,12 +138,50 @@ impl Engine {
         self.settle(rec, stored, outcome, &state, durable).await
     }
 
-    /// Stores the end of a run: completed, failed or paused.
+    /// Stores the end of a script run: completed, failed or paused.
     async fn settle(
         &self,
         mut rec: ExecutionRecord,
         stored: bool,
         outcome: RunOutcome,
+        state: &Mutex<RunState>,
+        durable: Option<Arc<Durable>>,
+    ) -> Result<Outcome, EngineError> {
+        // A replay prints again what the segments before it printed: only new lines are events.
+        let printed = rec.logs.as_array().map_or(0, Vec::len);
+        for line in outcome.logs.iter().skip(printed) {
+            self.inner.events.emit(
+                &rec.id,
+                Event::Log {
+                    level: line.level.clone(),
+                    message: line.message.clone(),
+                },
+            );
+        }
+        rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
+        let end = match outcome.status {
+            Status::Completed(v) => End::Completed(v),
+            Status::Failed(mut err) => {
+                err.message = crate::audit::truncated(&err.message, MAX_SCRIPT_ERROR_BYTES);
+                if let Some(stack) = &mut err.stack {
+                    *stack = crate::audit::truncated(stack, MAX_SCRIPT_ERROR_BYTES);
+                }
+                End::Failed(serde_json::to_value(&err).unwrap_or(Value::Null))
+            }
+            Status::Suspended { .. } => End::Suspended,
+        };
+        self.settle_end(rec, stored, end, outcome.logs, state, durable)
+            .await
+    }
+
+    /// Stores the end of a run (a script's or an agent's): completed, failed or paused on the
+    /// waits raised.
+    pub(super) async fn settle_end(
+        &self,
+        mut rec: ExecutionRecord,
+        stored: bool,
+        end: End,
+        logs: Vec<toolshed_sandbox::LogEntry>,
         state: &Mutex<RunState>,
         durable: Option<Arc<Durable>>,
     ) -> Result<Outcome, EngineError> {
@@ -161,26 +199,13 @@ impl Engine {
             rec.version = d.rec.lock().await.version;
             failure = d.failed.lock().clone();
         }
-        // A replay prints again what the segments before it printed: only new lines are events.
-        let printed = rec.logs.as_array().map_or(0, Vec::len);
-        for line in outcome.logs.iter().skip(printed) {
-            self.inner.events.emit(
-                &rec.id,
-                Event::Log {
-                    level: line.level.clone(),
-                    message: line.message.clone(),
-                },
-            );
-        }
         rec.journal = journal;
-        rec.logs = serde_json::to_value(&outcome.logs).unwrap_or(json!([]));
-        let logs = outcome.logs;
         let id = rec.id.clone();
         if let Some(f) = failure {
             return self.settle_journal_failure(rec, f, logs).await;
         }
-        let result = match outcome.status {
-            Status::Completed(v) => {
+        let result = match end {
+            End::Completed(v) => {
                 rec.status = ExecutionStatus::Completed;
                 rec.pending = None;
                 rec.result = Some(v.clone());
@@ -190,14 +215,9 @@ impl Engine {
                     logs,
                 }
             }
-            Status::Failed(mut err) => {
-                err.message = crate::audit::truncated(&err.message, MAX_SCRIPT_ERROR_BYTES);
-                if let Some(stack) = &mut err.stack {
-                    *stack = crate::audit::truncated(stack, MAX_SCRIPT_ERROR_BYTES);
-                }
+            End::Failed(error) => {
                 rec.status = ExecutionStatus::Failed;
                 rec.pending = None;
-                let error = serde_json::to_value(&err).unwrap_or(Value::Null);
                 rec.error = Some(error.clone());
                 Outcome::Failed {
                     execution_id: id,
@@ -205,7 +225,7 @@ impl Engine {
                     logs,
                 }
             }
-            Status::Suspended { .. } => {
+            End::Suspended => {
                 rec.status = ExecutionStatus::Paused;
                 rec.pending = Some(serde_json::to_value(&waits).unwrap_or(json!([])));
                 rec.expires_at = Some(now_ms() + self.inner.config.approval_ttl.as_millis() as i64);
@@ -270,7 +290,7 @@ impl Engine {
 
     /// A run stopped by `cancel`: what completed is kept in the journal, the execution is
     /// stored as cancelled.
-    async fn settle_cancelled(
+    pub(super) async fn settle_cancelled(
         &self,
         mut rec: ExecutionRecord,
         stored: bool,
@@ -350,8 +370,17 @@ impl Engine {
     }
 }
 
+/// How a run ended, before it is stored.
+pub(crate) enum End {
+    Completed(Value),
+    /// The error as stored and answered.
+    Failed(Value),
+    /// Paused on the waits its calls raised.
+    Suspended,
+}
+
 /// The journal to replay and the answers recorded so far.
-fn initial_state(rec: &ExecutionRecord) -> RunState {
+pub(super) fn initial_state(rec: &ExecutionRecord) -> RunState {
     let mut state = RunState::default();
     for e in rec.journal.as_array().into_iter().flatten() {
         if let Some(seq) = e["seq"].as_u64() {

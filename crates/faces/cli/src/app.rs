@@ -208,8 +208,11 @@ impl App {
         // Scripts always run in worker processes: this very binary, started as a worker.
         let exe = std::env::current_exe().context("finding this binary for sandbox workers")?;
         engine_config.sandbox.workers = Some(WorkerCommand::new(exe));
+        let models = toolshed_models::Models::new(config.model_endpoints()?)
+            .context("configuring the model endpoints")?;
         let mut engine = Engine::new(catalog, policy, store.clone(), engine_config)
-            .with_credentials(credentials);
+            .with_credentials(credentials)
+            .with_models(models);
         if let Some(dir) = &config.search.model {
             let vectors = config.data_dir().join("tool-vectors.bin");
             engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));

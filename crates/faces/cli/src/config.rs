@@ -14,6 +14,7 @@ use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits, Sandb
 use toolshed_outbound::secret::{env_ref, shown as shown_secret, REDACTED};
 use toolshed_outbound::Secret;
 
+pub mod models;
 pub mod web;
 use toolshed_registry::SourceSpec;
 use toolshed_sandbox::Limits;
@@ -51,10 +52,8 @@ pub enum ConfigError {
     N8nLoginIncomplete,
     #[error("[notify] webhook_url is not an http:// or https:// URL")]
     BadWebhook,
-    #[error("[models.{id}] kind '{kind}' is not known: use \"openai\" or \"anthropic\"")]
-    BadModelKind { id: String, kind: String },
-    #[error("[models.{id}] base_url is not an http:// or https:// URL")]
-    BadModelUrl { id: String },
+    #[error("[models.{id}] {message}")]
+    Model { id: String, message: String },
     #[error("[web] {0}")]
     Web(String),
 }
@@ -117,31 +116,7 @@ pub struct Config {
     /// `[executions]`: how long finished executions and their events are kept.
     pub executions: ExecutionsConfig,
     /// Model credentials agent definitions name in `credential` (`[models.<id>]`).
-    pub models: BTreeMap<String, ModelConfig>,
-}
-
-/// `[models.<id>]`: a model provider's endpoint and key.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// The wire format: `openai` or `anthropic`.
-    pub kind: String,
-    /// The API's base URL (default: the provider's public API).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_url: Option<String>,
-    /// `env:NAME` (or `${NAME}`), or a literal key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key: Option<String>,
-}
-
-impl std::fmt::Debug for ModelConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelConfig")
-            .field("kind", &self.kind)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
-            .finish()
-    }
+    pub models: BTreeMap<String, models::ModelConfig>,
 }
 
 /// Resolves a configured secret with the one resolver ([`Secret::from_config`]): `env:NAME` or
@@ -502,18 +477,7 @@ impl Config {
             return Err(ConfigError::BadCallTimeouts { call, max });
         }
         for (id, m) in &config.models {
-            if !matches!(m.kind.as_str(), "openai" | "anthropic") {
-                return Err(ConfigError::BadModelKind {
-                    id: id.clone(),
-                    kind: m.kind.clone(),
-                });
-            }
-            if m.base_url
-                .as_deref()
-                .is_some_and(|u| !toolshed_core::is_url(u))
-            {
-                return Err(ConfigError::BadModelUrl { id: id.clone() });
-            }
+            m.endpoint(id)?;
         }
         config.web.settings()?;
         if let Some(url) = &config.notify.webhook_url {
@@ -550,6 +514,11 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The model endpoints agent runs use, keys resolved.
+    pub fn model_endpoints(&self) -> Result<Vec<toolshed_models::Endpoint>, ConfigError> {
+        self.models.iter().map(|(id, m)| m.endpoint(id)).collect()
     }
 
     /// The configured model credentials, without their keys.

@@ -13,11 +13,25 @@ static FAILED: AtomicBool = AtomicBool::new(false);
 
 /// Writes one line to standard output; see the module docs for what happens on errors.
 pub fn write_line(args: std::fmt::Arguments<'_>) {
+    write(args, true);
+}
+
+/// Writes text without a line end and flushes it (streamed text); as [`write_line`] on errors.
+pub fn write_text(args: std::fmt::Arguments<'_>) {
+    write(args, false);
+}
+
+fn write(args: std::fmt::Arguments<'_>, line: bool) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+    let end: &[u8] = if line { b"\n" } else { b"" };
+    if let Err(e) = out
+        .write_fmt(args)
+        .and_then(|()| out.write_all(end))
+        .and_then(|()| if line { Ok(()) } else { out.flush() })
+    {
         CLOSED.store(true, Ordering::Relaxed);
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             FAILED.store(true, Ordering::Relaxed);
@@ -29,6 +43,13 @@ pub fn write_line(args: std::fmt::Arguments<'_>) {
 /// Whether writing failed for another reason than a closed pipe.
 pub fn failed() -> bool {
     FAILED.load(Ordering::Relaxed)
+}
+
+/// `print!` (flushed) that tolerates a closed standard output (see [`write_text`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_text(format_args!($($arg)*))
+    };
 }
 
 /// `println!` that tolerates a closed standard output (see [`write_line`]).

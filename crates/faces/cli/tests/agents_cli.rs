@@ -12,7 +12,7 @@ fn agents_verbs_write_patch_and_read() {
     let config = dir.path().join("toolshed.toml");
     std::fs::write(
         &config,
-        "[models.main]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key = \"env:NOT_SET_FOR_THIS_TEST\"\n",
+        "[models.main]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nallow_private = true\napi_key = \"env:NOT_SET_FOR_THIS_TEST\"\n",
     )
     .unwrap();
     let def = dir.path().join("helper.json");

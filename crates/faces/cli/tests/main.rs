@@ -1,5 +1,6 @@
 //! Integration tests of this crate, linked into one binary (one link, one process).
 
+mod agent_runs;
 mod agents_cli;
 mod audit_cli;
 mod cli_verbs;

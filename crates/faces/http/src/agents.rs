@@ -12,6 +12,7 @@
 //! | `POST /v1/agents/{name}/publish` | `agents.publish` (a write: pauses under the default policy) |
 //! | `POST /v1/agents/{name}/restore` `{"version"}` | `agents.restore` |
 //! | `GET /v1/agent-schema` | `agents.schema` (the JSON Schema) |
+//! | `POST /v1/agents/{name}/runs` `{input, clientTools?}` | a run of the live version ([`toolshed_engine::Engine::run_agent`]); JSON, or Server-Sent Events with `Accept: text/event-stream` |
 //!
 //! A completed call answers its result (200); a paused one the pause (202); a definition that
 //! fails a stage answers 422 with `{ok: false, stage, errors}` itself.
@@ -96,6 +97,52 @@ async fn get(
         args["version"] = json!(v);
     }
     through_engine(&s, &headers, "agents.get", args).await
+}
+
+/// The body of `POST /v1/agents/{name}/runs`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RunBody {
+    /// The user's message.
+    input: String,
+    /// Tools the client executes itself (MCP, OpenAI or Anthropic declarations).
+    #[serde(default)]
+    client_tools: Vec<Value>,
+    /// Thread memory is not served yet: a run with a threadId is refused rather than run
+    /// without the memory it asks for.
+    #[serde(default)]
+    thread_id: Option<String>,
+}
+
+/// `POST /v1/agents/{name}/runs`.
+async fn run(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let body: RunBody = crate::json_body(&body)?;
+    if body.thread_id.is_some() {
+        return Err(bad_request(
+            "threadId: thread memory is not available in this version; start the run without it",
+        ));
+    }
+    if crate::events::wants_stream(&headers) {
+        return Ok(crate::events::stream_execution(
+            s.engine.clone(),
+            move |engine, id| async move {
+                engine
+                    .run_agent(&caller, &name, body.input, &body.client_tools, Some(id))
+                    .await
+            },
+        ));
+    }
+    let out = s
+        .engine
+        .run_agent(&caller, &name, body.input, &body.client_tools, None)
+        .await?;
+    Ok(outcome_response(out))
 }
 
 async fn put(
@@ -197,6 +244,25 @@ pub(crate) fn routes() -> Vec<Route<AppState>> {
     let result = any_object;
     let stages = "The definition failed a stage: {ok: false, stage, errors}.";
     vec![
+        Route::post("/v1/agents/{name}/runs", run)
+            .doc(
+                "runAgent",
+                "Run the agent's live version: JSON, or its events as Server-Sent Events",
+            )
+            .body("{input, clientTools?}", any_object)
+            .answers(S::OK, "The completed or failed run.", result)
+            .answers(
+                S::ACCEPTED,
+                "The run paused: {status, executionId, waits, toolCalls?}.",
+                result,
+            )
+            .streams(S::OK, "The run's events, then `event: outcome`.", result)
+            .errors(&[
+                S::BAD_REQUEST,
+                S::NOT_FOUND,
+                S::TOO_MANY_REQUESTS,
+                S::INTERNAL_SERVER_ERROR,
+            ]),
         Route::get("/v1/agents", list)
             .doc("listAgents", "Every agent definition")
             .answers(S::OK, "{agents: [...]}", result)

@@ -8,6 +8,7 @@
 //! - `POST /v1/scripts` with `Accept: text/event-stream` runs the script and streams its events
 //!   from the first, up to its end or its first pause; a last message `event: outcome` (no id)
 //!   carries the body the JSON answer would have had (the full result, waits and tool calls).
+//!   `POST /v1/agents/{name}/runs` streams an agent run the same way.
 //!
 //! Comments (`: keep-alive`) are sent every [`KEEP_ALIVE`] so proxies keep an idle stream open.
 
@@ -93,15 +94,28 @@ pub(crate) fn run_streaming(
 ) -> Result<Response, ApiError> {
     // Bad declarations are refused as a plain error before any stream starts.
     engine.check_script_args(&args)?;
-    let id = format!("ex_{}", uuid::Uuid::new_v4().simple());
+    Ok(stream_execution(engine, move |engine, id| async move {
+        engine.run_script_args_as(&caller, args, Some(id)).await
+    }))
+}
+
+/// Starts an execution under an id chosen here (so its channel exists, and is durable, before
+/// its first event) and streams its events up to its end or first pause, then `event:
+/// outcome` with the body the JSON answer would have had.
+pub(crate) fn stream_execution<F, Fut>(engine: Engine, start: F) -> Response
+where
+    F: FnOnce(Engine, String) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<toolshed_engine::Outcome, EngineError>>
+        + Send
+        + 'static,
+{
+    let id = toolshed_engine::executions::new_execution_id();
     let follower = engine.events().open_streaming(&id);
     let run = {
         let engine = engine.clone();
         let id = id.clone();
         tokio::spawn(async move {
-            let r = engine
-                .run_script_args_as(&caller, args, Some(id.clone()))
-                .await;
+            let r = start(engine.clone(), id.clone()).await;
             if let Err(e) = &r {
                 // Refused before (or failed after) the run: the stream still ends, saying why.
                 engine
@@ -122,7 +136,7 @@ pub(crate) fn run_streaming(
         };
         Ok(SseEvent::default().event("outcome").data(body.to_string()))
     });
-    Ok(sse(events_of(follower, true).chain(outcome)))
+    sse(events_of(follower, true).chain(outcome))
 }
 
 fn sse<S>(events: S) -> Response

@@ -332,14 +332,15 @@ impl IntoResponse for ApiError {
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         let status = match &e {
-            EngineError::NotFound { .. } | EngineError::UnknownExecution { .. } => {
-                StatusCode::NOT_FOUND
-            }
+            EngineError::NotFound { .. }
+            | EngineError::UnknownExecution { .. }
+            | EngineError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
             EngineError::MalformedArguments { .. }
             | EngineError::InvalidArguments { .. }
             | EngineError::InvalidDecision(_)
             | EngineError::InvalidAnswer { .. }
-            | EngineError::InvalidClientTools(_) => StatusCode::BAD_REQUEST,
+            | EngineError::InvalidClientTools(_)
+            | EngineError::InvalidRun(_) => StatusCode::BAD_REQUEST,
             EngineError::UnknownWait { .. } => StatusCode::NOT_FOUND,
             EngineError::AlreadyAnswered { .. } | EngineError::RuntimeChanged { .. } => {
                 StatusCode::CONFLICT
@@ -473,7 +474,7 @@ async fn call(
 }
 
 /// A JSON body read into an operation's argument struct; errors say what was wrong.
-fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| bad_request(format!("the body is not JSON: {e}")))?;
     serde_json::from_value(v).map_err(|e| bad_request(format!("invalid body: {e}")))
@@ -517,7 +518,10 @@ async fn pending(
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
     let q = query(q)?;
-    let executions = s.engine.waiting(&caller, q.wait).await?;
+    let executions = s
+        .engine
+        .waiting_of(&caller, q.wait, q.kind.map(|k| k.as_str()))
+        .await?;
     Ok(Json(ExecutionList { executions }).into_response())
 }
 

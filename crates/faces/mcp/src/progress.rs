@@ -23,7 +23,7 @@ pub(crate) struct ProgressRelay {
 impl ProgressRelay {
     /// Opens the run's event channel ahead and starts forwarding it to `peer`.
     pub fn start(engine: &Engine, peer: Peer<RoleServer>, token: ProgressToken) -> Self {
-        let execution_id = format!("ex_{}", uuid::Uuid::new_v4().simple());
+        let execution_id = toolshed_engine::executions::new_execution_id();
         let mut follower = engine.events().open_streaming(&execution_id);
         let task = tokio::spawn(async move {
             while let Some(Ok(e)) = follower.next_until_pause().await {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::{json, Value};
+use toolshed_engine::events::Event;
 use toolshed_engine::{Caller, Outcome};
 
 use super::report::{read_stdin, report_error, report_outcome};
@@ -36,6 +37,9 @@ pub enum AgentsAction {
     Delete { name: String },
     /// The definition's schema as compact text (`--json`: the JSON Schema).
     Schema,
+    /// Run the agent's live version with an input, printing the model's text as it streams
+    /// (tool calls on stderr), then the outcome.
+    Run { name: String, input: String },
 }
 
 /// The text of a file, or stdin for `-` (kept as text so parse errors name line and column).
@@ -75,6 +79,7 @@ fn call_of(action: AgentsAction, json_out: bool) -> anyhow::Result<(&'static str
             "agents.schema",
             json!({"format": if json_out { "json" } else { "text" }}),
         ),
+        AgentsAction::Run { .. } => unreachable!("runs are not one tool call"),
     })
 }
 
@@ -85,6 +90,9 @@ pub async fn run(
     action: AgentsAction,
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
+    if let AgentsAction::Run { name, input } = action {
+        return run_agent(app, caller, &name, input, json_out).await;
+    }
     let text_schema = matches!(action, AgentsAction::Schema) && !json_out;
     let (path, args) = call_of(action, json_out)?;
     Ok(match app.engine.call(caller, path, args).await {
@@ -104,6 +112,74 @@ pub async fn run(
             );
             ExitCode::from(1)
         }
+        Err(e) => report_error(&e, json_out),
+    })
+}
+
+/// `toolshed agents run NAME INPUT`: the run's events as they come, then its outcome.
+async fn run_agent(
+    app: &App,
+    caller: &Caller,
+    name: &str,
+    input: String,
+    json_out: bool,
+) -> anyhow::Result<ExitCode> {
+    let id = toolshed_engine::executions::new_execution_id();
+    let mut follower = app.engine.events().open_streaming(&id);
+    let printer = (!json_out).then(|| {
+        tokio::spawn(async move {
+            let mut wrote_text = false;
+            while let Some(Ok(e)) = follower.next_until_pause().await {
+                match &e.event {
+                    Event::TextDelta { text } => {
+                        out!("{text}");
+                        wrote_text = true;
+                    }
+                    Event::ToolCall { path, .. } => eprintln!("→ {path}"),
+                    Event::ToolResult {
+                        path,
+                        ok: false,
+                        error,
+                        ..
+                    } => {
+                        eprintln!(
+                            "✗ {path}: {}",
+                            error
+                                .as_ref()
+                                .map_or(String::new(), |e| e["message"].to_string())
+                        )
+                    }
+                    _ => {}
+                }
+            }
+            if wrote_text {
+                outln!("");
+            }
+        })
+    });
+    let outcome = app
+        .engine
+        .run_agent(caller, name, input, &[], Some(id.clone()))
+        .await;
+    if outcome.is_err() {
+        app.engine.events().close(&id, false).await;
+    }
+    if let Some(p) = printer {
+        p.await.ok();
+    }
+    Ok(match outcome {
+        // The streamed text was the answer; print the rest of the result as data.
+        Ok(Outcome::Completed { result, .. }) if !json_out => {
+            eprintln!(
+                "completed in {} steps, {} tool calls, {} input / {} output tokens",
+                result["steps"],
+                result["toolCalls"],
+                result["usage"]["inputTokens"],
+                result["usage"]["outputTokens"]
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(o) => report_outcome(&o, json_out),
         Err(e) => report_error(&e, json_out),
     })
 }

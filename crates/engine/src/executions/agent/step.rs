@@ -1,0 +1,320 @@
+//! The loop of a run: ask the model, run the tool calls it makes, repeat until it answers
+//! without calls or a limit ends the run.
+//!
+//! Every model request and every tool call takes the next key of the run's journal (the
+//! `seq` of scripts): a step's model request, then its tool calls in the order the model made
+//! them. The loop is deterministic given the journal, so a resumed run replays its earlier
+//! steps from it and goes on from the first step not journaled.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::stream::{self, StreamExt};
+use serde_json::{json, Value};
+use toolshed_models::{ChatRequest, Completion, Message, ModelError, ToolCall, ToolSpec, Usage};
+use toolshed_sandbox::{CallTarget, HostCall, HostError, HostReply};
+use toolshed_store::{now_ms, AuditEntry};
+
+use super::{Offered, RunSpec, ASK_USER};
+use crate::events::Event;
+use crate::executions::host::{CallKey, HostCtx};
+use crate::executions::run::End;
+
+/// Longest tool result handed to the model, in characters (about 4,000 tokens); the rest is
+/// cut with a note saying so.
+pub const MAX_RESULT_CHARS: usize = 16_000;
+
+/// Runs the loop until the run completes, fails or pauses.
+pub(crate) async fn run_loop(ctx: &Arc<HostCtx>, spec: &Arc<RunSpec>) -> End {
+    let mut messages = spec.history.clone();
+    messages.push(Message::User {
+        content: spec.input.clone(),
+    });
+    let tools: Vec<ToolSpec> = spec
+        .tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+        })
+        .collect();
+    let mut seq: CallKey = 0;
+    let mut usage = Usage::default();
+    let mut calls_made: u32 = 0;
+    for step in 0..spec.limits.max_steps {
+        let answer = match model_step(ctx, seq, spec, &messages, &tools).await {
+            Ok(c) => c,
+            Err(end) => return end,
+        };
+        seq += 1;
+        usage.input_tokens += answer.usage.input_tokens;
+        usage.output_tokens += answer.usage.output_tokens;
+        let summary = |status: &str| {
+            json!({
+                "status": status, "agent": spec.agent, "version": spec.version,
+                "steps": step + 1, "toolCalls": calls_made,
+                "usage": {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens},
+            })
+        };
+        if let Some(max) = spec.limits.max_tokens.filter(|m| usage.total() > *m) {
+            return failed(
+                "max_tokens",
+                format!(
+                    "the run used {} tokens, over its maxTokens of {max}",
+                    usage.total()
+                ),
+                summary("max_tokens"),
+            );
+        }
+        messages.push(Message::Assistant {
+            content: answer.text.clone(),
+            tool_calls: answer.tool_calls.clone(),
+        });
+        if answer.tool_calls.is_empty() {
+            let mut result = summary("completed");
+            result["output"] = json!(answer.text);
+            return End::Completed(result);
+        }
+        let n = answer.tool_calls.len() as u32;
+        if calls_made + n > spec.limits.max_tool_calls {
+            return failed(
+                "max_tool_calls",
+                format!(
+                    "the model asked for {} tool calls in all, over the run's maxToolCalls of {}",
+                    calls_made + n,
+                    spec.limits.max_tool_calls
+                ),
+                summary("max_tool_calls"),
+            );
+        }
+        calls_made += n;
+        let first = seq;
+        seq += u64::from(n);
+        let calls: Vec<BoxFuture<'static, HostReply>> = answer
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| tool_step(ctx.clone(), first + i as u64, spec.clone(), call.clone()))
+            .collect();
+        let replies: Vec<HostReply> = stream::iter(calls)
+            .buffered(spec.limits.tool_call_concurrency.max(1))
+            .collect()
+            .await;
+        if replies.iter().any(|r| matches!(r, HostReply::Suspend)) {
+            return End::Suspended;
+        }
+        for (call, reply) in answer.tool_calls.iter().zip(replies) {
+            let (content, is_error) = match reply {
+                HostReply::Ok(v) => (result_text(&v), false),
+                HostReply::Err(e) => (
+                    json!({"error": {"code": e.code, "message": e.message}}).to_string(),
+                    true,
+                ),
+                HostReply::Suspend => unreachable!("suspensions end the step above"),
+            };
+            messages.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content,
+                is_error,
+            });
+        }
+    }
+    failed(
+        "max_steps",
+        format!(
+            "the run reached its maxSteps of {} without a final answer",
+            spec.limits.max_steps
+        ),
+        json!({"status": "max_steps", "agent": spec.agent, "version": spec.version,
+               "steps": spec.limits.max_steps, "toolCalls": calls_made,
+               "usage": {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}}),
+    )
+}
+
+/// A run that ends without an answer: `{code, message, run}`.
+fn failed(code: &str, message: String, run: Value) -> End {
+    End::Failed(json!({"code": code, "message": message, "run": run}))
+}
+
+/// The model's answer for step key `seq`: from the journal when replayed, else asked (text
+/// streamed as events) and journaled.
+async fn model_step(
+    ctx: &Arc<HostCtx>,
+    seq: CallKey,
+    spec: &RunSpec,
+    messages: &[Message],
+    tools: &[ToolSpec],
+) -> Result<Completion, End> {
+    if let Some(reply) = ctx.replayed(seq, MODEL_TARGET) {
+        return match reply {
+            HostReply::Ok(v) => serde_json::from_value(v).map_err(|e| {
+                failed(
+                    "journal",
+                    format!("step #{seq} of the journal cannot be read: {e}"),
+                    Value::Null,
+                )
+            }),
+            HostReply::Err(e) => Err(failed(&e.code, e.message, Value::Null)),
+            HostReply::Suspend => Err(End::Suspended),
+        };
+    }
+    let req = ChatRequest {
+        model: spec.model_name().to_string(),
+        system: spec.instructions.clone(),
+        messages: messages.to_vec(),
+        tools: tools.to_vec(),
+        max_tokens: None,
+    };
+    let events = &ctx.engine.inner.events;
+    let id = ctx.execution_id.clone();
+    let mut on_text = |t: &str| {
+        if !t.is_empty() {
+            events.emit(
+                &id,
+                Event::TextDelta {
+                    text: t.to_string(),
+                },
+            );
+        }
+    };
+    let answer = ctx
+        .engine
+        .inner
+        .models
+        .complete(&spec.credential, &req, &mut on_text)
+        .await
+        .map_err(|e| model_failure(spec, &e))?;
+    events.emit(
+        &id,
+        Event::Usage {
+            input_tokens: answer.usage.input_tokens,
+            output_tokens: answer.usage.output_tokens,
+        },
+    );
+    // Kept in the journal; it reaches the store with the step's first completed tool call (or
+    // the run's end or pause), so a step costs one checkpoint. A crash before that asks the
+    // model again, as for a request in flight.
+    let value = serde_json::to_value(&answer).unwrap_or(Value::Null);
+    ctx.record(seq, MODEL_TARGET, Ok(value));
+    Ok(answer)
+}
+
+/// The journal's name for model requests.
+const MODEL_TARGET: &str = "model";
+
+fn model_failure(spec: &RunSpec, e: &ModelError) -> End {
+    failed(
+        e.code(),
+        e.to_string(),
+        json!({"agent": spec.agent, "model": spec.model, "credential": spec.credential}),
+    )
+}
+
+/// One tool call of the model: an offered tool through the host (the engine's call path,
+/// pauses, journal), anything else an error the model sees.
+fn tool_step(
+    ctx: Arc<HostCtx>,
+    seq: CallKey,
+    spec: Arc<RunSpec>,
+    call: ToolCall,
+) -> BoxFuture<'static, HostReply> {
+    Box::pin(async move { tool_reply(&ctx, seq, &spec, &call).await })
+}
+
+async fn tool_reply(
+    ctx: &Arc<HostCtx>,
+    seq: CallKey,
+    spec: &RunSpec,
+    call: &ToolCall,
+) -> HostReply {
+    let Some(tool) = spec.tools.iter().find(|t| t.name == call.name) else {
+        return refuse(ctx, seq, call);
+    };
+    if let Some(text) = call.arguments.get("_unparsed").and_then(Value::as_str) {
+        return HostReply::Err(HostError::new(
+            "malformed_arguments",
+            format!(
+                "the arguments of {} are not a JSON object: {}",
+                call.name,
+                crate::audit::truncated(text, 200)
+            ),
+        ));
+    }
+    let (target, args) = target_of(tool, &call.arguments);
+    ctx.answer_at(
+        seq,
+        &ctx.caller,
+        HostCall {
+            seq: seq as u32,
+            target,
+            args,
+        },
+    )
+    .await
+}
+
+fn target_of(tool: &Offered, args: &Value) -> (CallTarget, Value) {
+    if tool.path == ASK_USER {
+        let mut a = json!({"message": args.get("question").cloned().unwrap_or(Value::Null)});
+        if let Some(s) = args.get("schema") {
+            a["schema"] = s.clone();
+        }
+        return (CallTarget::Ask, a);
+    }
+    (CallTarget::Tool(tool.path.clone()), args.clone())
+}
+
+/// A call of a tool the run does not offer: audited, answered as an error, never run.
+fn refuse(ctx: &HostCtx, seq: CallKey, call: &ToolCall) -> HostReply {
+    let path = call.name.replace("__", ".");
+    let message = format!(
+        "'{}' is not one of this agent's tools; call only the tools you were given",
+        crate::audit::truncated(&call.name, 128)
+    );
+    ctx.engine.inner.audit.record(AuditEntry {
+        id: uuid::Uuid::now_v7().to_string(),
+        ts: now_ms(),
+        principal: ctx.caller.principal.to_string(),
+        face: ctx.caller.face.as_str().to_string(),
+        path: crate::audit::truncated(&path, crate::audit::MAX_PATH_BYTES),
+        execution_id: Some(ctx.execution_id.to_string()),
+        args: crate::audit::audit_args(&call.arguments),
+        outcome: "not_offered".into(),
+        error: Some(message.clone()),
+        duration_us: 0,
+    });
+    tracing::debug!(execution = %ctx.execution_id, seq, tool = %call.name, "refused a tool the run does not offer");
+    HostReply::Err(HostError::new("not_offered", message))
+}
+
+/// A tool result as text for the model, cut at [`MAX_RESULT_CHARS`] with a note.
+pub fn result_text(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match text.char_indices().nth(MAX_RESULT_CHARS) {
+        Some((at, _)) => format!(
+            "{}\n[cut: the result was {} characters long; only the first {MAX_RESULT_CHARS} are shown. Ask for less (filters, limits, fields) to see the rest.]",
+            &text[..at],
+            text.chars().count()
+        ),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_results_are_cut_with_a_note() {
+        let long = Value::String("x".repeat(MAX_RESULT_CHARS + 10));
+        let t = result_text(&long);
+        assert!(t.starts_with(&"x".repeat(100)));
+        assert!(t.contains("[cut: the result was 16010 characters long"));
+        assert_eq!(result_text(&json!({"a": 1})), "{\"a\":1}");
+    }
+}

@@ -1,0 +1,575 @@
+//! Agent runs against a scripted model server that speaks the real streaming wire formats of
+//! OpenAI Chat Completions and Anthropic Messages (no model API is reachable from the test
+//! machines; `toolshed_testing::model_server` says how it behaves like the real services).
+//! Each scenario runs on both providers where it applies.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use toolshed_core::{
+    Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
+};
+use toolshed_engine::{
+    AnswerAction, Decision, DecisionChannel, Engine, EngineConfig, Face, Outcome, RunRequest,
+    ToolResultAnswer,
+};
+use toolshed_models::{Endpoint, Models, Provider, RetryPolicy};
+use toolshed_outbound::Secret;
+use toolshed_store::Store;
+use toolshed_testing::model_server::{Failure, ModelScript, ModelServer, Turn};
+
+const HUMAN: DecisionChannel = DecisionChannel::Human(Face::Http);
+const KEY: &str = "sk-test-secret-key-0123456789";
+
+#[derive(Default)]
+struct Counters {
+    query: AtomicUsize,
+    drop: AtomicUsize,
+}
+
+fn def(path: &str, ann: Annotations) -> ToolDef {
+    ToolDef::new(
+        ToolPath::parse(path).unwrap(),
+        path,
+        format!("The {path} tool."),
+    )
+    .with_input(json!({"type": "object", "properties": {"table": {"type": "string"}}}))
+    .with_annotations(ann)
+}
+
+fn engine_on(store: Store, models: Models, c: Arc<Counters>) -> Engine {
+    let mut b = CatalogBuilder::new();
+    let k = c.clone();
+    b.add_tool(Tool::from_fn(
+        def("rows.query", Annotations::READ_ONLY),
+        move |_, args| {
+            let k = k.clone();
+            async move {
+                k.query.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"rows": [{"id": 1, "table": args["table"]}]}))
+            }
+        },
+    ));
+    let k = c.clone();
+    b.add_tool(Tool::from_fn(
+        def("rows.drop", Annotations::DESTRUCTIVE),
+        move |_, _| {
+            let k = k.clone();
+            async move {
+                k.drop.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"dropped": true}))
+            }
+        },
+    ));
+    b.add_tool(Tool::from_fn(
+        def("secret.read", Annotations::READ_ONLY),
+        |_, _| async { Ok(json!("classified")) },
+    ));
+    let policy = Policy::new(
+        vec![
+            Role {
+                id: "user".into(),
+                patterns: vec!["rows.**".into(), "secret.**".into(), "client.**".into()],
+                decide: vec!["rows.**".into(), "ask_user".into()],
+                ..Role::default()
+            },
+            Role {
+                id: "reader".into(),
+                patterns: vec!["rows.query".into()],
+                ..Role::default()
+            },
+        ],
+        vec![
+            Principal {
+                id: "alice".into(),
+                roles: vec!["user".into()],
+            },
+            Principal {
+                id: "carol".into(),
+                roles: vec!["reader".into()],
+            },
+        ],
+    )
+    .unwrap();
+    Engine::new(
+        Arc::new(SharedCatalog::new(b.build().unwrap())),
+        policy,
+        store,
+        EngineConfig::default(),
+    )
+    .with_models(models)
+}
+
+fn models(server: &ModelServer, provider: Provider, key: &str) -> Models {
+    let base_url = match provider {
+        Provider::Openai => server.openai_url(),
+        Provider::Anthropic => server.anthropic_url(),
+    };
+    Models::new(vec![Endpoint {
+        id: "main".into(),
+        provider,
+        base_url,
+        api_key: Some(Secret::new(key)),
+        headers: vec![],
+        timeout: Duration::from_secs(10),
+        allow_private: true,
+        unavailable: None,
+    }])
+    .unwrap()
+    .with_retry(RetryPolicy {
+        attempts: 3,
+        base: Duration::from_millis(10),
+        max_wait: Duration::from_secs(5),
+    })
+}
+
+fn definition(provider: Provider, tools: Value, config: Value) -> Value {
+    json!({
+        "name": "helper",
+        "model": format!("{}/test-model", provider.as_str()),
+        "credential": "main",
+        "instructions": "Answer from the rows.",
+        "tools": tools,
+        "config": config,
+    })
+}
+
+fn request(def: Value, input: &str) -> RunRequest {
+    RunRequest {
+        definition: def,
+        version: 1,
+        input: input.into(),
+        ..RunRequest::default()
+    }
+}
+
+async fn setup(provider: Provider, script: ModelScript) -> (ModelServer, Engine, Arc<Counters>) {
+    let server = ModelServer::start(script).await;
+    let c = Arc::new(Counters::default());
+    let store = Store::open("sqlite::memory:").await.unwrap();
+    let engine = engine_on(store, models(&server, provider, KEY), c.clone());
+    (server, engine, c)
+}
+
+fn rows_tools() -> Value {
+    json!([{"type": "catalog", "pattern": "rows.*"}])
+}
+
+async fn event_kinds(engine: &Engine, id: &str) -> Vec<String> {
+    engine
+        .store()
+        .events_after(id, 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+const PROVIDERS: [Provider; 2] = [Provider::Openai, Provider::Anthropic];
+
+#[tokio::test]
+async fn a_two_step_run_queries_then_answers_with_usage_recorded() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![
+                Turn::calls(&[("rows__query", json!({"table": "orders"}))]),
+                Turn::text("There is one order."),
+            ],
+            ..Default::default()
+        };
+        let (server, engine, c) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        let out = engine
+            .start_run(
+                &alice,
+                request(definition(p, rows_tools(), json!({})), "How many orders?"),
+            )
+            .await
+            .unwrap();
+        let Outcome::Completed {
+            execution_id,
+            result,
+            ..
+        } = out
+        else {
+            panic!("{p:?}: {out:?}")
+        };
+        assert_eq!(result["output"], "There is one order.", "{p:?}");
+        assert_eq!(result["steps"], 2);
+        assert_eq!(result["toolCalls"], 1);
+        assert_eq!(
+            result["usage"],
+            json!({"inputTokens": 30, "outputTokens": 13}),
+            "{p:?}"
+        );
+        assert_eq!(c.query.load(Ordering::SeqCst), 1);
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2);
+        let header = |name: &str| {
+            reqs[0]
+                .1
+                .get(name)
+                .and_then(|v| v.to_str().ok().map(str::to_string))
+        };
+        match p {
+            Provider::Openai => assert_eq!(header("authorization"), Some(format!("Bearer {KEY}"))),
+            Provider::Anthropic => {
+                assert_eq!(header("x-api-key").as_deref(), Some(KEY));
+                assert_eq!(header("anthropic-version").as_deref(), Some("2023-06-01"));
+            }
+        }
+        // The tools offered: the agent's pattern in the caller's view, plus ask_user.
+        let names: Vec<String> = reqs[0].2["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| match p {
+                Provider::Openai => t["function"]["name"].as_str().unwrap().to_string(),
+                Provider::Anthropic => t["name"].as_str().unwrap().to_string(),
+            })
+            .collect();
+        assert_eq!(names, ["rows__query", "rows__drop", "ask_user"], "{p:?}");
+        // The second request carries the tool's result.
+        let second = reqs[1].2.to_string();
+        assert!(second.contains("orders"), "{p:?}: {second}");
+        let kinds = event_kinds(&engine, &execution_id).await;
+        for k in [
+            "started",
+            "text_delta",
+            "tool_call",
+            "tool_result",
+            "usage",
+            "completed",
+        ] {
+            assert!(kinds.iter().any(|x| x == k), "{p:?}: no {k} in {kinds:?}");
+        }
+        let info = engine.execution(&alice, &execution_id).await.unwrap();
+        assert_eq!(info.kind, "run");
+    }
+}
+
+#[tokio::test]
+async fn a_destructive_call_pauses_survives_a_restart_and_completes_once_approved() {
+    for p in PROVIDERS {
+        let dir = tempfile::tempdir().unwrap();
+        let script = ModelScript {
+            turns: vec![
+                Turn::calls(&[("rows__query", json!({"table": "old"}))]),
+                Turn::calls(&[("rows__drop", json!({"table": "old"}))]),
+                Turn::text("Dropped."),
+            ],
+            ..Default::default()
+        };
+        let server = ModelServer::start(script).await;
+        let c = Arc::new(Counters::default());
+        let id = {
+            let store = Store::open_dir(dir.path()).await.unwrap();
+            let engine = engine_on(store, models(&server, p, KEY), c.clone());
+            let alice = engine.caller("alice", Face::Http);
+            let out = engine
+                .start_run(
+                    &alice,
+                    request(definition(p, rows_tools(), json!({})), "Drop old"),
+                )
+                .await
+                .unwrap();
+            let Outcome::Paused {
+                execution_id,
+                waits,
+                ..
+            } = out
+            else {
+                panic!("{out:?}")
+            };
+            assert_eq!(waits[0].path.as_deref(), Some("rows.drop"));
+            engine.shutdown().await;
+            execution_id
+        };
+        assert_eq!(c.drop.load(Ordering::SeqCst), 0);
+        // A new process on the same store.
+        let store = Store::open_dir(dir.path()).await.unwrap();
+        let engine = engine_on(store, models(&server, p, KEY), c.clone());
+        let alice = engine.caller("alice", Face::Http);
+        let out = engine
+            .resume(&alice, &id, Decision::Approve, HUMAN)
+            .await
+            .unwrap();
+        let Outcome::Completed { result, .. } = out else {
+            panic!("{p:?}: {out:?}")
+        };
+        assert_eq!(result["output"], "Dropped.");
+        assert_eq!(
+            c.query.load(Ordering::SeqCst),
+            1,
+            "{p:?}: the query before the pause ran once"
+        );
+        assert_eq!(c.drop.load(Ordering::SeqCst), 1);
+        // The model was asked three times in all: journaled answers are not asked again.
+        assert_eq!(server.requests().len(), 3, "{p:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_client_tool_round_trip_and_a_question_answered() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![
+                Turn::calls(&[("client__open_tab", json!({"url": "https://a.example"}))]),
+                Turn::calls(&[(
+                    "ask_user",
+                    json!({"question": "Which one?", "schema": {"type": "object", "properties": {"pick": {"type": "string"}}}}),
+                )]),
+                Turn::text("Done."),
+            ],
+            ..Default::default()
+        };
+        let (server, engine, _) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        let tools = json!([{"type": "client", "name": "open_tab", "description": "Opens a tab", "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]);
+        let out = engine
+            .start_run(&alice, request(definition(p, tools, json!({})), "Open it"))
+            .await
+            .unwrap();
+        let Outcome::ToolCallRequired {
+            execution_id: id,
+            tool_calls,
+            ..
+        } = out
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(tool_calls[0].path, "client.open_tab");
+        let out = engine
+            .tool_results(
+                &alice,
+                &id,
+                vec![ToolResultAnswer {
+                    call_id: tool_calls[0].call_id.clone(),
+                    result: Some(json!({"opened": true})),
+                    error: None,
+                }],
+                HUMAN,
+            )
+            .await
+            .unwrap();
+        let Outcome::Paused { waits, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(waits[0].message.as_deref(), Some("Which one?"));
+        let out = engine
+            .answer(
+                &alice,
+                &id,
+                &waits[0].wait_id,
+                AnswerAction::Accept,
+                Some(json!({"pick": "b"})),
+                HUMAN,
+            )
+            .await
+            .unwrap();
+        let Outcome::Completed { result, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(result["output"], "Done.");
+        let last = server.requests().last().unwrap().2.to_string();
+        assert!(
+            last.contains("opened") && last.contains("pick"),
+            "{p:?}: {last}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_agents_tools_is_an_error_the_model_sees_and_never_runs() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![
+                Turn::calls(&[("secret__read", json!({}))]),
+                Turn::text("I cannot read that."),
+            ],
+            ..Default::default()
+        };
+        let (server, engine, _) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        // alice may see secret.read, but the agent's tools do not include it.
+        let out = engine
+            .start_run(
+                &alice,
+                request(definition(p, rows_tools(), json!({})), "Read the secret"),
+            )
+            .await
+            .unwrap();
+        let Outcome::Completed { execution_id, .. } = out else {
+            panic!("{out:?}")
+        };
+        let second = server.requests()[1].2.to_string();
+        assert!(second.contains("not_offered"), "{p:?}: {second}");
+        assert!(!second.contains("classified"));
+        engine.flush_audit().await;
+        let audit = engine.audit_of(&alice, 50).await.unwrap();
+        assert!(
+            audit.iter().any(|e| e.path == "secret.read"
+                && e.outcome == "not_offered"
+                && e.execution_id.as_deref() == Some(execution_id.as_str())),
+            "{audit:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tools_the_principals_roles_do_not_allow_are_neither_offered_nor_callable() {
+    let p = Provider::Openai;
+    let script = ModelScript {
+        turns: vec![Turn::calls(&[("rows__drop", json!({}))]), Turn::text("ok")],
+        ..Default::default()
+    };
+    let (server, engine, c) = setup(p, script).await;
+    let carol = engine.caller("carol", Face::Http);
+    let out = engine
+        .start_run(
+            &carol,
+            request(definition(p, rows_tools(), json!({})), "Drop"),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out, Outcome::Completed { .. }), "{out:?}");
+    let tools = server.requests()[0].2["tools"].to_string();
+    assert!(
+        tools.contains("rows__query") && !tools.contains("rows__drop"),
+        "{tools}"
+    );
+    assert_eq!(c.drop.load(Ordering::SeqCst), 0);
+    assert!(server.requests()[1].2.to_string().contains("not_offered"));
+}
+
+#[tokio::test]
+async fn max_steps_ends_the_run_with_a_clear_failure() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![Turn::calls(&[("rows__query", json!({}))]); 5],
+            ..Default::default()
+        };
+        let (_server, engine, c) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        let out = engine
+            .start_run(
+                &alice,
+                request(definition(p, rows_tools(), json!({"maxSteps": 2})), "Loop"),
+            )
+            .await
+            .unwrap();
+        let Outcome::Failed { error, .. } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(error["code"], "max_steps", "{p:?}");
+        assert!(error["message"].as_str().unwrap().contains("maxSteps of 2"));
+        assert_eq!(c.query.load(Ordering::SeqCst), 2);
+    }
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_its_retry_after_and_a_401_fails_without_the_key() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![Turn::text("fine")],
+            failures: vec![Failure {
+                status: 429,
+                retry_after: Some(1),
+                message: "slow down".into(),
+            }],
+            ..Default::default()
+        };
+        let (server, engine, _) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        let started = Instant::now();
+        let out = engine
+            .start_run(
+                &alice,
+                request(definition(p, rows_tools(), json!({})), "hi"),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(out, Outcome::Completed { .. }), "{out:?}");
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "Retry-After honoured"
+        );
+        assert_eq!(server.requests().len(), 2);
+
+        let script = ModelScript {
+            failures: vec![Failure {
+                status: 401,
+                retry_after: None,
+                message: format!("Incorrect API key provided: {KEY}"),
+            }],
+            ..Default::default()
+        };
+        let (server, engine, _) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        let out = engine
+            .start_run(
+                &alice,
+                request(definition(p, rows_tools(), json!({})), "hi"),
+            )
+            .await
+            .unwrap();
+        let Outcome::Failed {
+            execution_id,
+            error,
+            ..
+        } = out
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(server.requests().len(), 1, "a 4xx is not retried");
+        let text = error.to_string();
+        assert!(
+            text.contains("401") && text.contains("test-model"),
+            "{text}"
+        );
+        assert!(!text.contains(KEY), "{text}");
+        let events = engine
+            .store()
+            .events_after(&execution_id, 0, 100)
+            .await
+            .unwrap();
+        assert!(events.iter().all(|e| !e.data.to_string().contains(KEY)));
+        let stored = engine.execution(&alice, &execution_id).await.unwrap();
+        assert!(!serde_json::to_string(&stored).unwrap().contains(KEY));
+    }
+}
+
+#[tokio::test]
+async fn a_run_with_an_unknown_credential_or_empty_input_is_refused_before_it_starts() {
+    let (_server, engine, _) = setup(Provider::Openai, ModelScript::default()).await;
+    let alice = engine.caller("alice", Face::Http);
+    let mut d = definition(Provider::Openai, rows_tools(), json!({}));
+    d["credential"] = json!("other");
+    let err = engine
+        .start_run(&alice, request(d, "hi"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_run");
+    assert!(err.to_string().contains("'other'"), "{err}");
+    let err = engine
+        .start_run(
+            &alice,
+            request(definition(Provider::Openai, rows_tools(), json!({})), " "),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("input is empty"));
+    let d = definition(
+        Provider::Openai,
+        json!([{"type": "workflow", "workflow": "w1"}]),
+        json!({}),
+    );
+    let err = engine
+        .start_run(&alice, request(d, "hi"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("tools[0]"), "{err}");
+}

@@ -1,0 +1,314 @@
+//! Agent runs through the binary: `[models.<id>]` pointing at a scripted model server that
+//! speaks the real OpenAI and Anthropic streaming formats (no model API is reachable here),
+//! a published definition run over HTTP (JSON and Server-Sent Events) with the real `tables`
+//! plugin, a run paused on a destructive call that survives SIGKILL and completes once
+//! approved, and `toolshed agents run` printing the streamed text.
+
+use crate::support;
+
+use serde_json::{json, Value};
+use support::*;
+use toolshed_testing::model_server::{ModelScript, ModelServer, Turn};
+
+const KEY: &str = "sk-agent-runs-test-key-42";
+
+fn config(dir: &std::path::Path, server: &ModelServer, kind: &str) -> std::path::PathBuf {
+    let base = match kind {
+        "openai" => server.openai_url(),
+        _ => server.anthropic_url(),
+    };
+    let f = dir.join("toolshed.toml");
+    std::fs::write(
+        &f,
+        format!(
+            "{ALLOW_WRITES}\n[models.main]\nkind = \"{kind}\"\nbase_url = \"{base}\"\napi_key = \"{KEY}\"\nallow_private = true\n"
+        ),
+    )
+    .unwrap();
+    f
+}
+
+async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
+    let r = http.post(url).json(&body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Creates table `orders` with one row and publishes agent `helper` with `tools`.
+async fn prepare(http: &reqwest::Client, server: &Server, kind: &str, tools: Value) {
+    let (s, v) = post(
+        http,
+        server.url("/v1/tools/tables.create/call"),
+        json!({"name": "orders", "columns": [{"name": "item", "type": "string"}]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = post(
+        http,
+        server.url("/v1/tools/tables.rows.insert/call"),
+        json!({"table": "orders", "rows": [{"item": "lamp"}]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let def = json!({"name": "helper", "model": format!("{kind}/test-model"), "credential": "main",
+                     "instructions": "Answer from the orders table.", "tools": tools});
+    let r = http
+        .put(server.url("/v1/agents/helper"))
+        .header("content-type", "application/json")
+        .body(def.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (s, v) = post(http, server.url("/v1/agents/helper/publish"), json!({})).await;
+    assert_eq!(s, 200, "{v}");
+}
+
+#[tokio::test]
+async fn a_published_agent_runs_over_http_as_json_and_as_a_stream() {
+    for kind in ["openai", "anthropic"] {
+        let model = ModelServer::start(ModelScript {
+            turns: vec![
+                Turn::calls(&[("tables__rows__query", json!({"table": "orders"}))]),
+                Turn::text("One order: a lamp."),
+                Turn::calls(&[("tables__rows__query", json!({"table": "orders"}))]),
+                Turn::text("Still one order."),
+            ],
+            ..Default::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path(), &model, kind);
+        let server = Server::start(dir.path(), Some(&cfg), &[]);
+        let http = reqwest::Client::new();
+        prepare(
+            &http,
+            &server,
+            kind,
+            json!([{"type": "catalog", "pattern": "tables.rows.query"}]),
+        )
+        .await;
+
+        let (s, v) = post(
+            &http,
+            server.url("/v1/agents/helper/runs"),
+            json!({"input": "What was ordered?"}),
+        )
+        .await;
+        assert_eq!(s, 200, "{kind}: {v}");
+        assert_eq!(v["status"], "completed", "{v}");
+        assert_eq!(v["result"]["output"], "One order: a lamp.");
+        assert_eq!(v["result"]["usage"]["inputTokens"], 30);
+        let second = model.requests()[1].2.to_string();
+        assert!(
+            second.contains("lamp"),
+            "{kind}: the tool result reached the model: {second}"
+        );
+        let id = v["executionId"].as_str().unwrap();
+        let info: Value = http
+            .get(server.url(&format!("/v1/executions/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(info["kind"], "run", "{info}");
+
+        // The same as a stream: events as they happen, then the outcome. The scripted model
+        // answers by conversation length, so this run asks a fresh conversation again.
+        let text = http
+            .post(server.url("/v1/agents/helper/runs"))
+            .header("accept", "text/event-stream")
+            .json(&json!({"input": "And now?"}))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for e in [
+            "event: started",
+            "event: tool_call",
+            "event: tool_result",
+            "event: text_delta",
+            "event: usage",
+            "event: completed",
+            "event: outcome",
+        ] {
+            assert!(text.contains(e), "{kind}: no {e} in {text}");
+        }
+        assert!(!text.contains(KEY));
+
+        // Unknown agent, missing input, unsupported thread memory: clear errors.
+        let (s, v) = post(
+            &http,
+            server.url("/v1/agents/nobody/runs"),
+            json!({"input": "hi"}),
+        )
+        .await;
+        assert_eq!(s, 404, "{v}");
+        assert_eq!(v["error"]["code"], "unknown_agent");
+        let (s, v) = post(&http, server.url("/v1/agents/helper/runs"), json!({})).await;
+        assert_eq!(s, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("input"),
+            "{v}"
+        );
+        let (s, v) = post(
+            &http,
+            server.url("/v1/agents/helper/runs"),
+            json!({"input": "x", "threadId": "t1"}),
+        )
+        .await;
+        assert_eq!(s, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("threadId"),
+            "{v}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_paused_on_a_destructive_call_survives_sigkill_and_completes_once() {
+    let model = ModelServer::start(ModelScript {
+        turns: vec![
+            Turn::calls(&[(
+                "tables__rows__insert",
+                json!({"table": "orders", "rows": [{"item": "desk"}]}),
+            )]),
+            Turn::calls(&[("tables__delete", json!({"name": "scratch"}))]),
+            Turn::text("Inserted the desk and dropped scratch."),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &model, "anthropic");
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let http = reqwest::Client::new();
+    prepare(
+        &http,
+        &server,
+        "anthropic",
+        json!([{"type": "catalog", "pattern": "tables.**"}]),
+    )
+    .await;
+    let (s, _) = post(
+        &http,
+        server.url("/v1/tools/tables.create/call"),
+        json!({"name": "scratch", "columns": []}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, v) = post(
+        &http,
+        server.url("/v1/agents/helper/runs"),
+        json!({"input": "Add a desk, drop scratch"}),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["status"], "paused");
+    assert_eq!(v["waits"][0]["path"], "tables.delete");
+    let id = v["executionId"].as_str().unwrap().to_string();
+    server.kill();
+
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let list: Value = http
+        .get(server.url("/v1/executions?kind=run"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        list["executions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["executionId"] == id.as_str()),
+        "{list}"
+    );
+    let scripts: Value = http
+        .get(server.url("/v1/executions?kind=script"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(scripts["executions"], json!([]), "{scripts}");
+    let (s, v) = post(
+        &http,
+        server.url(&format!("/v1/executions/{id}/resume")),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["result"]["output"],
+        "Inserted the desk and dropped scratch."
+    );
+    let (_, rows) = post(
+        &http,
+        server.url("/v1/tools/tables.rows.query/call"),
+        json!({"table": "orders"}),
+    )
+    .await;
+    let items: Vec<&str> = rows["result"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["item"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        items,
+        ["lamp", "desk"],
+        "the insert before the pause ran once: {rows}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        3,
+        "journaled model answers are not asked again"
+    );
+}
+
+#[tokio::test]
+async fn toolshed_agents_run_prints_the_streamed_answer() {
+    let model = ModelServer::start(ModelScript {
+        turns: vec![Turn::text("Hello from the agent.")],
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &model, "openai");
+    let def = dir.path().join("helper.json");
+    std::fs::write(&def, json!({"name": "helper", "model": "openai/test-model", "credential": "main", "instructions": "Greet."}).to_string()).unwrap();
+    let d = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        let (code, v) = cli(
+            &d,
+            Some(&cfg),
+            &["agents", "write", "helper", def.to_str().unwrap()],
+        );
+        assert_eq!(code, 0, "{v}");
+        let (code, v) = cli(&d, Some(&cfg), &["agents", "publish", "helper"]);
+        assert_eq!(code, 0, "{v}");
+        std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(&d)
+            .arg("--config")
+            .arg(&cfg)
+            .args(["agents", "run", "helper", "Say hello"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout.trim(), "Hello from the agent.");
+    assert!(stderr.contains("completed in 1 steps"), "{stderr}");
+}
