@@ -12,6 +12,10 @@ use toolshed_outbound::secret::redact;
 use crate::sse::SseParser;
 use crate::{anthropic, openai, ChatRequest, Completion, Endpoint, ModelError, Provider};
 
+/// Largest streamed answer read, in bytes: a server that never stops is cut off, and a
+/// run's stored journal stays bounded.
+pub const MAX_STREAM_BYTES: usize = 8 * 1024 * 1024;
+
 /// How failed requests are tried again.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -209,8 +213,15 @@ impl Models {
             Provider::Openai => oa.event(ev, on_text),
             Provider::Anthropic => an.event(ev, on_text),
         };
+        let mut received = 0usize;
         while let Some(chunk) = bytes.next().await {
             let chunk = chunk.map_err(transport)?;
+            received += chunk.len();
+            if received > MAX_STREAM_BYTES {
+                return Err(broken(format!(
+                    "the answer's stream passed {MAX_STREAM_BYTES} bytes"
+                )));
+            }
             for ev in parser.push(&chunk).map_err(broken)? {
                 feed(&ev).map_err(broken)?;
             }

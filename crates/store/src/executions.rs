@@ -65,7 +65,7 @@ impl ExecutionStatus {
 pub struct ExecutionRecord {
     pub id: String,
     pub principal: String,
-    /// `script` or `call`.
+    /// `script`, `call` or `run`.
     pub kind: String,
     /// The script text, or the JSON of a single call.
     pub source: String,
@@ -86,6 +86,40 @@ pub struct ExecutionRecord {
     pub updated_at: i64,
     pub expires_at: Option<i64>,
     pub version: i64,
+}
+
+impl ExecutionRecord {
+    /// A new execution of `kind`, running since `now` (ms), not yet stored (`version` 0) and
+    /// with nothing journaled, answered or settled.
+    pub fn new_running(
+        id: String,
+        principal: &str,
+        kind: &str,
+        source: String,
+        meta: Value,
+        now: i64,
+    ) -> Self {
+        Self {
+            id,
+            principal: principal.to_string(),
+            kind: kind.to_string(),
+            source,
+            seed: 0,
+            now_ms: now,
+            status: ExecutionStatus::Running,
+            pending: None,
+            journal: Value::Array(vec![]),
+            decisions: Value::Object(Default::default()),
+            result: None,
+            error: None,
+            logs: Value::Array(vec![]),
+            meta,
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            version: 0,
+        }
+    }
 }
 
 fn json_text(v: &Value) -> String {

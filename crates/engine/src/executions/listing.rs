@@ -64,26 +64,17 @@ impl Engine {
             CallResult::NeedsApproval { path, name, args } => {
                 let now = now_ms();
                 let wait = Wait::approval(0, path.clone(), name, args.clone());
-                let rec = ExecutionRecord {
-                    id: id.clone(),
-                    principal: caller.principal.to_string(),
-                    kind: "call".into(),
-                    source: json!({"path": path, "args": args}).to_string(),
-                    seed: 0,
-                    now_ms: now,
-                    status: ExecutionStatus::Paused,
-                    pending: Some(json!([wait])),
-                    journal: json!([]),
-                    decisions: json!({}),
-                    result: None,
-                    error: None,
-                    logs: json!([]),
-                    meta: json!({}),
-                    created_at: now,
-                    updated_at: now,
-                    expires_at: Some(now + self.inner.config.approval_ttl.as_millis() as i64),
-                    version: 0,
-                };
+                let mut rec = ExecutionRecord::new_running(
+                    id.clone(),
+                    &caller.principal,
+                    "call",
+                    json!({"path": path, "args": args}).to_string(),
+                    json!({}),
+                    now,
+                );
+                rec.status = ExecutionStatus::Paused;
+                rec.pending = Some(json!([wait]));
+                rec.expires_at = Some(now + self.inner.config.approval_ttl.as_millis() as i64);
                 let outcome = Outcome::paused(id.clone(), vec![wait], vec![]);
                 let events = &self.inner.events;
                 events.open(&id, false).await?;

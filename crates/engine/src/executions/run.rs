@@ -54,26 +54,15 @@ impl Engine {
         if !options.client_tools.is_empty() {
             meta["clientTools"] = serde_json::to_value(&options.client_tools).unwrap_or(json!([]));
         }
-        let record = ExecutionRecord {
-            id: options.execution_id.unwrap_or_else(super::new_execution_id),
-            principal: caller.principal.to_string(),
-            kind: "script".into(),
-            source: source.to_string(),
-            seed: rand::random::<i64>(),
-            now_ms: now,
-            status: ExecutionStatus::Running,
-            pending: None,
-            journal: json!([]),
-            decisions: json!({}),
-            result: None,
-            error: None,
-            logs: json!([]),
+        let mut record = ExecutionRecord::new_running(
+            options.execution_id.unwrap_or_else(super::new_execution_id),
+            &caller.principal,
+            "script",
+            source.to_string(),
             meta,
-            created_at: now,
-            updated_at: now,
-            expires_at: None,
-            version: 0,
-        };
+            now,
+        );
+        record.seed = rand::random::<i64>();
         self.run_record(caller, record, false, permit).await
     }
 

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_core::formats::ClientTool;
 use toolshed_models::Message;
-use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
+use toolshed_store::{now_ms, ExecutionRecord};
 
 use super::host::{ClientTools, Durable, HostCtx};
 use super::Outcome;
@@ -201,29 +201,17 @@ impl Engine {
         if !client_tools.is_empty() {
             meta["clientTools"] = serde_json::to_value(&client_tools).unwrap_or(json!([]));
         }
-        let mut rec = ExecutionRecord {
-            id: req.execution_id.unwrap_or_else(super::new_execution_id),
-            principal: caller.principal.to_string(),
-            kind: "run".into(),
-            source: serde_json::to_string(&spec).unwrap_or_default(),
-            seed: 0,
-            now_ms: now,
-            status: ExecutionStatus::Running,
-            pending: None,
-            journal: json!([]),
-            decisions: json!({}),
-            result: None,
-            error: None,
-            logs: json!([]),
+        let mut rec = ExecutionRecord::new_running(
+            req.execution_id.unwrap_or_else(super::new_execution_id),
+            &caller.principal,
+            "run",
+            serde_json::to_string(&spec).unwrap_or_default(),
             meta,
-            created_at: now,
-            updated_at: now,
-            expires_at: None,
-            version: 1,
-        };
+            now,
+        );
         // Stored from the start: every step is a checkpoint.
-        self.inner.store.insert_execution(&rec).await?;
         rec.version = 1;
+        self.inner.store.insert_execution(&rec).await?;
         self.drive_run(caller, rec, false).await
     }
 
