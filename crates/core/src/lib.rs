@@ -11,6 +11,7 @@
 //!   atomically swapped handle to the current one.
 //! - [`policy`]: roles with dot-glob patterns, principals, and the per-principal [`Access`] view.
 //! - [`location`]: [`locate`] / [`is_url`], the one answer to "is this a URL or a file?".
+//! - [`servers`]: virtual MCP servers, named views of the catalog ([`VirtualServer`]).
 //! - [`schema`]: compiled JSON Schema validators whose errors name the JSON pointer and the rule.
 
 pub mod catalog;
@@ -21,6 +22,7 @@ pub mod plugin;
 pub mod policy;
 pub mod rules;
 pub mod schema;
+pub mod servers;
 pub mod tool;
 
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, Renamed, SharedCatalog};
@@ -30,7 +32,8 @@ pub use plugin::{AuthProviderDef, Plugin};
 pub use policy::{Access, Pattern, PatternError, Policy, PolicyError, Principal, Role};
 pub use rules::{CallRule, Rules};
 pub use schema::{CompiledSchema, Explained, SchemaError, Violation};
+pub use servers::{ServerDef, ServerError, ServerNames, VirtualServer};
 pub use tool::{
     Annotations, EngineAccess, NestedRun, TokenSource, Tool, ToolContext, ToolDef, ToolError,
-    ToolErrorKind, ToolHandler,
+    ToolErrorKind, ToolHandler, WireSlot,
 };

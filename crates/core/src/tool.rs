@@ -79,6 +79,11 @@ pub struct ToolDef {
     /// timeout (a workflow run waits minutes). The engine caps it at its maximum call timeout.
     #[serde(default, rename = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The tool exactly as its upstream declared it (an MCP `Tool` object: original name,
+    /// title, icons, annotations, `_meta`), for faces that serve it unchanged (virtual servers
+    /// with original names). `None` for tools Toolshed defines itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<Value>,
 }
 
 impl ToolDef {
@@ -93,6 +98,7 @@ impl ToolDef {
             annotations: Annotations::default(),
             origin: String::new(),
             timeout_ms: None,
+            native: None,
         }
     }
 
@@ -265,7 +271,14 @@ pub struct ToolContext {
     pub timeout: Duration,
     tokens: Option<Arc<dyn TokenSource>>,
     engine: Option<Arc<dyn EngineAccess>>,
+    wire: Option<WireSlot>,
 }
+
+/// Where a handler that relays another protocol keeps the answer exactly as that protocol gave
+/// it (an MCP `CallToolResult` with every content block, `structuredContent`, `_meta`,
+/// `isError`), beside the JSON value it returns. The engine sets one only for a face that
+/// relays results unchanged (a virtual MCP server); the first answer kept wins.
+pub type WireSlot = Arc<std::sync::OnceLock<Value>>;
 
 /// What a handler may ask of the engine that runs it, always as the same caller: the interface
 /// lets tools that compose other tools (agent builders, saved scripts, agent runs) go through
@@ -317,6 +330,23 @@ impl ToolContext {
             timeout: Duration::from_secs(30),
             tokens: None,
             engine: None,
+            wire: None,
+        }
+    }
+    /// Lets the handler keep its protocol's own answer (see [`WireSlot`]).
+    pub fn with_wire(mut self, slot: Option<WireSlot>) -> Self {
+        self.wire = slot;
+        self
+    }
+    /// Whether the face wants the protocol's own answer ([`Self::keep_wire`]).
+    pub fn wants_wire(&self) -> bool {
+        self.wire.is_some()
+    }
+    /// Keeps the protocol's own answer for a face that relays it unchanged; a no-op when no
+    /// face asked for it.
+    pub fn keep_wire(&self, answer: Value) {
+        if let Some(slot) = &self.wire {
+            let _ = slot.set(answer);
         }
     }
     pub fn with_engine(mut self, engine: Option<Arc<dyn EngineAccess>>) -> Self {

@@ -41,6 +41,9 @@ pub struct Caller {
     /// Set for a call made by a script execution: a saved script the call runs journals its
     /// calls in that execution (see [`Nest`]).
     pub(crate) nest: Option<Nest>,
+    /// Set by [`crate::Engine::relay`]: where the called handler keeps its protocol's own
+    /// answer. Only the face's own call gets it, never a call made inside that call.
+    pub(crate) wire: Option<toolshed_core::WireSlot>,
 }
 
 /// Where a saved script's calls are journaled: the execution's host and the key of the call

@@ -87,6 +87,7 @@ mod tests {
             face: Face::Http,
             depth: 0,
             nest: None,
+            wire: None,
         }
     }
 

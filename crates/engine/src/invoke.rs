@@ -178,13 +178,16 @@ impl Engine {
             .credentials
             .as_ref()
             .map(|c| c.scoped(&def.origin));
+        let mut inner_caller = caller.clone();
+        let wire = inner_caller.wire.take();
         let access = crate::access::BoundEngine {
             engine: self.clone(),
-            caller: caller.clone(),
+            caller: inner_caller,
             execution_id: execution_id.clone(),
         };
         let ctx = ToolContext::new(caller.principal.clone(), def.path.clone())
             .with_engine(Some(Arc::new(access)))
+            .with_wire(wire)
             .with_execution(execution_id)
             .with_tokens(tokens)
             .with_timeout(timeout);

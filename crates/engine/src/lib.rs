@@ -57,7 +57,7 @@ pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{
     AnswerAction, ClientError, Decision, ExecutionInfo, InputMode, Outcome, PendingCall,
-    PendingSummary, RunRequest, ScriptOptions, ToolCall, ToolResultAnswer, Wait, WaitKind,
+    PendingSummary, Relayed, RunRequest, ScriptOptions, ToolCall, ToolResultAnswer, Wait, WaitKind,
 };
 pub use ops::{Op, OpAnswer};
 pub use rate::RateLimits;
@@ -237,6 +237,7 @@ impl Engine {
             face,
             depth: 0,
             nest: None,
+            wire: None,
         }
     }
 

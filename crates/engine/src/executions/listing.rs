@@ -14,6 +14,14 @@ use crate::events::Event;
 use crate::invoke::{Approval, CallResult};
 use crate::{Caller, Engine, EngineError};
 
+/// What [`Engine::relay`] answers.
+#[derive(Debug)]
+pub struct Relayed {
+    pub outcome: Result<Outcome, EngineError>,
+    /// The upstream's own answer, when the tool relays another protocol.
+    pub wire: Option<Value>,
+}
+
 /// The origin prefix of tools whose handler runs saved code (`script:custom.<id>`): called
 /// directly, they run as a script execution.
 pub const SCRIPT_ORIGIN: &str = "script:";
@@ -99,6 +107,22 @@ impl Engine {
                 Ok(outcome)
             }
         }
+    }
+
+    /// [`Self::call`] for a face that relays results unchanged (a virtual MCP server): the
+    /// same call path, and beside its outcome the answer exactly as the tool's upstream gave it
+    /// (an MCP `CallToolResult`), when the handler relays another protocol. The face may use that
+    /// answer only when the outcome is `Completed`, or a tool error.
+    pub async fn relay(&self, caller: &Caller, path: &str, args: Value) -> Relayed {
+        let slot = toolshed_core::WireSlot::default();
+        let mut relaying = caller.clone();
+        relaying.wire = Some(slot.clone());
+        let outcome = self.call(&relaying, path, args).await;
+        drop(relaying);
+        let wire = Arc::try_unwrap(slot)
+            .map(|s| s.into_inner())
+            .unwrap_or_else(|s| s.get().cloned());
+        Relayed { outcome, wire }
     }
 
     /// Follows the events of an execution the caller may see (as [`Self::execution`] decides;

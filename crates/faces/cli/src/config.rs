@@ -56,6 +56,8 @@ pub enum ConfigError {
     Model { id: String, message: String },
     #[error("[web] {0}")]
     Web(String),
+    #[error("[[servers]] entry #{index}: {message}")]
+    Server { index: usize, message: String },
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
@@ -117,6 +119,9 @@ pub struct Config {
     pub executions: ExecutionsConfig,
     /// Model credentials agent definitions name in `credential` (`[models.<id>]`).
     pub models: BTreeMap<String, models::ModelConfig>,
+    /// Virtual MCP servers (`[[servers]]`: `name`, `description`, `tools` dot-globs, `names =
+    /// "catalog" | "original"`), each served at `/mcp/servers/{name}`.
+    pub servers: Vec<toolshed_core::ServerDef>,
 }
 
 /// Resolves a configured secret with the one resolver ([`Secret::from_config`]): `env:NAME` or
@@ -392,6 +397,7 @@ impl Default for Config {
             notify: NotifyConfig::default(),
             executions: ExecutionsConfig::default(),
             models: BTreeMap::new(),
+            servers: vec![],
         }
     }
 }
@@ -480,6 +486,7 @@ impl Config {
             m.endpoint(id)?;
         }
         config.web.settings()?;
+        config.virtual_servers()?;
         if let Some(url) = &config.notify.webhook_url {
             if !toolshed_core::is_url(url) {
                 return Err(ConfigError::BadWebhook);
@@ -514,6 +521,29 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The virtual servers, checked: valid names and patterns, no name twice.
+    pub fn virtual_servers(
+        &self,
+    ) -> Result<Vec<std::sync::Arc<toolshed_core::VirtualServer>>, ConfigError> {
+        let mut out: Vec<std::sync::Arc<toolshed_core::VirtualServer>> = vec![];
+        for (i, def) in self.servers.iter().enumerate() {
+            let server = toolshed_core::VirtualServer::new(def.clone()).map_err(|e| {
+                ConfigError::Server {
+                    index: i + 1,
+                    message: e.to_string(),
+                }
+            })?;
+            if out.iter().any(|s| s.name() == server.name()) {
+                return Err(ConfigError::Server {
+                    index: i + 1,
+                    message: format!("server '{}' is defined twice", server.name()),
+                });
+            }
+            out.push(std::sync::Arc::new(server));
+        }
+        Ok(out)
     }
 
     /// The model endpoints agent runs use, keys resolved.

@@ -20,4 +20,5 @@ mod sources_auth;
 mod sources_mcp;
 mod sources_openapi;
 mod support;
+mod virtual_servers;
 mod web_cli;

@@ -7,36 +7,7 @@ use crate::support;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use support::cli;
-
-/// `target/<profile>/toolshed-test-upstream`, built on demand when a narrower `cargo test`
-/// did not build it.
-fn test_upstream() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .to_path_buf();
-    let bin = profile_dir.join("toolshed-test-upstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "toolshed-mcp-source",
-                "--features",
-                "test-upstream",
-                "--bins",
-            ])
-            .status()
-            .expect("run cargo build for the test upstream");
-        assert!(status.success(), "building toolshed-test-upstream failed");
-    }
-    assert!(bin.exists(), "{} is missing", bin.display());
-    bin
-}
+use support::{cli, test_upstream};
 
 fn config(dir: &std::path::Path) -> PathBuf {
     let f = dir.join("toolshed.toml");

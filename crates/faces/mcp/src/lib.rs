@@ -16,6 +16,10 @@
 //! before 2026-07-28), the human is asked right away through the client; accept approves,
 //! decline denies, cancel leaves the execution paused for `resume`.
 //!
+//! Virtual servers ([`McpOptions::server`], [`virtual_server`]): named views of the catalog served
+//! at `/mcp/servers/{name}` (or over stdio) as plain MCP tools under catalog or original names,
+//! relaying upstream results unchanged.
+//!
 //! Transports: [`serve_stdio`] and [`http_router`] (streamable HTTP, mounted at `/mcp`). Over
 //! HTTP the caller is authenticated before a session exists ([`admit`]), and sessions are
 //! bounded in total and per principal and end when idle ([`sessions`]).
@@ -26,6 +30,7 @@ mod meta;
 mod progress;
 pub mod sessions;
 mod tasks;
+mod virtual_server;
 
 use std::sync::Arc;
 
@@ -38,6 +43,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
+use toolshed_core::VirtualServer;
 use toolshed_engine::{Caller, Engine, EngineError, Face, KeyRing, Outcome};
 
 pub use meta::{search_text, META_TOOLS};
@@ -66,6 +72,8 @@ pub struct McpOptions {
     pub direct: bool,
     /// Offer the `resume` meta-tool (the agent deciding, where policy allows); on by default.
     pub resume_tool: bool,
+    /// Serve this virtual server instead: its tools only, no meta-tools.
+    pub server: Option<Arc<VirtualServer>>,
 }
 
 impl Default for McpOptions {
@@ -73,6 +81,7 @@ impl Default for McpOptions {
         Self {
             direct: false,
             resume_tool: true,
+            server: None,
         }
     }
 }
@@ -115,6 +124,64 @@ impl ToolshedMcp {
             }
         }
     }
+}
+
+impl ToolshedMcp {
+    /// A call on a virtual server: its name resolved among the tools it exposes to the caller,
+    /// then the engine's one path, the upstream's answer relayed unchanged.
+    async fn call_virtual(
+        &self,
+        server: &VirtualServer,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        as_task: bool,
+        peer: Option<&rmcp::Peer<RoleServer>>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(path) = virtual_server::resolve(&self.engine, caller, server, name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool '{}'", truncate(name, 200)),
+                None,
+            ));
+        };
+        let relayed = self.engine.relay(caller, &path, args).await;
+        let settled = match &relayed.outcome {
+            Ok(o) if o.is_paused() && as_task => {
+                return Ok(CallToolResponse::Task(CreateTaskResult::new(
+                    tasks::of_paused(o),
+                )))
+            }
+            Ok(o) if o.is_paused() => {
+                Some(elicit::settle(&self.engine, caller, o.clone(), peer).await)
+            }
+            _ => None,
+        };
+        Ok(virtual_server::answer(relayed, settled).into())
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    &s[..s.floor_char_boundary(max)]
+}
+
+/// What a virtual server says of itself: its own name and description.
+fn virtual_info(server: &VirtualServer) -> ServerConfig {
+    let description = match server.def().description.trim() {
+        "" => format!("The '{}' tools, served through Toolshed.", server.name()),
+        d => d.to_string(),
+    };
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_tasks()
+            .build(),
+    )
+    .with_server_info(Implementation::new(
+        server.name().to_string(),
+        env!("CARGO_PKG_VERSION"),
+    ))
+    .with_instructions(description)
 }
 
 /// `tables.rows.query` → `tables__rows__query` for clients that reject dots in tool names.
@@ -165,6 +232,9 @@ fn object_schema(v: Value) -> Arc<Map<String, Value>> {
 
 impl ServerHandler for ToolshedMcp {
     fn get_info(&self) -> ServerConfig {
+        if let Some(server) = &self.options.server {
+            return virtual_info(server);
+        }
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
@@ -211,6 +281,10 @@ impl ServerHandler for ToolshedMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let caller = self.caller(&ctx)?;
+        if let Some(server) = &self.options.server {
+            let tools = virtual_server::list(&self.engine, &caller, server);
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
         let mut tools = meta::meta_tools(&self.engine, &caller, self.options.resume_tool);
         if self.options.direct {
             for d in self.engine.list_tools(&caller) {
@@ -247,6 +321,11 @@ impl ServerHandler for ToolshedMcp {
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
         let peer = (!as_task).then_some(&ctx.peer);
+        if let Some(server) = &self.options.server {
+            return self
+                .call_virtual(server, &caller, name, args, as_task, peer)
+                .await;
+        }
         if let Some(r) = meta::call_meta(
             &self.engine,
             &caller,
@@ -347,6 +426,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// The session table: its limits apply, and it shows the sessions that exist.
     pub sessions: Arc<SessionTable>,
+    /// Virtual servers, each served at `/mcp/servers/{name}`.
+    pub servers: Vec<Arc<VirtualServer>>,
 }
 
 impl Default for HttpOptions {
@@ -354,6 +435,7 @@ impl Default for HttpOptions {
         Self {
             allowed_hosts: vec![],
             sessions: SessionTable::new(SessionLimits::default()),
+            servers: vec![],
         }
     }
 }
@@ -370,28 +452,60 @@ pub fn http_router(
         StreamableHttpServerConfig, StreamableHttpService,
     };
     let identity = Arc::new(identity);
-    let server = ToolshedMcp {
-        engine,
-        identity: identity.clone(),
-        options,
-    };
     let mut config = StreamableHttpServerConfig::default();
     if http.allowed_hosts.iter().any(|h| h.trim() == "*") {
         config = config.disable_allowed_hosts();
     } else if !http.allowed_hosts.is_empty() {
         config.allowed_hosts = http.allowed_hosts;
     }
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(sessions::CappedSessions::new(http.sessions.clone())),
-        config,
+    let service = |options: McpOptions| {
+        let server = ToolshedMcp {
+            engine: engine.clone(),
+            identity: identity.clone(),
+            options,
+        };
+        StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(sessions::CappedSessions::new(http.sessions.clone())),
+            config.clone(),
+        )
+    };
+    let mut router = axum::Router::new();
+    for vs in &http.servers {
+        let options = McpOptions {
+            direct: false,
+            resume_tool: false,
+            server: Some(vs.clone()),
+        };
+        router = router.nest_service(&format!("/mcp/servers/{}", vs.name()), service(options));
+    }
+    // A server that is not configured is not found (rather than the meta-tool endpoint).
+    router = router.route(
+        "/mcp/servers/{*rest}",
+        axum::routing::any(|uri: axum::http::Uri| async move {
+            let name = uri
+                .path()
+                .trim_start_matches("/mcp/servers/")
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(64)
+                .collect::<String>();
+            (
+                axum::http::StatusCode::NOT_FOUND,
+                axum::Json(serde_json::json!({
+                    "error": {"code": "unknown_server", "message": format!("no virtual server '{name}' is configured")}
+                })),
+            )
+        }),
     );
     let gate = admit::Gate {
-        identity,
-        table: http.sessions,
+        identity: identity.clone(),
+        table: http.sessions.clone(),
     };
-    axum::Router::new()
-        .nest_service("/mcp", service)
+    router
+        .nest_service("/mcp", service(options))
         .layer(axum::middleware::from_fn_with_state(gate, admit::admit))
 }
 

@@ -47,6 +47,7 @@ async fn start(limits: SessionLimits) -> Server {
         HttpOptions {
             allowed_hosts: vec![],
             sessions: table.clone(),
+            servers: vec![],
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -15,7 +15,7 @@ use rmcp::ServiceError;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use toolshed_core::{ToolContext, ToolError, ToolErrorKind, ToolHandler};
-use toolshed_outbound::secret::redact_outcome;
+use toolshed_outbound::secret::{redact_outcome, redact_value};
 
 use crate::config::Transport;
 use crate::error::McpSourceError;
@@ -43,7 +43,7 @@ impl ToolHandler for UpstreamToolHandler {
             .iter()
             .map(String::as_str)
             .collect();
-        let outcome = self.forward(ctx, args).await;
+        let outcome = self.forward(&ctx, args, &secrets).await;
         redact_outcome(outcome, &secrets)
     }
 }
@@ -51,7 +51,12 @@ impl ToolHandler for UpstreamToolHandler {
 impl UpstreamToolHandler {
     /// Sends `tools/call` within the call's budget, once more on a new session when that is
     /// safe (see the module docs).
-    async fn forward(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+    async fn forward(
+        &self,
+        ctx: &ToolContext,
+        args: Value,
+        secrets: &[&str],
+    ) -> Result<Value, ToolError> {
         let shared = self.upstream.shared();
         let budget = shared.cfg.call_timeout.min(ctx.timeout);
         let deadline = Instant::now() + budget;
@@ -87,7 +92,7 @@ impl UpstreamToolHandler {
                         self.remote_name
                     )));
                 }
-                other => return self.answer(other),
+                other => return self.answer(other, ctx, secrets),
             }
         }
         Err(ToolError::upstream(format!(
@@ -119,11 +124,25 @@ impl UpstreamToolHandler {
     }
 
     /// The upstream's answer (a result, a refusal, or something Toolshed does not support) as
-    /// the tool's outcome.
-    fn answer(&self, answer: Result<CallToolResponse, ServiceError>) -> Result<Value, ToolError> {
+    /// the tool's outcome. A face that relays results unchanged also gets the result as the
+    /// upstream sent it ([`ToolContext::keep_wire`]), with configured secrets blanked out.
+    fn answer(
+        &self,
+        answer: Result<CallToolResponse, ServiceError>,
+        ctx: &ToolContext,
+        secrets: &[&str],
+    ) -> Result<Value, ToolError> {
         let (ns, tool) = (self.ns(), &self.remote_name);
         match answer {
-            Ok(CallToolResponse::Complete(result)) => convert_result(result),
+            Ok(CallToolResponse::Complete(result)) => {
+                if ctx.wants_wire() {
+                    if let Ok(mut wire) = serde_json::to_value(&result) {
+                        redact_value(&mut wire, secrets);
+                        ctx.keep_wire(wire);
+                    }
+                }
+                convert_result(result)
+            }
             Ok(CallToolResponse::InputRequired(_)) => Err(ToolError::upstream(format!(
                 "upstream '{ns}' tool '{tool}' asked for interactive input, which Toolshed does not provide"
             ))),

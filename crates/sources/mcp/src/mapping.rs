@@ -110,6 +110,8 @@ fn tool_def(namespace: &str, path: ToolPath, tool: &McpTool) -> ToolDef {
         def = def.with_output(Value::Object((**out).clone()));
     }
     def.origin = format!("source:{namespace}");
+    // The upstream's own declaration, for virtual servers that serve it under its own name.
+    def.native = serde_json::to_value(tool).ok();
     def
 }
 

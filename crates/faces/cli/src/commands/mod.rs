@@ -50,6 +50,9 @@ pub enum Command {
         /// Also expose every allowed tool as a plain MCP tool.
         #[arg(long)]
         direct: bool,
+        /// With --stdio: serve this virtual server (`[[servers]]`) instead of the meta-tools.
+        #[arg(long, value_name = "NAME", requires = "stdio")]
+        server: Option<String>,
     },
     /// Ranked search over the tools you may use.
     Search {
@@ -139,10 +142,17 @@ pub async fn dispatch(
             stdio,
             http,
             direct,
+            server,
         } => {
             let stop = stop.unwrap_or_else(serve::shutdown_signal);
             let direct = direct || app.config.mcp.direct;
-            serve::serve(&app, stdio, http, direct, stop).await?;
+            let mode = serve::Mode {
+                stdio,
+                http,
+                direct,
+                server,
+            };
+            serve::serve(&app, mode, stop).await?;
             ExitCode::SUCCESS
         }
         Command::Search {

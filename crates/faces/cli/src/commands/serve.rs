@@ -31,16 +31,45 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
     }
 }
 
+/// How `toolshed serve` was asked to serve.
+pub struct Mode {
+    pub stdio: bool,
+    /// The HTTP address (default: `[http] addr`).
+    pub http: Option<String>,
+    pub direct: bool,
+    /// Over stdio, the virtual server to serve.
+    pub server: Option<String>,
+}
+
 pub async fn serve(
     app: &App,
-    stdio: bool,
-    http: Option<String>,
-    direct: bool,
+    mode: Mode,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let Mode {
+        stdio,
+        http,
+        direct,
+        server,
+    } = mode;
+    let servers = app.config.virtual_servers()?;
+    let server = match server {
+        None => None,
+        Some(name) => Some(
+            servers
+                .iter()
+                .find(|s| s.name() == name)
+                .cloned()
+                .with_context(|| {
+                    let known: Vec<&str> = servers.iter().map(|s| s.name()).collect();
+                    format!("no virtual server '{name}' is configured ([[servers]]: {known:?})")
+                })?,
+        ),
+    };
     let options = toolshed_mcp::McpOptions {
         direct,
         resume_tool: app.config.mcp.resume_tool,
+        server,
     };
     app.engine.warm_search();
     let _purge = app.engine.spawn_retention();
@@ -69,6 +98,7 @@ pub async fn serve(
         toolshed_mcp::HttpOptions {
             allowed_hosts: http_config.allowed_hosts.clone(),
             sessions: toolshed_mcp::SessionTable::new(app.config.mcp.session_limits()),
+            servers: servers.clone(),
         },
     );
     // One guard in front of every route: Host, Origin and content type.
@@ -84,6 +114,13 @@ pub async fn serve(
         .with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr()?;
     tracing::info!(%local, "toolshed listening: MCP at /mcp, API at /v1");
+    for s in &servers {
+        tracing::info!(
+            server = s.name(),
+            "virtual server at /mcp/servers/{}",
+            s.name()
+        );
+    }
     eprintln!("toolshed listening on http://{local} (MCP: /mcp, API: /v1)");
     // Small SSE frames (the end of a streamed MCP reply) must not wait for delayed ACKs, or
     // clients give up on the connection and reconnect for every call.

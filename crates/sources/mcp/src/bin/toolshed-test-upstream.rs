@@ -22,8 +22,9 @@
 //! `delete_everything` (destructive), `fail` (answers `isError: true`), `getStatus.v2`
 //! (idempotent, JSON text, odd name), `whoami` (its pid), `sleep` (waits `ms`) and
 //! `toggle_extra`, which adds or removes the tool `extra` and sends `tools/list_changed`,
-//! `getenv` (read-only: the value of the environment variable `name`, or null) and
-//! `http_headers` (read-only: the HTTP request headers of the call, `{}` over stdio).
+//! `getenv` (read-only: the value of the environment variable `name`, or null),
+//! `http_headers` (read-only: the HTTP request headers of the call, `{}` over stdio) and `media`
+//! (read-only: one content block of every kind, structured content and `_meta`).
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,7 +143,16 @@ impl TestUpstream {
         );
         http_headers.annotations = Some(hints(Some(true), None, None));
 
+        let mut media = Tool::new(
+            "media",
+            "Answers with one content block of every kind, structured content and _meta.",
+            schema(json!({"type": "object"})),
+        );
+        media.annotations = Some(hints(Some(true), None, None));
+        media.meta = serde_json::from_value(json!({"example.com/origin": "test-upstream"})).ok();
+
         let mut tools = vec![
+            media,
             echo,
             add,
             delete,
@@ -163,6 +173,21 @@ impl TestUpstream {
         }
         tools
     }
+}
+
+/// The answer of `media`: every content kind MCP defines, structured content and `_meta`.
+fn media_result() -> Value {
+    json!({
+        "content": [
+            {"type": "text", "text": "a caption", "annotations": {"audience": ["user"], "priority": 0.5}},
+            {"type": "image", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "mimeType": "image/png"},
+            {"type": "audio", "data": "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "test://notes/1", "mimeType": "text/plain", "text": "embedded note"}},
+            {"type": "resource_link", "uri": "test://files/report.pdf", "name": "report.pdf", "mimeType": "application/pdf"}
+        ],
+        "structuredContent": {"caption": "a caption", "items": 5},
+        "_meta": {"example.com/trace": "t-42"}
+    })
 }
 
 fn text(s: impl Into<String>) -> CallToolResponse {
@@ -277,6 +302,9 @@ impl ServerHandler for TestUpstream {
                     json!({"headers": seen}),
                 )))
             }
+            "media" => Ok(CallToolResponse::Complete(
+                serde_json::from_value(media_result()).expect("a valid CallToolResult"),
+            )),
             "extra" if self.extra.load(Ordering::SeqCst) => Ok(text("extra!")),
             other => Err(ErrorData::invalid_params(
                 format!("unknown tool '{other}'"),

@@ -1,0 +1,295 @@
+//! Virtual servers (`[[servers]]`) served by `toolshed serve`: an MCP client pointed at
+//! `/mcp/servers/{name}` sees the upstream as it is (original names, titles, schemas, `_meta`,
+//! every content kind of a result, `isError`) while the caller's role still hides tools and
+//! calls still take the engine's path (validation, call rules, approvals).
+
+use std::path::{Path, PathBuf};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+use crate::support::{cli, test_upstream, Client, Server, BIN};
+
+fn config(dir: &Path) -> PathBuf {
+    let f = dir.join("toolshed.toml");
+    std::fs::write(
+        &f,
+        format!(
+            r#"
+# The CLI and stdio act as admin unless TOOLSHED_PRINCIPAL says otherwise.
+principal = "admin"
+
+[[sources]]
+kind = "mcp"
+name = "up"
+command = "{}"
+
+# Reads and writes of the test upstream run without confirmation; tables' writes keep the
+# default (confirm).
+[[roles]]
+id = "viewer"
+patterns = ["up.echo", "up.add", "up.media", "up.fail", "up.get_status_v2", "tables.**"]
+allow = ["up.**"]
+[[roles]]
+id = "admin"
+patterns = ["*"]
+allow = ["up.**"]
+[[principals]]
+id = "alice"
+roles = ["viewer"]
+api_keys = ["k-alice"]
+[[principals]]
+id = "admin"
+roles = ["admin"]
+api_keys = ["k-admin"]
+
+[[servers]]
+name = "up"
+description = "The test upstream, unchanged."
+tools = ["up.**"]
+names = "original"
+
+[[servers]]
+name = "work"
+tools = ["up.echo", "tables.**"]
+"#,
+            test_upstream().display()
+        ),
+    )
+    .unwrap();
+    f
+}
+
+async fn connect(server: &Server, name: &str, key: &str) -> Client {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.url(&format!("/mcp/servers/{name}")))
+            .auth_header(key.to_string());
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport)
+        .await
+        .expect("initialize a virtual server")
+}
+
+async fn names(client: &Client) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn call(client: &Client, name: &str, args: Value) -> Result<CallToolResult, String> {
+    let params = CallToolRequestParams::new(name.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    client.call_tool(params).await.map_err(|e| e.to_string())
+}
+
+fn by_name(mut tools: Vec<Tool>) -> Vec<Value> {
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_virtual_server_looks_like_its_upstream_under_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+
+    // The upstream itself, for comparison.
+    let direct =
+        ().serve(TokioChildProcess::new(tokio::process::Command::new(test_upstream())).unwrap())
+            .await
+            .unwrap();
+
+    // With every tool visible, the list is the upstream's own, field for field.
+    let admin = connect(&server, "up", "k-admin").await;
+    let info = admin.peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "up");
+    assert_eq!(
+        info.instructions.as_deref(),
+        Some("The test upstream, unchanged.")
+    );
+    let through = by_name(admin.list_all_tools().await.unwrap());
+    let upstream = by_name(direct.list_all_tools().await.unwrap());
+    assert_eq!(through, upstream);
+    assert!(through.iter().all(|t| t["name"] != "run_script"));
+
+    // Results pass through unchanged: every content kind, structured content, _meta.
+    for (name, args) in [
+        ("media", json!({})),
+        ("getStatus.v2", json!({})),
+        ("add", json!({"a": 2, "b": 3})),
+    ] {
+        let a = serde_json::to_value(call(&admin, name, args.clone()).await.unwrap()).unwrap();
+        let b = serde_json::to_value(call(&direct, name, args).await.unwrap()).unwrap();
+        assert_eq!(a, b, "{name}");
+    }
+    let media = serde_json::to_value(call(&admin, "media", json!({})).await.unwrap()).unwrap();
+    let kinds: Vec<&str> = media["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["text", "image", "audio", "resource", "resource_link"]
+    );
+    assert_eq!(media["_meta"]["example.com/trace"], "t-42");
+
+    // An upstream error stays a tool error with the upstream's words.
+    let failed = call(&admin, "fail", json!({})).await.unwrap();
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(
+        serde_json::to_value(&failed).unwrap()["content"][0]["text"],
+        "the widget is broken"
+    );
+
+    // The role narrows the list, and a hidden tool answers like a missing one.
+    let alice = connect(&server, "up", "k-alice").await;
+    assert_eq!(
+        names(&alice).await,
+        ["add", "echo", "fail", "getStatus.v2", "media"]
+    );
+    let hidden = call(&alice, "delete_everything", json!({}))
+        .await
+        .unwrap_err();
+    assert!(
+        hidden.contains("unknown tool 'delete_everything'"),
+        "{hidden}"
+    );
+    let missing = call(&alice, "no_such_tool", json!({})).await.unwrap_err();
+    assert!(missing.contains("unknown tool 'no_such_tool'"), "{missing}");
+
+    // Arguments are validated by the engine before the upstream sees them.
+    let bad = call(&alice, "echo", json!({})).await.unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    let text = serde_json::to_string(&bad).unwrap();
+    assert!(
+        text.contains("invalid_arguments") && text.contains("text"),
+        "{text}"
+    );
+
+    // A catalog-named server mixes sources; a write the policy wants confirmed pauses.
+    let work = connect(&server, "work", "k-alice").await;
+    let listed = names(&work).await;
+    assert!(listed.contains(&"up.echo".to_string()), "{listed:?}");
+    assert!(listed.contains(&"tables.create".to_string()), "{listed:?}");
+    assert!(!listed.iter().any(|n| n == "up.add"), "{listed:?}");
+    let echoed = call(&work, "up.echo", json!({"text": "hi"})).await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&echoed).unwrap()["content"][0]["text"],
+        "hi"
+    );
+    let created = call(
+        &work,
+        "tables.create",
+        json!({"name": "pets", "columns": [{"name": "name", "type": "string"}]}),
+    )
+    .await
+    .unwrap();
+    let text = serde_json::to_string(&created).unwrap();
+    assert!(
+        text.contains("paused") && text.contains("executionId"),
+        "{text}"
+    );
+    let (_, listed) = cli(dir.path(), Some(&cfg), &["call", "tables.list", "{}"]);
+    assert!(
+        !listed.to_string().contains("pets"),
+        "the paused create must not have run: {listed}"
+    );
+
+    // No such server: nothing is served there.
+    let status = reqwest::Client::new()
+        .post(server.url("/mcp/servers/nope"))
+        .header("authorization", "Bearer k-alice")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 404);
+    let _ = direct.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_virtual_server_over_stdio_and_clear_config_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args(["serve", "--stdio", "--server", "up"])
+        .env("TOOLSHED_PRINCIPAL", "alice")
+        .stderr(std::process::Stdio::null());
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    assert_eq!(
+        names(&client).await,
+        ["add", "echo", "fail", "getStatus.v2", "media"]
+    );
+    let r = call(&client, "echo", json!({"text": "over stdio"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&r).unwrap()["content"][0]["text"],
+        "over stdio"
+    );
+    let _ = client.cancel().await;
+
+    // An unknown server name is refused with the configured ones listed.
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&cfg)
+        .args(["serve", "--stdio", "--server", "nope"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no virtual server 'nope'") && err.contains("\"work\""),
+        "{err}"
+    );
+
+    // Bad definitions stop the configuration from loading, naming the entry and the reason.
+    for (servers, expected) in [
+        (
+            "[[servers]]\nname = \"Up\"\ntools = [\"up.**\"]\n",
+            "[[servers]] entry #1: server name 'Up' is not usable",
+        ),
+        (
+            "[[servers]]\nname = \"mix\"\nnames = \"original\"\ntools = [\"up.**\", \"tables.**\"]\n",
+            "'up' and 'tables' are two",
+        ),
+        (
+            "[[servers]]\nname = \"a\"\ntools = [\"up.**\"]\n[[servers]]\nname = \"a\"\ntools = [\"up.*\"]\n",
+            "[[servers]] entry #2: server 'a' is defined twice",
+        ),
+        (
+            "[[servers]]\nname = \"a\"\ntools = [\"up.**\"]\nnames = \"upstream\"\n",
+            "unknown variant: found `upstream`",
+        ),
+    ] {
+        let f = dir.path().join("bad.toml");
+        std::fs::write(&f, servers).unwrap();
+        let (code, v) = cli(dir.path(), Some(&f), &["search", "echo"]);
+        assert_ne!(code, 0, "{servers}");
+        assert!(v.to_string().contains(expected), "{servers}: {v}");
+    }
+}

@@ -1,0 +1,203 @@
+//! Virtual servers ([`VirtualServer`]): a session at `/mcp/servers/{name}` (or `toolshed serve
+//! --stdio --server NAME`) sees the tools the server exposes and the caller may see, as plain
+//! MCP tools, without the meta-tools, so that a client configured for the servers behind it
+//! works unchanged.
+//!
+//! - Listing: with original names, an upstream MCP tool is listed exactly as its upstream
+//!   declared it (name, title, description, schemas, annotations, icons, `_meta`); every other
+//!   tool is listed from its catalog definition.
+//! - Calls take the engine's one path ([`Engine::relay`]): validation, call rules, approval and
+//!   audit apply as on every face. An upstream MCP tool's result is relayed as the upstream
+//!   sent it (every content block, `structuredContent`, `_meta`, `isError`); other tools'
+//!   results become a text block with their JSON, plus `structuredContent` for objects.
+//! - A name the server does not expose, or the caller may not see, answers like a tool that
+//!   does not exist.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool as McpTool, ToolAnnotations};
+use serde_json::{Map, Value};
+use toolshed_core::path::to_segment;
+use toolshed_core::{ToolDef, VirtualServer};
+use toolshed_engine::{Caller, Engine, EngineError, Outcome, Relayed};
+
+/// The tools of `server` the caller sees, as MCP tools.
+pub(crate) fn list(engine: &Engine, caller: &Caller, server: &VirtualServer) -> Vec<McpTool> {
+    engine
+        .list_tools(caller)
+        .into_iter()
+        .filter(|d| server.exposes(d.path.as_str()))
+        .map(|d| listed(server, &d))
+        .collect()
+}
+
+fn listed(server: &VirtualServer, d: &ToolDef) -> McpTool {
+    if server.source().is_some() {
+        if let Some(native) = d
+            .native
+            .clone()
+            .and_then(|n| serde_json::from_value::<McpTool>(n).ok())
+        {
+            return native;
+        }
+    }
+    let ann = ToolAnnotations::new()
+        .read_only(d.annotations.read_only)
+        .destructive(d.annotations.destructive)
+        .idempotent(d.annotations.idempotent);
+    let mut tool = McpTool::new(
+        server.name_of(d),
+        d.description.clone(),
+        object(d.input_schema.clone()),
+    )
+    .with_title(d.name.clone())
+    .with_annotations(ann);
+    // MCP output schemas describe `structuredContent`, which is always an object.
+    if let Some(out) = d.output_schema.as_ref().filter(|s| s["type"] == "object") {
+        tool.output_schema = Some(object(out.clone()));
+    }
+    tool
+}
+
+fn object(v: Value) -> Arc<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+/// The catalog path of the tool the client calls `name`, if the server exposes it to the
+/// caller.
+pub(crate) fn resolve(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    name: &str,
+) -> Option<String> {
+    let visible = |path: &str| server.exposes(path) && caller.allows(path);
+    let Some(source) = server.source() else {
+        // Catalog names are paths; the `__` spelling of direct mode is accepted too.
+        let path = crate::path_from_mcp_name(name);
+        return visible(&path).then_some(path);
+    };
+    // Original names: an upstream name normally maps to `<source>.<segment>`; confirm it, or
+    // search the server's tools (suffixed duplicates, non-MCP sources).
+    let catalog = engine.catalog().load();
+    let guess = format!("{source}.{}", to_segment(name));
+    if let Some(e) = catalog.get(&guess) {
+        if visible(&guess) && server.name_of(&e.tool.def) == name {
+            return Some(guess);
+        }
+    }
+    engine
+        .list_tools(caller)
+        .into_iter()
+        .find(|d| server.exposes(d.path.as_str()) && server.name_of(d) == name)
+        .map(|d| d.path.as_str().to_string())
+}
+
+/// A relayed call's answer as the client should see it. `settled` is the outcome once waits
+/// the client could answer (elicitation) were put to it.
+pub(crate) fn answer(relayed: Relayed, settled: Option<Outcome>) -> CallToolResult {
+    let Relayed { outcome, wire } = relayed;
+    let unchanged = || wire.clone().and_then(|w| serde_json::from_value(w).ok());
+    match (outcome, settled) {
+        (Ok(Outcome::Completed { result, .. }), _) => {
+            unchanged().unwrap_or_else(|| value_result(result))
+        }
+        (Ok(_), Some(Outcome::Completed { result, .. })) => value_result(result),
+        (Ok(_), Some(other)) | (Ok(other), None) => crate::outcome_result(&other),
+        (Err(e @ EngineError::Tool { .. }), _) => match unchanged() {
+            Some(r) if r.is_error == Some(true) => r,
+            _ => crate::error_result(&e),
+        },
+        (Err(e), _) => crate::error_result(&e),
+    }
+}
+
+/// A tool's JSON result as MCP content: a string as text, anything else as its JSON text,
+/// objects also as `structuredContent`.
+pub(crate) fn value_result(v: Value) -> CallToolResult {
+    let text = match &v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    };
+    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    if v.is_object() {
+        r.structured_content = Some(v);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn relayed(outcome: Result<Outcome, EngineError>, wire: Option<Value>) -> Relayed {
+        Relayed { outcome, wire }
+    }
+
+    fn completed(result: Value) -> Outcome {
+        Outcome::Completed {
+            execution_id: "ex_1".into(),
+            result,
+            logs: vec![],
+        }
+    }
+
+    #[test]
+    fn the_upstream_answer_is_relayed_unchanged() {
+        let wire = json!({
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+            ],
+            "structuredContent": {"n": 1},
+            "_meta": {"trace": "t1"}
+        });
+        let r = answer(
+            relayed(Ok(completed(json!({"n": 1}))), Some(wire.clone())),
+            None,
+        );
+        let back = serde_json::to_value(&r).unwrap();
+        assert_eq!(back["content"], wire["content"]);
+        assert_eq!(back["structuredContent"], wire["structuredContent"]);
+        assert_eq!(back["_meta"], wire["_meta"]);
+    }
+
+    #[test]
+    fn plain_results_become_text_and_structured_content() {
+        let r = answer(relayed(Ok(completed(json!({"rows": []}))), None), None);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"][0]["text"], r#"{"rows":[]}"#);
+        assert_eq!(v["structuredContent"], json!({"rows": []}));
+        let r = value_result(json!("plain"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"][0]["text"], "plain");
+        assert!(v.get("structuredContent").is_none());
+    }
+
+    #[test]
+    fn an_upstream_error_result_stays_an_error_and_engine_refusals_are_explained() {
+        let wire = json!({"content": [{"type": "text", "text": "boom"}], "isError": true});
+        let e = EngineError::Tool {
+            path: "up.t".into(),
+            error: Box::new(toolshed_core::ToolError::upstream("boom")),
+        };
+        let r = answer(relayed(Err(e), Some(wire)), None);
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["content"][0]["text"],
+            "boom"
+        );
+        // A completed upstream answer is not relayed when the engine refused the output.
+        let e = EngineError::DeniedByPolicy {
+            path: "up.t".into(),
+        };
+        let ok_wire = json!({"content": [{"type": "text", "text": "secret"}]});
+        let r = answer(relayed(Err(e), Some(ok_wire)), None);
+        let text = serde_json::to_value(&r).unwrap()["content"][0]["text"].clone();
+        assert!(text.as_str().unwrap().contains("denied"), "{text}");
+    }
+}
