@@ -34,6 +34,6 @@ pub use rules::{CallRule, Rules};
 pub use schema::{CompiledSchema, Explained, SchemaError, Violation};
 pub use servers::{ServerDef, ServerError, ServerNames, VirtualServer};
 pub use tool::{
-    Annotations, EngineAccess, NestedRun, TokenSource, Tool, ToolContext, ToolDef, ToolError,
-    ToolErrorKind, ToolHandler, WireSlot,
+    Annotations, EngineAccess, EntryKind, NestedRun, Progress, ProgressSink, TokenSource, Tool,
+    ToolContext, ToolDef, ToolError, ToolErrorKind, ToolHandler, WireSlot,
 };

@@ -47,7 +47,14 @@ pub struct ServerDef {
     #[serde(default)]
     pub description: String,
     /// Dot-globs over catalog paths: the tools the server exposes.
+    #[serde(default)]
     pub tools: Vec<String>,
+    /// Dot-globs over the catalog paths of upstream resources the server exposes.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Dot-globs over the catalog paths of upstream prompts the server exposes.
+    #[serde(default)]
+    pub prompts: Vec<String>,
     /// `catalog` or `original`.
     #[serde(default)]
     pub names: ServerNames,
@@ -67,6 +74,8 @@ pub enum ServerError {
 pub struct VirtualServer {
     def: ServerDef,
     tools: Access,
+    resources: Access,
+    prompts: Access,
     /// With original names: the one source every pattern lies under.
     source: Option<String>,
 }
@@ -86,29 +95,46 @@ impl VirtualServer {
                 def.description.len()
             )));
         }
-        if def.tools.is_empty() {
+        if def.tools.is_empty() && def.resources.is_empty() && def.prompts.is_empty() {
             return Err(invalid(
-                "tools is empty: list the dot-globs of the tools it exposes, e.g. tools = [\"github.**\"]"
+                "tools, resources and prompts are all empty: list the dot-globs of what it exposes, e.g. tools = [\"github.**\"]"
                     .into(),
             ));
         }
-        if def.tools.len() > MAX_SERVER_PATTERNS {
-            return Err(invalid(format!(
-                "tools lists {} patterns; at most {MAX_SERVER_PATTERNS} are allowed",
-                def.tools.len()
-            )));
-        }
-        let mut patterns = Vec::with_capacity(def.tools.len());
-        for (i, text) in def.tools.iter().enumerate() {
-            let p = Pattern::parse(text).map_err(|e| invalid(format!("tools[{i}]: {e}")))?;
-            patterns.push(p);
-        }
+        let compile = |field: &str, list: &[String]| -> Result<Access, ServerError> {
+            if list.len() > MAX_SERVER_PATTERNS {
+                return Err(invalid(format!(
+                    "{field} lists {} patterns; at most {MAX_SERVER_PATTERNS} are allowed",
+                    list.len()
+                )));
+            }
+            let mut patterns = Vec::with_capacity(list.len());
+            for (i, text) in list.iter().enumerate() {
+                let p = Pattern::parse(text).map_err(|e| invalid(format!("{field}[{i}]: {e}")))?;
+                patterns.push(p);
+            }
+            Ok(Access::from_patterns(&patterns))
+        };
+        let tools = compile("tools", &def.tools)?;
+        let resources = compile("resources", &def.resources)?;
+        let prompts = compile("prompts", &def.prompts)?;
         let source = match def.names {
             ServerNames::Catalog => None,
-            ServerNames::Original => Some(one_source(&def.tools).map_err(invalid)?),
+            ServerNames::Original => {
+                let all: Vec<String> = def
+                    .tools
+                    .iter()
+                    .chain(&def.resources)
+                    .chain(&def.prompts)
+                    .cloned()
+                    .collect();
+                Some(one_source(&all).map_err(invalid)?)
+            }
         };
         Ok(Self {
-            tools: Access::from_patterns(&patterns),
+            tools,
+            resources,
+            prompts,
             def,
             source,
         })
@@ -124,7 +150,29 @@ impl VirtualServer {
 
     /// Whether the server exposes the tool at `path` (before the caller's own access).
     pub fn exposes(&self, path: &str) -> bool {
-        self.tools.allows(path)
+        !self.def.tools.is_empty() && self.tools.allows(path)
+    }
+
+    /// Whether the server exposes the resource at `path` (before the caller's own access).
+    pub fn exposes_resource(&self, path: &str) -> bool {
+        !self.def.resources.is_empty() && self.resources.allows(path)
+    }
+
+    /// Whether the server exposes the prompt at `path` (before the caller's own access).
+    pub fn exposes_prompt(&self, path: &str) -> bool {
+        !self.def.prompts.is_empty() && self.prompts.allows(path)
+    }
+
+    pub fn has_tools(&self) -> bool {
+        !self.def.tools.is_empty()
+    }
+
+    pub fn has_resources(&self) -> bool {
+        !self.def.resources.is_empty()
+    }
+
+    pub fn has_prompts(&self) -> bool {
+        !self.def.prompts.is_empty()
     }
 
     /// The name a client sees for `tool`.
@@ -154,6 +202,48 @@ pub fn original_name(tool: &ToolDef) -> Option<String> {
         .and_then(|n| n.get("name"))
         .and_then(|n| n.as_str())
         .map(str::to_string)
+}
+
+/// Whether `uri` has the form of a URI template: its literal parts in order, each expression
+/// (`{id}`, `{+path}`...) standing for at least one character.
+pub fn uri_template_matches(template: &str, uri: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template;
+    loop {
+        match rest.find('{') {
+            None => {
+                literals.push(rest);
+                break;
+            }
+            Some(start) => {
+                literals.push(&rest[..start]);
+                let Some(end) = rest[start..].find('}') else {
+                    return false;
+                };
+                rest = &rest[start + end + 1..];
+            }
+        }
+    }
+    if literals.len() == 1 {
+        return uri == template;
+    }
+    let (first, last) = (literals[0], literals[literals.len() - 1]);
+    let Some(body) = uri.strip_prefix(first) else {
+        return false;
+    };
+    let Some(mut body) = body.strip_suffix(last) else {
+        return false;
+    };
+    for lit in &literals[1..literals.len() - 1] {
+        if lit.is_empty() {
+            continue;
+        }
+        match body.get(1..).and_then(|b| b.find(lit)) {
+            Some(pos) => body = &body[1 + pos + lit.len()..],
+            None => return false,
+        }
+    }
+    !body.is_empty()
 }
 
 fn check_name(name: &str) -> Result<(), ServerError> {
@@ -213,6 +303,8 @@ mod tests {
             name: name.into(),
             description: String::new(),
             tools: tools.iter().map(|s| s.to_string()).collect(),
+            resources: vec![],
+            prompts: vec![],
             names,
         }
     }
@@ -221,6 +313,32 @@ mod tests {
         let mut d = ToolDef::new(ToolPath::parse(path).unwrap(), "T", "");
         d.native = native.map(|n| serde_json::json!({"name": n}));
         d
+    }
+
+    #[test]
+    fn templates_match_uris_of_their_form() {
+        assert!(uri_template_matches(
+            "test://static/resource/{id}",
+            "test://static/resource/7"
+        ));
+        assert!(!uri_template_matches(
+            "test://static/resource/{id}",
+            "test://static/resource/"
+        ));
+        assert!(!uri_template_matches(
+            "test://static/resource/{id}",
+            "file:///etc/passwd"
+        ));
+        assert!(uri_template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://a/b/readme"
+        ));
+        assert!(!uri_template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://a/b/license"
+        ));
+        assert!(uri_template_matches("plain://x", "plain://x"));
+        assert!(!uri_template_matches("plain://x", "plain://y"));
     }
 
     #[test]
@@ -241,6 +359,19 @@ mod tests {
     }
 
     #[test]
+    fn resources_and_prompts_have_their_own_patterns() {
+        let mut d = def("docs", &[], ServerNames::Original);
+        d.resources = vec!["docs.**".into()];
+        d.prompts = vec!["docs.review_*".into()];
+        let s = VirtualServer::new(d).unwrap();
+        assert!(!s.has_tools() && s.has_resources() && s.has_prompts());
+        assert!(!s.exposes("docs.handbook"));
+        assert!(s.exposes_resource("docs.handbook"));
+        assert!(s.exposes_prompt("docs.review_code"));
+        assert!(!s.exposes_prompt("docs.handbook"));
+    }
+
+    #[test]
     fn original_names_come_from_the_upstream_or_lose_the_source_prefix() {
         let s = VirtualServer::new(def("mem", &["memory.**"], ServerNames::Original)).unwrap();
         assert_eq!(s.source(), Some("memory"));
@@ -258,13 +389,17 @@ mod tests {
         let e = VirtualServer::new(def("", &["a.*"], ServerNames::Catalog)).unwrap_err();
         assert!(e.to_string().contains("empty"), "{e}");
         let e = VirtualServer::new(def("dev", &[], ServerNames::Catalog)).unwrap_err();
-        assert!(e.to_string().contains("tools is empty"), "{e}");
+        assert!(e.to_string().contains("all empty"), "{e}");
         let e = VirtualServer::new(def("dev", &["a.*", "B"], ServerNames::Catalog)).unwrap_err();
         assert!(e.to_string().contains("tools[1]"), "{e}");
         let e = VirtualServer::new(def("dev", &["a.*", "b.*"], ServerNames::Original)).unwrap_err();
         assert!(e.to_string().contains("'a' and 'b' are two"), "{e}");
         let e = VirtualServer::new(def("dev", &["**"], ServerNames::Original)).unwrap_err();
         assert!(e.to_string().contains("wildcard"), "{e}");
+        let mut mixed = def("dev", &["a.*"], ServerNames::Original);
+        mixed.prompts = vec!["b.*".into()];
+        let e = VirtualServer::new(mixed).unwrap_err();
+        assert!(e.to_string().contains("'a' and 'b' are two"), "{e}");
         let e = VirtualServer::new(def("../x", &["a.*"], ServerNames::Catalog)).unwrap_err();
         assert!(e.to_string().contains("'../x'"), "{e}");
     }

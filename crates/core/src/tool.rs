@@ -84,6 +84,46 @@ pub struct ToolDef {
     /// with original names). `None` for tools Toolshed defines itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<Value>,
+    /// What the entry is: a tool (the default), or an upstream's resource or prompt, which
+    /// share the catalog's paths, policy, audit and search but are read, not called, by faces.
+    #[serde(default, skip_serializing_if = "EntryKind::is_tool")]
+    pub kind: EntryKind,
+}
+
+/// What a catalog entry is ([`ToolDef::kind`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    #[default]
+    Tool,
+    /// An MCP resource (or resource template): calling it reads it.
+    Resource,
+    /// An MCP prompt: calling it with the prompt's arguments gets it.
+    Prompt,
+}
+
+impl EntryKind {
+    pub fn is_tool(&self) -> bool {
+        *self == Self::Tool
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Resource => "resource",
+            Self::Prompt => "prompt",
+        }
+    }
+
+    /// `tool`, `resource` or `prompt`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tool" => Some(Self::Tool),
+            "resource" => Some(Self::Resource),
+            "prompt" => Some(Self::Prompt),
+            _ => None,
+        }
+    }
 }
 
 impl ToolDef {
@@ -99,6 +139,7 @@ impl ToolDef {
             origin: String::new(),
             timeout_ms: None,
             native: None,
+            kind: EntryKind::Tool,
         }
     }
 
@@ -272,6 +313,7 @@ pub struct ToolContext {
     tokens: Option<Arc<dyn TokenSource>>,
     engine: Option<Arc<dyn EngineAccess>>,
     wire: Option<WireSlot>,
+    progress: Option<ProgressSink>,
 }
 
 /// Where a handler that relays another protocol keeps the answer exactly as that protocol gave
@@ -280,6 +322,38 @@ pub struct ToolContext {
 /// relays results unchanged (a virtual MCP server); the first answer kept wins.
 pub type WireSlot = Arc<std::sync::OnceLock<Value>>;
 
+/// One progress report of a long call (MCP `notifications/progress`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Where a handler reports progress for a face that relays it to its client (a virtual MCP
+/// server whose client asked for progress). The engine sets one only for the face's own call.
+#[derive(Clone)]
+pub struct ProgressSink(Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressSink {
+    pub fn new(f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Passes one report on.
+    pub fn report(&self, progress: Progress) {
+        (self.0)(progress)
+    }
+}
+
+impl fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ProgressSink")
+    }
+}
+
 /// What a handler may ask of the engine that runs it, always as the same caller: the interface
 /// lets tools that compose other tools (agent builders, saved scripts, agent runs) go through
 /// the one call path without any plugin or source importing the engine.
@@ -287,6 +361,11 @@ pub type WireSlot = Arc<std::sync::OnceLock<Value>>;
 pub trait EngineAccess: Send + Sync {
     /// The paths of every tool the caller may see.
     fn visible_paths(&self) -> Vec<String>;
+    /// The definition of the catalog entry at `path` (a tool, resource or prompt), when the
+    /// caller may see it.
+    fn entry(&self, _path: &str) -> Option<ToolDef> {
+        None
+    }
     /// Calls a tool as the caller through the engine's call path (policy, validation,
     /// approval, audit). A call that would need approval fails instead of pausing.
     async fn call(&self, path: &str, args: Value) -> Result<Value, ToolError>;
@@ -331,6 +410,22 @@ impl ToolContext {
             tokens: None,
             engine: None,
             wire: None,
+            progress: None,
+        }
+    }
+    /// Lets the handler report progress ([`ProgressSink`]).
+    pub fn with_progress(mut self, sink: Option<ProgressSink>) -> Self {
+        self.progress = sink;
+        self
+    }
+    /// Whether the face relays progress reports ([`Self::report_progress`]).
+    pub fn wants_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+    /// Reports progress to the face's client; a no-op when nobody asked for it.
+    pub fn report_progress(&self, progress: Progress) {
+        if let Some(sink) = &self.progress {
+            sink.report(progress);
         }
     }
     /// Lets the handler keep its protocol's own answer (see [`WireSlot`]).

@@ -53,6 +53,13 @@ impl EngineAccess for BoundEngine {
             .collect()
     }
 
+    fn entry(&self, path: &str) -> Option<toolshed_core::ToolDef> {
+        self.engine
+            .resolve(&self.caller, path)
+            .ok()
+            .map(|e| e.tool.def.clone())
+    }
+
     async fn call(&self, path: &str, args: Value) -> Result<Value, ToolError> {
         // A call a handler makes is not journaled in the execution.
         let mut caller = self.caller.clone();
@@ -189,10 +196,16 @@ impl NestedHost {
                     limit: call.args["limit"].as_u64(),
                     namespace: call.args["namespace"].as_str().map(str::to_string),
                     format: None,
+                    kind: call.args["kind"].as_str().map(str::to_string),
                 };
-                let found =
-                    self.engine
-                        .search(&self.caller, &a.query, a.limit(), a.namespace.as_deref());
+                let kind = a.kind()?;
+                let found = self.engine.search_kind(
+                    &self.caller,
+                    &a.query,
+                    a.limit(),
+                    a.namespace.as_deref(),
+                    kind,
+                );
                 Ok(serde_json::to_value(found).unwrap_or_default())
             }
             CallTarget::Describe => {

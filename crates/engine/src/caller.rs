@@ -44,6 +44,9 @@ pub struct Caller {
     /// Set by [`crate::Engine::relay`]: where the called handler keeps its protocol's own
     /// answer. Only the face's own call gets it, never a call made inside that call.
     pub(crate) wire: Option<toolshed_core::WireSlot>,
+    /// Set by [`crate::Engine::relay`] when the face's client asked for progress; like `wire`,
+    /// only the face's own call gets it.
+    pub(crate) progress: Option<toolshed_core::ProgressSink>,
 }
 
 /// Where a saved script's calls are journaled: the execution's host and the key of the call

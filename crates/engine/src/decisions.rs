@@ -88,6 +88,7 @@ mod tests {
             depth: 0,
             nest: None,
             wire: None,
+            progress: None,
         }
     }
 

@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolshed_core::{Catalog, ToolDef};
+use toolshed_core::{Catalog, EntryKind, ToolDef};
 use toolshed_search::hybrid::doc_text;
 use toolshed_search::vectors;
 use toolshed_search::{
@@ -249,6 +249,9 @@ pub struct SearchHit {
     pub summary: String,
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub destructive: bool,
+    /// `resource` or `prompt` for those entries; absent for tools.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kind: Option<String>,
 }
 
 /// A ranked answer: hits plus how many tools matched in all.
@@ -305,11 +308,16 @@ fn one_line(s: &str) -> String {
 impl Engine {
     /// The tool definitions the caller may see, in catalog order.
     pub fn list_tools(&self, caller: &Caller) -> Vec<ToolDef> {
+        self.list_entries(caller, EntryKind::Tool)
+    }
+
+    /// The caller's entries of one kind: tools, or upstream resources or prompts.
+    pub fn list_entries(&self, caller: &Caller, kind: EntryKind) -> Vec<ToolDef> {
         self.inner
             .catalog
             .load()
             .iter()
-            .filter(|e| caller.allows(e.tool.def.path.as_str()))
+            .filter(|e| e.tool.def.kind == kind && caller.allows(e.tool.def.path.as_str()))
             .map(|e| e.tool.def.clone())
             .collect()
     }
@@ -348,7 +356,7 @@ impl Engine {
         }
     }
 
-    /// Ranked search in the caller's view.
+    /// Ranked search of tools in the caller's view.
     pub fn search(
         &self,
         caller: &Caller,
@@ -356,13 +364,25 @@ impl Engine {
         limit: usize,
         namespace: Option<&str>,
     ) -> SearchAnswer {
+        self.search_kind(caller, text, limit, namespace, EntryKind::Tool)
+    }
+
+    /// Ranked search of one kind of entry (tools, resources or prompts) in the caller's view.
+    pub fn search_kind(
+        &self,
+        caller: &Caller,
+        text: &str,
+        limit: usize,
+        namespace: Option<&str>,
+        kind: EntryKind,
+    ) -> SearchAnswer {
         let catalog = self.inner.catalog.load();
         let ranker = self.inner.search.get(&catalog);
         let filter = |i: usize| {
-            caller.access.is_all()
-                || catalog
-                    .get_index(i)
-                    .is_some_and(|e| caller.allows(e.tool.def.path.as_str()))
+            catalog.get_index(i).is_some_and(|e| {
+                e.tool.def.kind == kind
+                    && (caller.access.is_all() || caller.allows(e.tool.def.path.as_str()))
+            })
         };
         let query = Query {
             text,
@@ -388,6 +408,7 @@ impl Engine {
                     name: d.name.clone(),
                     summary: one_line(&d.description),
                     destructive: d.annotations.destructive,
+                    kind: (!d.kind.is_tool()).then(|| d.kind.as_str().to_string()),
                 }
             })
             .collect();

@@ -180,6 +180,7 @@ impl Engine {
             .map(|c| c.scoped(&def.origin));
         let mut inner_caller = caller.clone();
         let wire = inner_caller.wire.take();
+        let progress = inner_caller.progress.take();
         let access = crate::access::BoundEngine {
             engine: self.clone(),
             caller: inner_caller,
@@ -188,6 +189,7 @@ impl Engine {
         let ctx = ToolContext::new(caller.principal.clone(), def.path.clone())
             .with_engine(Some(Arc::new(access)))
             .with_wire(wire)
+            .with_progress(progress)
             .with_execution(execution_id)
             .with_tokens(tokens)
             .with_timeout(timeout);

@@ -238,6 +238,7 @@ impl Engine {
             depth: 0,
             nest: None,
             wire: None,
+            progress: None,
         }
     }
 

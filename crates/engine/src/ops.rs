@@ -146,9 +146,33 @@ pub struct SearchArgs {
     /// `text` (compact lines, the default over MCP) or `json`.
     #[serde(default)]
     pub format: Option<String>,
+    /// What to find: `tool` (the default), `resource` or `prompt` (upstream MCP resources and
+    /// prompts, read with `tools.resources.read({path})` / `tools.prompts.get({path, args})`).
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 impl SearchArgs {
+    /// The kind of entry searched for; a kind that is not known is refused.
+    pub fn kind(&self) -> Result<toolshed_core::EntryKind, EngineError> {
+        match self.kind.as_deref() {
+            None => Ok(toolshed_core::EntryKind::Tool),
+            Some(k) => {
+                toolshed_core::EntryKind::parse(k).ok_or_else(|| EngineError::InvalidArguments {
+                    path: "search_tools".into(),
+                    violations: vec![toolshed_core::Violation {
+                        pointer: "/kind".into(),
+                        rule: "enum".into(),
+                        message: format!(
+                            "kind '{}' is not known: use tool, resource or prompt",
+                            k.chars().take(40).collect::<String>()
+                        ),
+                    }],
+                })
+            }
+        }
+    }
+
     /// The number of hits asked for, clamped to 1..=[`MAX_SEARCH_LIMIT`].
     pub fn limit(&self) -> usize {
         self.limit.unwrap_or(10).clamp(1, MAX_SEARCH_LIMIT as u64) as usize
@@ -289,11 +313,12 @@ impl Engine {
         match op {
             Op::SearchTools => {
                 let a: SearchArgs = parse_args(op, args)?;
-                Ok(OpAnswer::Search(self.search(
+                Ok(OpAnswer::Search(self.search_kind(
                     caller,
                     &a.query,
                     a.limit(),
                     a.namespace.as_deref(),
+                    a.kind()?,
                 )))
             }
             Op::ReadTool => {

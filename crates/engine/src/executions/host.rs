@@ -130,6 +130,7 @@ impl ClientTools {
                 name: t.name.clone(),
                 summary: t.description.chars().take(160).collect(),
                 destructive: false,
+                kind: None,
             })
             .collect()
     }
@@ -307,7 +308,7 @@ impl HostCtx {
             );
         }
         let answered = match &call.target {
-            CallTarget::Search => Answered::Reply(Ok(self.search(&call.args))),
+            CallTarget::Search => Answered::Reply(self.search(&call.args)),
             CallTarget::Describe => Answered::Reply(self.describe(&call.args)),
             CallTarget::Ask => self.ask(seq, &call.args),
             CallTarget::Tool(path) if !self.offers(seq, path) => {
@@ -412,7 +413,7 @@ impl HostCtx {
         Some(HostReply::Suspend)
     }
 
-    fn search(&self, args: &Value) -> Value {
+    fn search(&self, args: &Value) -> Result<Value, HostError> {
         // Read like the search_tools operation, so limits are clamped the same way.
         let a = crate::ops::SearchArgs {
             query: args
@@ -426,10 +427,12 @@ impl HostCtx {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             format: None,
+            kind: args.get("kind").and_then(Value::as_str).map(str::to_string),
         };
+        let kind = a.kind().map_err(|e| host_error(&e))?;
         let (q, limit, ns) = (a.query.as_str(), a.limit(), a.namespace.as_deref());
-        let mut answer: SearchAnswer = self.engine.search(&self.caller, q, limit, ns);
-        if ns.is_none_or(|n| n == "client") {
+        let mut answer: SearchAnswer = self.engine.search_kind(&self.caller, q, limit, ns, kind);
+        if kind.is_tool() && ns.is_none_or(|n| n == "client") {
             let mine: Vec<SearchHit> = self
                 .clients
                 .search(q)
@@ -442,7 +445,7 @@ impl HostCtx {
             hits.truncate(limit);
             answer.hits = hits;
         }
-        serde_json::to_value(answer).unwrap_or(Value::Null)
+        Ok(serde_json::to_value(answer).unwrap_or(Value::Null))
     }
 
     fn describe(&self, args: &Value) -> Result<Value, HostError> {

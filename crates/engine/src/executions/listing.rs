@@ -113,10 +113,19 @@ impl Engine {
     /// same call path, and beside its outcome the answer exactly as the tool's upstream gave it
     /// (an MCP `CallToolResult`), when the handler relays another protocol. The face may use that
     /// answer only when the outcome is `Completed`, or a tool error.
-    pub async fn relay(&self, caller: &Caller, path: &str, args: Value) -> Relayed {
+    /// `progress`, when the face's client asked for progress, receives the handler's progress
+    /// reports (an upstream's `notifications/progress` for the call).
+    pub async fn relay(
+        &self,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+        progress: Option<toolshed_core::ProgressSink>,
+    ) -> Relayed {
         let slot = toolshed_core::WireSlot::default();
         let mut relaying = caller.clone();
         relaying.wire = Some(slot.clone());
+        relaying.progress = progress;
         let outcome = self.call(&relaying, path, args).await;
         drop(relaying);
         let wire = Arc::try_unwrap(slot)

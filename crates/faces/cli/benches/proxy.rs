@@ -4,7 +4,10 @@
 //! `cargo bench -p toolshed --bench proxy` starts `toolshed-test-upstream --http` (built on
 //! demand) and `toolshed serve --http --direct` with the upstream declared as a source, then
 //! measures:
+//! - the upstream alone (the same load generator straight to `toolshed-test-upstream`), as the
+//!   baseline the gateway's cost is read against;
 //! - direct-mode `tools/call` of `up__echo`: calls/s and p50/p99 with 1 and 8 clients;
+//! - the same through the virtual server `/mcp/servers/up` (`names = "original"`, `echo`);
 //! - Toolshed's own CPU time per call (from /proc, user + system);
 //! - code mode: `run_script` calling the upstream tool once, scripts/s with 8 clients.
 //!
@@ -150,7 +153,14 @@ fn main() {
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("toolshed.toml");
-    std::fs::write(&cfg, format!("[[sources]]\nkind = \"mcp\"\nname = \"up\"\nurl = \"{up_url}\"\nallow_private = true\n")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[sources]]\nkind = \"mcp\"\nname = \"up\"\nurl = \"{up_url}\"\nallow_private = true\n\n\
+             [[servers]]\nname = \"up\"\ntools = [\"up.**\"]\nnames = \"original\"\n"
+        ),
+    )
+    .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -190,6 +200,29 @@ fn main() {
         assert!(list.contains("\"up__echo\""), "upstream tools not in the catalog: {list}");
         probe.close().await;
 
+        let plain = r#"{"name":"echo","arguments":{"text":"hi"}}"#.to_string();
+        let up_pid = up.0.id();
+        for clients in [1usize, 8] {
+            let (n, lat, el, _) = run_load(up_pid, hz, &up_url, clients, secs, plain.clone()).await;
+            println!(
+                "upstream alone, {clients} client(s): {n} calls in {el:.2}s = {:.0} calls/s, p50 {:.0}µs, p99 {:.0}µs",
+                n as f64 / el,
+                pct(&lat, 0.5),
+                pct(&lat, 0.99),
+            );
+        }
+        let virtual_url = format!("http://127.0.0.1:{port}/mcp/servers/up");
+        for clients in [1usize, 8] {
+            let (n, lat, el, cpu) =
+                run_load(pid, hz, &virtual_url, clients, secs, plain.clone()).await;
+            println!(
+                "virtual server tools/call via toolshed, {clients} client(s): {n} calls in {el:.2}s = {:.0} calls/s, p50 {:.0}µs, p99 {:.0}µs, toolshed CPU {:.3} ms/call",
+                n as f64 / el,
+                pct(&lat, 0.5),
+                pct(&lat, 0.99),
+                cpu * 1e3 / n as f64
+            );
+        }
         let echo = r#"{"name":"up__echo","arguments":{"text":"hi"}}"#.to_string();
         for clients in [1usize, 8] {
             let (n, lat, el, cpu) = run_load(pid, hz, &url, clients, secs, echo.clone()).await;

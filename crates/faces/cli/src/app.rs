@@ -90,12 +90,13 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
-/// The plugins: tables, agents, and n8n when configured (a failing n8n setup is reported, not fatal).
+/// The plugins: tables, agents, resources and prompts (reading upstream entries), web and n8n when configured (a failing n8n setup is reported, not fatal).
 pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     let mut plugins = vec![
         toolshed_tables::plugin(store.clone()),
         toolshed_agents::plugin(store.clone(), config.model_credentials()),
     ];
+    plugins.extend(toolshed_entries::plugins());
     match config.web.settings().map(|s| s.map(toolshed_web::plugin)) {
         Ok(None) => {}
         Ok(Some(Ok(web))) => plugins.push(web),

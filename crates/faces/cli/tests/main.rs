@@ -20,5 +20,6 @@ mod sources_auth;
 mod sources_mcp;
 mod sources_openapi;
 mod support;
+mod virtual_resources;
 mod virtual_servers;
 mod web_cli;

@@ -5,10 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, Tool};
+use rmcp::service::NotificationContext;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::ServiceExt;
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{json, Value};
 
 use crate::support::{cli, test_upstream, Client, Server, BIN};
@@ -222,6 +226,69 @@ async fn a_virtual_server_looks_like_its_upstream_under_policy() {
         .status();
     assert_eq!(status, 404);
     let _ = direct.cancel().await;
+}
+
+/// A client that keeps the progress notifications it receives.
+#[derive(Clone, Default)]
+struct Progressive {
+    seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Progressive {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.lock().unwrap().push(params);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_progress_reaches_the_client_under_its_own_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let handler = Progressive::default();
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+        .auth_header("k-admin".to_string());
+    let client = handler
+        .clone()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    // rmcp's client gives every request a progress token of its own.
+    let r = client
+        .call_tool(CallToolRequestParams::new("steps"))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&r).unwrap()["content"][0]["text"],
+        "3 steps"
+    );
+    // Notifications may trail the answer by a moment.
+    for _ in 0..50 {
+        if handler.seen.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let seen = handler.seen.lock().unwrap().clone();
+    let steps: Vec<(f64, Option<f64>, Option<String>)> = seen
+        .iter()
+        .map(|p| (p.progress, p.total, p.message.clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [1.0, 2.0, 3.0].map(|i| (i, Some(3.0), Some(format!("step {i} of 3")))),
+        "{seen:?}"
+    );
+    // Each under the token of the client's own request (rmcp's client numbers its requests'
+    // tokens itself).
+    assert!(seen
+        .iter()
+        .all(|p| p.progress_token == seen[0].progress_token));
+    let _ = client.cancel().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,9 +36,10 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations,
-    UpdateTaskParams,
+    CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -126,6 +127,14 @@ impl ToolshedMcp {
     }
 }
 
+/// How a call on a virtual server is answered: as a task, with waits put to the client
+/// (`peer`), with the upstream's progress relayed.
+struct VirtualCall<'a> {
+    as_task: bool,
+    peer: Option<&'a rmcp::Peer<RoleServer>>,
+    progress: Option<&'a progress::Forward>,
+}
+
 impl ToolshedMcp {
     /// A call on a virtual server: its name resolved among the tools it exposes to the caller,
     /// then the engine's one path, the upstream's answer relayed unchanged.
@@ -135,16 +144,21 @@ impl ToolshedMcp {
         caller: &Caller,
         name: &str,
         args: Value,
-        as_task: bool,
-        peer: Option<&rmcp::Peer<RoleServer>>,
+        how: VirtualCall<'_>,
     ) -> Result<CallToolResponse, McpError> {
+        let VirtualCall {
+            as_task,
+            peer,
+            progress,
+        } = how;
         let Some(path) = virtual_server::resolve(&self.engine, caller, server, name) else {
             return Err(McpError::invalid_params(
                 format!("unknown tool '{}'", truncate(name, 200)),
                 None,
             ));
         };
-        let relayed = self.engine.relay(caller, &path, args).await;
+        let sink = progress.map(progress::Forward::sink);
+        let relayed = self.engine.relay(caller, &path, args, sink).await;
         let settled = match &relayed.outcome {
             Ok(o) if o.is_paused() && as_task => {
                 return Ok(CallToolResponse::Task(CreateTaskResult::new(
@@ -170,18 +184,23 @@ fn virtual_info(server: &VirtualServer) -> ServerConfig {
         "" => format!("The '{}' tools, served through Toolshed.", server.name()),
         d => d.to_string(),
     };
-    ServerConfig::new(
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_tasks()
-            .build(),
-    )
-    .with_server_info(Implementation::new(
-        server.name().to_string(),
-        env!("CARGO_PKG_VERSION"),
-    ))
-    .with_instructions(description)
+    let mut capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .enable_tasks()
+        .build();
+    if server.has_resources() {
+        capabilities.resources = Some(Default::default());
+    }
+    if server.has_prompts() {
+        capabilities.prompts = Some(Default::default());
+    }
+    ServerConfig::new(capabilities)
+        .with_server_info(Implementation::new(
+            server.name().to_string(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(description)
 }
 
 /// `tables.rows.query` → `tables__rows__query` for clients that reject dots in tool names.
@@ -322,9 +341,20 @@ impl ServerHandler for ToolshedMcp {
             .is_some_and(|c| c.supports_tasks());
         let peer = (!as_task).then_some(&ctx.peer);
         if let Some(server) = &self.options.server {
-            return self
-                .call_virtual(server, &caller, name, args, as_task, peer)
-                .await;
+            let progress = ctx
+                .meta
+                .get_progress_token()
+                .map(|token| progress::Forward::start(ctx.peer.clone(), token));
+            let how = VirtualCall {
+                as_task,
+                peer,
+                progress: progress.as_ref(),
+            };
+            let r = self.call_virtual(server, &caller, name, args, how).await;
+            if let Some(p) = progress {
+                p.finish().await;
+            }
+            return r;
         }
         if let Some(r) = meta::call_meta(
             &self.engine,
@@ -364,6 +394,84 @@ impl ServerHandler for ToolshedMcp {
             Err(e) => error_result(&e),
         };
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Ok(ListResourcesResult::default());
+        };
+        let (resources, _) = virtual_server::resources(&self.engine, &caller, server);
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Ok(ListResourceTemplatesResult::default());
+        };
+        let (_, templates) = virtual_server::resources(&self.engine, &caller, server);
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Err(McpError::resource_not_found(
+                "this endpoint serves no resources: connect to a virtual server (/mcp/servers/{name})",
+                None,
+            ));
+        };
+        let r = virtual_server::read(&self.engine, &caller, server, &request.uri).await?;
+        Ok(r.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Ok(ListPromptsResult::default());
+        };
+        let prompts = virtual_server::prompts(&self.engine, &caller, server);
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Err(McpError::invalid_params(
+                "this endpoint serves no prompts: connect to a virtual server (/mcp/servers/{name})",
+                None,
+            ));
+        };
+        let r = virtual_server::get_prompt(
+            &self.engine,
+            &caller,
+            server,
+            &request.name,
+            request.arguments,
+        )
+        .await?;
+        Ok(r.into())
     }
 
     async fn get_task(

@@ -2,6 +2,9 @@
 //! token, the script runs under an execution id chosen here and each of its events (see
 //! [`toolshed_engine::events`]) is sent as a progress notification (`progress` = the event's
 //! number, `message` = what happened) until the run ends or pauses.
+//!
+//! [`Forward`]: a call on a virtual server whose client gave a progress token gets the
+//! upstream's own progress reports, in order, under the client's token.
 
 use std::time::Duration;
 
@@ -45,6 +48,48 @@ impl ProgressRelay {
             abort.abort();
         }
         engine.events().close(&self.execution_id, false).await;
+    }
+}
+
+/// Relays one call's progress reports to the client, in order.
+pub(crate) struct Forward {
+    tx: tokio::sync::mpsc::UnboundedSender<toolshed_core::Progress>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Forward {
+    pub fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<toolshed_core::Progress>();
+        let task = tokio::spawn(async move {
+            while let Some(p) = rx.recv().await {
+                let mut note = ProgressNotificationParam::new(token.clone(), p.progress);
+                note.total = p.total;
+                if let Some(m) = p.message {
+                    note = note.with_message(m);
+                }
+                if peer.notify_progress(note).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Self { tx, task }
+    }
+
+    /// The sink the engine hands the call's handler.
+    pub fn sink(&self) -> toolshed_core::ProgressSink {
+        let tx = self.tx.clone();
+        toolshed_core::ProgressSink::new(move |p| {
+            let _ = tx.send(p);
+        })
+    }
+
+    /// Lets the reports already made go out before the answer does.
+    pub async fn finish(self) {
+        drop(self.tx);
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(DRAIN, self.task).await.is_err() {
+            abort.abort();
+        }
     }
 }
 

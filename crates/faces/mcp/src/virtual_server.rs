@@ -10,15 +10,23 @@
 //!   audit apply as on every face. An upstream MCP tool's result is relayed as the upstream
 //!   sent it (every content block, `structuredContent`, `_meta`, `isError`); other tools'
 //!   results become a text block with their JSON, plus `structuredContent` for objects.
+//! - Resources, resource templates and prompts of upstream MCP servers (catalog entries of
+//!   their own kinds) are listed, read and fetched the same way, under the server's
+//!   `resources` and `prompts` patterns: a read is a call of the entry through the engine, so
+//!   the caller's policy and the audit log cover it, and the upstream's answer is relayed.
 //! - A name the server does not expose, or the caller may not see, answers like a tool that
 //!   does not exist.
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ContentBlock, Tool as McpTool, ToolAnnotations};
+use rmcp::model::{
+    CallToolResult, ContentBlock, GetPromptResult, Prompt, ReadResourceResult, Resource,
+    ResourceTemplate, Tool as McpTool, ToolAnnotations,
+};
+use rmcp::ErrorData as McpError;
 use serde_json::{Map, Value};
 use toolshed_core::path::to_segment;
-use toolshed_core::{ToolDef, VirtualServer};
+use toolshed_core::{EntryKind, ToolDef, VirtualServer};
 use toolshed_engine::{Caller, Engine, EngineError, Outcome, Relayed};
 
 /// The tools of `server` the caller sees, as MCP tools.
@@ -94,6 +102,150 @@ pub(crate) fn resolve(
         .into_iter()
         .find(|d| server.exposes(d.path.as_str()) && server.name_of(d) == name)
         .map(|d| d.path.as_str().to_string())
+}
+
+/// The entries of one kind the server exposes to the caller, each with the native
+/// declaration the client sees (named per the server's naming).
+fn exposed_entries(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    kind: EntryKind,
+) -> Vec<(ToolDef, Map<String, Value>)> {
+    engine
+        .list_entries(caller, kind)
+        .into_iter()
+        .filter(|d| match kind {
+            EntryKind::Resource => server.exposes_resource(d.path.as_str()),
+            EntryKind::Prompt => server.exposes_prompt(d.path.as_str()),
+            EntryKind::Tool => server.exposes(d.path.as_str()),
+        })
+        .filter_map(|d| {
+            let mut native = d.native.clone()?.as_object()?.clone();
+            native.insert("name".into(), Value::String(server.name_of(&d)));
+            Some((d, native))
+        })
+        .collect()
+}
+
+/// The server's resources and resource templates the caller may see.
+pub(crate) fn resources(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+) -> (Vec<Resource>, Vec<ResourceTemplate>) {
+    let mut resources = Vec::new();
+    let mut templates = Vec::new();
+    for (_, native) in exposed_entries(engine, caller, server, EntryKind::Resource) {
+        let v = Value::Object(native);
+        if v.get("uriTemplate").is_some() {
+            templates.extend(serde_json::from_value::<ResourceTemplate>(v).ok());
+        } else {
+            resources.extend(serde_json::from_value::<Resource>(v).ok());
+        }
+    }
+    (resources, templates)
+}
+
+/// The server's prompts the caller may see.
+pub(crate) fn prompts(engine: &Engine, caller: &Caller, server: &VirtualServer) -> Vec<Prompt> {
+    exposed_entries(engine, caller, server, EntryKind::Prompt)
+        .into_iter()
+        .filter_map(|(_, native)| serde_json::from_value(Value::Object(native)).ok())
+        .collect()
+}
+
+/// `resources/read`: a listed resource by its URI, else a template whose form the URI has.
+pub(crate) async fn read(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    uri: &str,
+) -> Result<ReadResourceResult, McpError> {
+    let entries = exposed_entries(engine, caller, server, EntryKind::Resource);
+    let fixed = entries
+        .iter()
+        .find(|(_, n)| n.get("uri").and_then(Value::as_str) == Some(uri));
+    let (path, args) = match fixed {
+        Some((d, _)) => (d.path.to_string(), serde_json::json!({})),
+        None => {
+            let template = entries.iter().find(|(_, n)| {
+                n.get("uriTemplate")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| toolshed_core::servers::uri_template_matches(t, uri))
+            });
+            match template {
+                Some((d, _)) => (d.path.to_string(), serde_json::json!({"uri": uri})),
+                None => {
+                    return Err(McpError::resource_not_found(
+                        format!("resource not found: {}", truncate(uri, 300)),
+                        None,
+                    ))
+                }
+            }
+        }
+    };
+    let relayed = engine.relay(caller, &path, args, None).await;
+    relayed_entry(relayed)
+}
+
+/// `prompts/get`: the prompt the client calls `name`, filled in with `arguments`.
+pub(crate) async fn get_prompt(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    name: &str,
+    arguments: Option<Map<String, Value>>,
+) -> Result<GetPromptResult, McpError> {
+    let found = exposed_entries(engine, caller, server, EntryKind::Prompt)
+        .into_iter()
+        .find(|(_, n)| n.get("name").and_then(Value::as_str) == Some(name));
+    let Some((d, _)) = found else {
+        return Err(McpError::invalid_params(
+            format!("unknown prompt '{}'", truncate(name, 200)),
+            None,
+        ));
+    };
+    let args = Value::Object(arguments.unwrap_or_default());
+    relayed_entry(engine.relay(caller, d.path.as_str(), args, None).await)
+}
+
+/// The upstream's answer to a read of an entry, or the engine's refusal as an MCP error.
+fn relayed_entry<T: serde::de::DeserializeOwned>(relayed: Relayed) -> Result<T, McpError> {
+    let Relayed { outcome, wire } = relayed;
+    let value = match outcome {
+        Ok(Outcome::Completed { result, .. }) => wire.unwrap_or(result),
+        Ok(other) => {
+            return Err(McpError::invalid_request(
+                format!(
+                    "the read was not completed: {}",
+                    serde_json::to_string(&other.to_json()).unwrap_or_default()
+                ),
+                None,
+            ))
+        }
+        Err(e) => {
+            let message = e.to_string();
+            return Err(match e {
+                EngineError::InvalidArguments { .. } | EngineError::MalformedArguments { .. } => {
+                    McpError::invalid_params(message, None)
+                }
+                EngineError::Tool { error, .. }
+                    if error.kind == toolshed_core::ToolErrorKind::InvalidInput =>
+                {
+                    McpError::invalid_params(message, None)
+                }
+                _ => McpError::internal_error(message, None),
+            });
+        }
+    };
+    serde_json::from_value(value).map_err(|e| {
+        McpError::internal_error(format!("the upstream's answer is malformed: {e}"), None)
+    })
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    &s[..s.floor_char_boundary(max)]
 }
 
 /// A relayed call's answer as the client should see it. `settled` is the outcome once waits

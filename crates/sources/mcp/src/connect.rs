@@ -59,6 +59,62 @@ pub fn protocol_supported(version: &str) -> bool {
 pub(crate) struct SourceClient {
     pub(crate) name: String,
     pub(crate) events: mpsc::UnboundedSender<Event>,
+    /// Calls waiting for the upstream's progress, by the token Toolshed sent.
+    pub(crate) progress: ProgressRoutes,
+}
+
+/// Progress tokens of calls in flight and where their reports go. rmcp gives every request a
+/// token of its own, known only once the request is sent, so reports that arrive before their
+/// route opens wait in a small buffer (the newest [`EARLY_REPORTS`]) and are delivered, in order,
+/// when it opens.
+pub(crate) type ProgressRoutes = std::sync::Arc<std::sync::Mutex<Routes>>;
+
+/// Most reports kept for routes that are not open (yet).
+const EARLY_REPORTS: usize = 64;
+
+#[derive(Default)]
+pub(crate) struct Routes {
+    open: std::collections::HashMap<String, toolshed_core::ProgressSink>,
+    early: std::collections::VecDeque<(String, toolshed_core::Progress)>,
+}
+
+fn token_key(token: &rmcp::model::ProgressToken) -> String {
+    match &token.0 {
+        rmcp::model::NumberOrString::String(s) => format!("s:{s}"),
+        rmcp::model::NumberOrString::Number(n) => format!("n:{n}"),
+    }
+}
+
+/// An open route; closed when dropped.
+pub(crate) struct Route {
+    routes: ProgressRoutes,
+    key: String,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        crate::upstream::lock(&self.routes).open.remove(&self.key);
+    }
+}
+
+/// Opens the route of `token` to `sink`, delivering the reports that came before it.
+pub(crate) fn open_route(
+    routes: &ProgressRoutes,
+    token: &rmcp::model::ProgressToken,
+    sink: toolshed_core::ProgressSink,
+) -> Route {
+    let key = token_key(token);
+    let mut r = crate::upstream::lock(routes);
+    let (mine, rest): (Vec<_>, Vec<_>) = r.early.drain(..).partition(|(k, _)| *k == key);
+    r.early = rest.into();
+    for (_, p) in mine {
+        sink.report(p);
+    }
+    r.open.insert(key.clone(), sink);
+    Route {
+        routes: routes.clone(),
+        key,
+    }
 }
 
 impl ClientHandler for SourceClient {
@@ -68,6 +124,29 @@ impl ClientHandler for SourceClient {
             Implementation::new("toolshed", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let key = token_key(&params.progress_token);
+        let report = toolshed_core::Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message.map(|m| m.chars().take(1000).collect()),
+        };
+        let mut routes = crate::upstream::lock(&self.progress);
+        match routes.open.get(&key) {
+            Some(sink) => sink.report(report),
+            None => {
+                if routes.early.len() >= EARLY_REPORTS {
+                    routes.early.pop_front();
+                }
+                routes.early.push_back((key, report));
+            }
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -10,7 +10,11 @@
 //! [`UpstreamConfig::redacted_values`](crate::UpstreamConfig::redacted_values) are blanked out
 //! of results and errors, in case the upstream echoes them.
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorCode};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, ErrorCode,
+    ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -69,7 +73,8 @@ impl UpstreamToolHandler {
             let mut params = CallToolRequestParams::new(self.remote_name.clone());
             params.arguments = arguments.clone();
             let outcome =
-                tokio::time::timeout_at(deadline, session.peer.call_tool_once(params)).await;
+                tokio::time::timeout_at(deadline, send(shared, &session, ctx, params, deadline))
+                    .await;
             let Ok(answer) = outcome else {
                 return Err(ToolError::new(
                     ToolErrorKind::Timeout,
@@ -172,6 +177,44 @@ impl UpstreamToolHandler {
                 "calling '{tool}' on upstream '{ns}' failed: {e}"
             ))),
         }
+    }
+}
+
+/// How long a call's route stays open after its answer, for reports still being handled.
+const REPORTS_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Sends one `tools/call`. When the caller relays progress, the request is sent as a handle so
+/// that the progress token rmcp gives it is known, and the upstream's reports for that token
+/// reach the caller ([`ProgressRoutes`](crate::connect::ProgressRoutes)) until the answer.
+async fn send(
+    shared: &crate::upstream::Shared,
+    session: &Session,
+    ctx: &ToolContext,
+    params: CallToolRequestParams,
+    deadline: Instant,
+) -> Result<CallToolResponse, ServiceError> {
+    if !ctx.wants_progress() {
+        return session.peer.call_tool_once(params).await;
+    }
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    // rmcp sends `notifications/cancelled` itself when this timeout passes.
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    let handle = session
+        .peer
+        .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+        .await?;
+    let ctx = ctx.clone();
+    let sink = toolshed_core::ProgressSink::new(move |p| ctx.report_progress(p));
+    let _route = crate::connect::open_route(&shared.progress, &handle.progress_token, sink);
+    let answer = handle.await_response().await?;
+    // rmcp hands notifications to tasks of their own, so the answer can overtake the last
+    // reports sent before it: let those land before the route closes.
+    tokio::time::sleep(REPORTS_GRACE).await;
+    match answer {
+        ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+        ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+        ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+        _ => Err(ServiceError::UnexpectedResponse),
     }
 }
 

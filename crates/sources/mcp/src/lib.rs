@@ -14,6 +14,8 @@
 //! - [`supervisor`]: the session's lifetime: reconnect with backoff, re-list after
 //!   `tools/list_changed`, close on shutdown.
 //! - `handler`: the tool handler that relays one call as `tools/call`.
+//! - [`entries`]: resources, resource templates and prompts as catalog entries, read through
+//!   the engine like tools.
 //! - `stderr`: a child's stderr, logged with secrets blanked out, its tail kept for errors.
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
@@ -36,6 +38,7 @@
 
 pub mod config;
 pub mod connect;
+pub mod entries;
 pub mod error;
 mod handler;
 pub mod mapping;

@@ -135,6 +135,7 @@ async fn reconnect(
         let client = SourceClient {
             name: shared.cfg.name.clone(),
             events: shared.events.clone(),
+            progress: shared.progress.clone(),
         };
         let attempt = tokio::select! {
             r = connect_once(&shared.cfg, client) => r,

@@ -78,6 +78,8 @@ pub(crate) struct Shared {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     /// [`UpstreamConfig::redacted_values`], blanked out of results and errors.
     pub(crate) redact: Vec<String>,
+    /// Where the upstream's progress for each call in flight goes.
+    pub(crate) progress: crate::connect::ProgressRoutes,
 }
 
 /// Where the session stands; watched by calls waiting for a session.
@@ -102,9 +104,11 @@ impl Upstream {
     pub async fn connect(cfg: UpstreamConfig) -> Result<Self, McpSourceError> {
         cfg.validate()?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let progress = crate::connect::ProgressRoutes::default();
         let client = SourceClient {
             name: cfg.name.clone(),
             events: events_tx.clone(),
+            progress: progress.clone(),
         };
         let conn = connect_once(&cfg, client).await?;
         let (shutdown, _) = watch::channel(false);
@@ -122,6 +126,7 @@ impl Upstream {
             restarts: AtomicU64::new(0),
             known_tools: Mutex::new(None),
             events: events_tx,
+            progress,
         });
         let session = publish(&shared, &conn, 1);
         tokio::spawn(supervise(shared.clone(), conn, session));
@@ -179,6 +184,64 @@ impl Upstream {
             .collect())
     }
 
+    /// [`Self::tools`], then the upstream's resources, resource templates and prompts as
+    /// catalog entries ([`crate::entries`]) when it offers them. A listing of those that fails
+    /// is logged and leaves them out; the tools still load.
+    pub async fn entries(&self) -> Result<Vec<Tool>, McpSourceError> {
+        let mut tools = self.tools().await?;
+        let shared = &self.inner.shared;
+        let deadline = Instant::now() + shared.cfg.call_timeout;
+        let session = wait_ready(shared, deadline, 0).await?;
+        let (resources, prompts) = session
+            .peer
+            .peer_info()
+            .map(|i| {
+                (
+                    i.capabilities.resources.is_some(),
+                    i.capabilities.prompts.is_some(),
+                )
+            })
+            .unwrap_or_default();
+        if !resources && !prompts {
+            return Ok(tools);
+        }
+        let ns = shared.cfg.name.as_str();
+        let prefix = format!("{ns}.");
+        let mut used: std::collections::HashSet<String> = tools
+            .iter()
+            .filter_map(|t| t.def.path.as_str().strip_prefix(&prefix))
+            .map(str::to_string)
+            .collect();
+        let peer = &session.peer;
+        let (listed, templates, prompts) = tokio::join!(
+            listing(
+                ns,
+                deadline,
+                "resources/list",
+                resources,
+                peer.list_all_resources()
+            ),
+            listing(
+                ns,
+                deadline,
+                "resources/templates/list",
+                resources,
+                peer.list_all_resource_templates()
+            ),
+            listing(
+                ns,
+                deadline,
+                "prompts/list",
+                prompts,
+                peer.list_all_prompts()
+            ),
+        );
+        tools.extend(crate::entries::entries(
+            self, &mut used, &listed, &templates, &prompts,
+        ));
+        Ok(tools)
+    }
+
     /// A counter that increases after the upstream announced `tools/list_changed` (or came back
     /// from a reconnect with a different list) and the list was fetched again.
     pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
@@ -222,6 +285,35 @@ impl Upstream {
     /// How many times the upstream was reconnected after losing its session.
     pub fn restarts(&self) -> u64 {
         self.inner.shared.restarts.load(Ordering::Relaxed)
+    }
+}
+
+/// One listing of [`Upstream::entries`]: empty when the upstream does not offer it, or (logged)
+/// when it fails or does not answer in time.
+async fn listing<T>(
+    ns: &str,
+    deadline: Instant,
+    operation: &str,
+    offered: bool,
+    request: impl std::future::Future<Output = Result<Vec<T>, rmcp::ServiceError>>,
+) -> Vec<T> {
+    if !offered {
+        return Vec::new();
+    }
+    match tokio::time::timeout_at(deadline, request).await {
+        Ok(Ok(items)) => items,
+        Ok(Err(e)) => {
+            tracing::warn!(upstream = ns, operation, error = %e, "listing failed; leaving these entries out");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::warn!(
+                upstream = ns,
+                operation,
+                "listing timed out; leaving these entries out"
+            );
+            Vec::new()
+        }
     }
 }
 

@@ -31,6 +31,7 @@ async fn lists_and_maps_tools() {
             "test.http_headers",
             "test.media",
             "test.sleep",
+            "test.steps",
             "test.toggle_extra",
             "test.whoami",
         ]

@@ -439,7 +439,7 @@ async fn load_mcp(s: &McpSpec) -> Result<LoadedSource, SourcesError> {
     let upstream = Upstream::connect(upstream_config(s)?)
         .await
         .map_err(|e| SourcesError::import(name, e))?;
-    match upstream.tools().await {
+    match upstream.entries().await {
         Ok(tools) => Ok(LoadedSource {
             tools,
             warnings: Vec::new(),

@@ -522,7 +522,7 @@ impl Registry {
                         _ => break,
                     }
                 };
-                let listed = match up.tools().await {
+                let listed = match up.entries().await {
                     Ok(t) => apply_overrides(&name, t, &overrides),
                     Err(e) => Err(SourcesError::import(&name, e)),
                 };

@@ -34,8 +34,8 @@ use axum::serve::ListenerExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
     Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -151,8 +151,16 @@ impl TestUpstream {
         media.annotations = Some(hints(Some(true), None, None));
         media.meta = serde_json::from_value(json!({"example.com/origin": "test-upstream"})).ok();
 
+        let mut steps = Tool::new(
+            "steps",
+            "Reports progress three times (when the call carries a progress token), then answers.",
+            schema(json!({"type": "object"})),
+        );
+        steps.annotations = Some(hints(Some(true), None, None));
+
         let mut tools = vec![
             media,
+            steps,
             echo,
             add,
             delete,
@@ -301,6 +309,22 @@ impl ServerHandler for TestUpstream {
                 Ok(CallToolResponse::Complete(CallToolResult::structured(
                     json!({"headers": seen}),
                 )))
+            }
+            "steps" => {
+                let token = context.meta.get_progress_token();
+                if let Some(token) = token.clone() {
+                    for i in 1..=3 {
+                        let note = ProgressNotificationParam::new(token.clone(), i as f64)
+                            .with_total(3.0)
+                            .with_message(format!("step {i} of 3"));
+                        let _ = context.peer.notify_progress(note).await;
+                    }
+                }
+                Ok(text(if token.is_some() {
+                    "3 steps"
+                } else {
+                    "no token"
+                }))
             }
             "media" => Ok(CallToolResponse::Complete(
                 serde_json::from_value(media_result()).expect("a valid CallToolResult"),
