@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Interoperability with MCP peers this project did not write: the Python `mcp` SDK client,
 # the MCP Inspector CLI and a protocol-level subset of the official conformance suite,
-# each against `toolshed serve --stdio` and `toolshed serve --http` (streamable HTTP).
+# each against `toolshed serve --stdio` and `toolshed serve --http` (streamable HTTP), and the
+# Inspector CLI against a virtual server with the reference server-everything behind it.
 #
 #   scripts/interop.sh                       # builds `toolshed` (debug) and runs every check
 #   TOOLSHED_BIN=path/to/toolshed scripts/interop.sh
@@ -179,6 +180,49 @@ inspector_check "inspector stdio resume approve in a new process" direct/resume.
   "d['isError'] is False and t['status'] == 'completed' and t['result']['deleted'] == 'direct_t'" \
   "$BIN" --data-dir "$TMP/direct" serve --stdio --method tools/call --tool-name resume \
   --tool-arg "executionId=${EXEC_ID:-missing}" decision=approve
+
+# ---------------------------------------------------------------- a virtual server
+# The reference server-everything behind the virtual server `everything` (original names, its
+# tools, resources and prompts), driven over stdio by the Inspector CLI.
+EVERYTHING="$MCP_TOOLS/node_modules/.bin/mcp-server-everything"
+if [ -x "$EVERYTHING" ]; then
+  log "== virtual server: $BIN serve --stdio --server everything (server-everything behind it)"
+  mkdir -p virtual
+  cat >virtual/toolshed.toml <<TOML
+[[sources]]
+kind = "mcp"
+name = "everything"
+command = "$EVERYTHING"
+args = ["stdio"]
+
+[[servers]]
+name = "everything"
+names = "original"
+tools = ["everything.**"]
+resources = ["everything.**"]
+prompts = ["everything.**"]
+TOML
+  # (A wrapper: the Inspector CLI takes --config for itself.)
+  # (Beside, not inside, the data directory, whose files Toolshed keeps private.)
+  printf '#!/bin/sh\nexec "%s" --data-dir "%s" --config "%s" serve --stdio --server everything\n' \
+    "$BIN" "$TMP/virtual-data" "$TMP/virtual/toolshed.toml" >virtual/serve.sh
+  chmod +x virtual/serve.sh
+  VIRTUAL=("$TMP/virtual/serve.sh")
+  inspector_check "inspector virtual server tools/list (original names, no meta-tools)" virtual/tools.json \
+    "'echo' in {x['name'] for x in d['tools']} and 'run_script' not in {x['name'] for x in d['tools']}" \
+    "${VIRTUAL[@]}" --method tools/list
+  inspector_check "inspector virtual server resources/list" virtual/resources.json \
+    "'demo://resource/static/document/architecture.md' in {r['uri'] for r in d['resources']}" \
+    "${VIRTUAL[@]}" --method resources/list
+  inspector_check "inspector virtual server resources/read" virtual/read.json \
+    "d['contents'][0]['uri'].endswith('architecture.md') and 'Architecture' in d['contents'][0]['text']" \
+    "${VIRTUAL[@]}" --method resources/read --uri demo://resource/static/document/architecture.md
+  inspector_check "inspector virtual server prompts/get with arguments" virtual/prompt.json \
+    "'Paris' in d['messages'][0]['content']['text']" \
+    "${VIRTUAL[@]}" --method prompts/get --prompt-name args-prompt --prompt-args city=Paris
+else
+  log "== virtual server: SKIPPED (no $EVERYTHING; run scripts/peers.sh)"
+fi
 
 # ---------------------------------------------------------------- streamable HTTP
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
