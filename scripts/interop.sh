@@ -2,7 +2,8 @@
 # Interoperability with MCP peers this project did not write: the Python `mcp` SDK client,
 # the MCP Inspector CLI and a protocol-level subset of the official conformance suite,
 # each against `toolshed serve --stdio` and `toolshed serve --http` (streamable HTTP), and the
-# Inspector CLI against a virtual server with the reference server-everything behind it.
+# Inspector CLI and the Python SDK against a virtual server with the reference server-everything
+# behind it.
 #
 #   scripts/interop.sh                       # builds `toolshed` (debug) and runs every check
 #   TOOLSHED_BIN=path/to/toolshed scripts/interop.sh
@@ -220,6 +221,8 @@ TOML
   inspector_check "inspector virtual server prompts/get with arguments" virtual/prompt.json \
     "'Paris' in d['messages'][0]['content']['text']" \
     "${VIRTUAL[@]}" --method prompts/get --prompt-name args-prompt --prompt-args city=Paris
+  check "python-sdk virtual server (resources, prompts, progress as the upstream's own)" \
+    "$PY" "$HERE/virtual_client.py" "$TMP/virtual/serve.sh" "$EVERYTHING"
 else
   log "== virtual server: SKIPPED (no $EVERYTHING; run scripts/peers.sh)"
 fi

@@ -239,9 +239,20 @@ fn relayed_entry<T: serde::de::DeserializeOwned>(relayed: Relayed) -> Result<T, 
             });
         }
     };
-    serde_json::from_value(value).map_err(|e| {
+    serde_json::from_value(complete(value)).map_err(|e| {
         McpError::internal_error(format!("the upstream's answer is malformed: {e}"), None)
     })
+}
+
+/// An upstream's result with `resultType: "complete"` when it has none: an upstream on an older
+/// protocol leaves it out, a client on 2026-07-28 requires it, and rmcp strips it again for
+/// clients on older protocols.
+fn complete(mut v: Value) -> Value {
+    if let Value::Object(m) = &mut v {
+        m.entry("resultType")
+            .or_insert_with(|| Value::String("complete".into()));
+    }
+    v
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -252,7 +263,10 @@ fn truncate(s: &str, max: usize) -> &str {
 /// the client could answer (elicitation) were put to it.
 pub(crate) fn answer(relayed: Relayed, settled: Option<Outcome>) -> CallToolResult {
     let Relayed { outcome, wire } = relayed;
-    let unchanged = || wire.clone().and_then(|w| serde_json::from_value(w).ok());
+    let unchanged = || {
+        wire.clone()
+            .and_then(|w| serde_json::from_value(complete(w)).ok())
+    };
     match (outcome, settled) {
         (Ok(Outcome::Completed { result, .. }), _) => {
             unchanged().unwrap_or_else(|| value_result(result))
@@ -316,6 +330,22 @@ mod tests {
         assert_eq!(back["content"], wire["content"]);
         assert_eq!(back["structuredContent"], wire["structuredContent"]);
         assert_eq!(back["_meta"], wire["_meta"]);
+    }
+
+    #[test]
+    fn results_of_older_upstreams_are_marked_complete() {
+        let wire = json!({"content": [{"type": "text", "text": "hi"}]});
+        let r = answer(relayed(Ok(completed(json!("hi"))), Some(wire)), None);
+        assert_eq!(serde_json::to_value(&r).unwrap()["resultType"], "complete");
+        let read: ReadResourceResult = relayed_entry(relayed(
+            Ok(completed(json!({}))),
+            Some(json!({"contents": [{"uri": "a://b", "text": "x"}]})),
+        ))
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(&read).unwrap()["resultType"],
+            "complete"
+        );
     }
 
     #[test]
