@@ -4,6 +4,7 @@
 //! - [`fixtures`]: files under a crate's `tests/fixtures/` as text or JSON (`.gz` gunzipped),
 //!   through the [`fixture!`] and [`fixture_text!`] macros that name the calling crate's folder.
 //! - [`mcp`]: an MCP server and client joined in-process over a memory pipe.
+//! - [`upstream`]: [`test_upstream`], the path of `toolshed-test-upstream`, built when needed.
 //! - [`model_server`]: a scripted model server speaking the OpenAI and Anthropic streaming
 //!   wire formats, for agent runs.
 //!
@@ -13,3 +14,6 @@
 pub mod fixtures;
 pub mod mcp;
 pub mod model_server;
+pub mod upstream;
+
+pub use upstream::test_upstream;

@@ -178,7 +178,7 @@ pub(crate) async fn read(
                 Some((d, _)) => (d.path.to_string(), serde_json::json!({"uri": uri})),
                 None => {
                     return Err(McpError::resource_not_found(
-                        format!("resource not found: {}", truncate(uri, 300)),
+                        format!("resource not found: {}", crate::truncate(uri, 300)),
                         None,
                     ))
                 }
@@ -202,7 +202,7 @@ pub(crate) async fn get_prompt(
         .find(|(_, n)| n.get("name").and_then(Value::as_str) == Some(name));
     let Some((d, _)) = found else {
         return Err(McpError::invalid_params(
-            format!("unknown prompt '{}'", truncate(name, 200)),
+            format!("unknown prompt '{}'", crate::truncate(name, 200)),
             None,
         ));
     };
@@ -253,10 +253,6 @@ fn complete(mut v: Value) -> Value {
             .or_insert_with(|| Value::String("complete".into()));
     }
     v
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    &s[..s.floor_char_boundary(max)]
 }
 
 /// A relayed call's answer as the client should see it. `settled` is the outcome once waits

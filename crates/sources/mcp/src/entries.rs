@@ -184,6 +184,29 @@ fn prompt_schema(p: &Prompt) -> Value {
     json!({"type": "object", "properties": properties, "required": required})
 }
 
+/// The upstream request one read makes.
+enum Request {
+    Read(String),
+    Prompt(String, Option<Map<String, Value>>),
+}
+
+/// A prompt's arguments as the strings MCP carries (other JSON values as their text).
+fn prompt_arguments(args: &Value) -> Option<Map<String, Value>> {
+    let arguments: Map<String, Value> = args
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), Value::String(text))
+        })
+        .collect();
+    (!arguments.is_empty()).then_some(arguments)
+}
+
 struct EntryHandler {
     upstream: Upstream,
     target: Target,
@@ -192,13 +215,7 @@ struct EntryHandler {
 #[async_trait::async_trait]
 impl ToolHandler for EntryHandler {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
-        let secrets: Vec<&str> = self
-            .upstream
-            .shared()
-            .redact
-            .iter()
-            .map(String::as_str)
-            .collect();
+        let secrets = self.upstream.secrets();
         let outcome = self.read(&ctx, args, &secrets).await;
         redact_outcome(outcome, &secrets)
     }
@@ -218,60 +235,43 @@ impl EntryHandler {
         let session = wait_ready(shared, deadline, 0)
             .await
             .map_err(|e| ToolError::upstream(e.to_string()))?;
-        let timeout =
-            || ToolError::upstream(format!("upstream '{ns}' did not answer within {budget:?}"));
-        let answer = match &self.target {
-            Target::Resource { uri } => {
-                let r = session
-                    .peer
-                    .read_resource(ReadResourceRequestParams::new(uri.clone()));
-                tokio::time::timeout_at(deadline, r)
-                    .await
-                    .map_err(|_| timeout())?
-                    .map(|r| serde_json::to_value(r).unwrap_or_default())
-            }
+        let request = match &self.target {
+            Target::Resource { uri } => Request::Read(uri.clone()),
             Target::Template { template } => {
                 let uri = args
                     .get("uri")
                     .and_then(Value::as_str)
                     .ok_or_else(|| ToolError::invalid("'uri' is required: the URI to read"))?;
                 if !uri_template_matches(template, uri) {
+                    let shown: String = uri.chars().take(300).collect();
                     return Err(ToolError::invalid(format!(
-                        "'{uri}' does not have the form {template}"
+                        "'{shown}' does not have the form {template}"
                     )));
                 }
-                let r = session
-                    .peer
-                    .read_resource(ReadResourceRequestParams::new(uri));
-                tokio::time::timeout_at(deadline, r)
-                    .await
-                    .map_err(|_| timeout())?
-                    .map(|r| serde_json::to_value(r).unwrap_or_default())
+                Request::Read(uri.to_string())
             }
-            Target::Prompt { name } => {
-                let mut params = GetPromptRequestParams::new(name.clone());
-                let arguments: Map<String, Value> = args
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| {
-                        let text = match v {
-                            Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        (k.clone(), Value::String(text))
-                    })
-                    .collect();
-                if !arguments.is_empty() {
-                    params.arguments = Some(arguments);
-                }
-                let r = session.peer.get_prompt(params);
-                tokio::time::timeout_at(deadline, r)
-                    .await
-                    .map_err(|_| timeout())?
-                    .map(|r| serde_json::to_value(r).unwrap_or_default())
-            }
+            Target::Prompt { name } => Request::Prompt(name.clone(), prompt_arguments(&args)),
         };
+        let peer = &session.peer;
+        let answer = tokio::time::timeout_at(deadline, async {
+            match request {
+                Request::Read(uri) => peer
+                    .read_resource(ReadResourceRequestParams::new(uri))
+                    .await
+                    .map(|r| serde_json::to_value(r).unwrap_or_default()),
+                Request::Prompt(name, arguments) => {
+                    let mut params = GetPromptRequestParams::new(name);
+                    params.arguments = arguments;
+                    peer.get_prompt(params)
+                        .await
+                        .map(|r| serde_json::to_value(r).unwrap_or_default())
+                }
+            }
+        })
+        .await
+        .map_err(|_| {
+            ToolError::upstream(format!("upstream '{ns}' did not answer within {budget:?}"))
+        })?;
         let mut value = answer
             .map_err(|e| ToolError::upstream(format!("upstream '{ns}' refused the read: {e}")))?;
         redact_value(&mut value, secrets);
@@ -298,6 +298,16 @@ mod tests {
         assert_eq!(s["required"], json!(["who"]));
         assert_eq!(s["properties"]["who"]["description"], "Whom to greet");
         assert_eq!(s["properties"]["tone"]["type"], "string");
+    }
+
+    #[test]
+    fn prompt_arguments_are_sent_as_strings() {
+        let args = prompt_arguments(&json!({"city": "Oslo", "days": 3, "hot": true})).unwrap();
+        assert_eq!(
+            Value::Object(args),
+            json!({"city": "Oslo", "days": "3", "hot": "true"})
+        );
+        assert_eq!(prompt_arguments(&json!({})), None);
     }
 
     #[test]

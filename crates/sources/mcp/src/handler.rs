@@ -40,13 +40,7 @@ impl ToolHandler for UpstreamToolHandler {
     /// Forwards the call; configured secrets the upstream echoes are blanked out of the
     /// result and of errors.
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
-        let secrets: Vec<&str> = self
-            .upstream
-            .shared()
-            .redact
-            .iter()
-            .map(String::as_str)
-            .collect();
+        let secrets = self.upstream.secrets();
         let outcome = self.forward(&ctx, args, &secrets).await;
         redact_outcome(outcome, &secrets)
     }

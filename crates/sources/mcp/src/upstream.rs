@@ -141,6 +141,16 @@ impl Upstream {
         &self.inner.shared
     }
 
+    /// The values blanked out of what the upstream answers ([`UpstreamConfig::redacted_values`]).
+    pub(crate) fn secrets(&self) -> Vec<&str> {
+        self.inner
+            .shared
+            .redact
+            .iter()
+            .map(String::as_str)
+            .collect()
+    }
+
     /// The namespace (the configured name).
     pub fn name(&self) -> &str {
         &self.inner.shared.cfg.name

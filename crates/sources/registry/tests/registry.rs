@@ -18,6 +18,7 @@ use toolshed_registry::{
 };
 use toolshed_sealed::SecretBox;
 use toolshed_store::Store;
+use toolshed_testing::test_upstream;
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -285,34 +286,6 @@ async fn the_store_poll_picks_up_added_and_removed_sources() {
     // The add may land in the poll's first (silent) sync; the removal is always a change.
     assert!(changes.load(Ordering::SeqCst) >= 1);
     poll.abort();
-}
-
-/// `target/<profile>/toolshed-test-upstream`, built on demand when a narrower `cargo test`
-/// did not build it.
-fn test_upstream() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .to_path_buf();
-    let bin = profile_dir.join("toolshed-test-upstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "toolshed-mcp-source",
-                "--features",
-                "test-upstream",
-                "--bins",
-            ])
-            .status()
-            .expect("run cargo build for the test upstream");
-        assert!(status.success(), "building toolshed-test-upstream failed");
-    }
-    bin
 }
 
 #[tokio::test]

@@ -244,31 +244,4 @@ pub async fn drop_schema(base: &str, schema: &str) {
     }
 }
 
-/// `target/<profile>/toolshed-test-upstream`, built on demand when a narrower `cargo test`
-/// did not build it.
-pub fn test_upstream() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .to_path_buf();
-    let bin = profile_dir.join("toolshed-test-upstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "toolshed-mcp-source",
-                "--features",
-                "test-upstream",
-                "--bins",
-            ])
-            .status()
-            .expect("run cargo build for the test upstream");
-        assert!(status.success(), "building toolshed-test-upstream failed");
-    }
-    assert!(bin.exists(), "{} is missing", bin.display());
-    bin
-}
+pub use toolshed_testing::test_upstream;
