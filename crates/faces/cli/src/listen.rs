@@ -13,10 +13,11 @@ fn exposed(addrs: &[SocketAddr]) -> Option<SocketAddr> {
     addrs.iter().copied().find(|a| !a.ip().is_loopback())
 }
 
-/// Refuses an address other machines can reach when no principal has an API key, unless
-/// `[http] insecure_listen` is set. Checked before anything listens.
+/// Refuses an address other machines can reach when no principal has an API key and no
+/// `[oauth]` is configured (every caller would be the anonymous principal), unless `[http]
+/// insecure_listen` is set. Checked before anything listens.
 pub async fn check(addr: &str, config: &Config) -> anyhow::Result<()> {
-    if config.has_api_keys() || config.http.insecure_listen {
+    if config.has_api_keys() || config.oauth.is_some() || config.http.insecure_listen {
         return Ok(());
     }
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)

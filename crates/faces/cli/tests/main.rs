@@ -10,6 +10,7 @@ mod listeners;
 mod mcp_e2e;
 mod n8n_live;
 mod n8n_mcp;
+mod oauth;
 mod pauses;
 mod policy_faces;
 mod python_client;

@@ -15,7 +15,8 @@ use futures::StreamExt;
 use serde_json::json;
 use toolshed_core::{CatalogBuilder, Policy, Principal, Role, SharedCatalog};
 use toolshed_engine::events::Event;
-use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_engine::{Engine, EngineConfig};
+use toolshed_identity::KeyRing;
 use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus, Store};
 
 fn env_num(name: &str, default: u64) -> u64 {

@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, KeyRing, WorkerCommand};
+use toolshed_engine::{Engine, EngineConfig, WorkerCommand};
+use toolshed_identity::KeyRing;
 use toolshed_store::Store;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -39,7 +39,7 @@ async fn through_engine(
     path: &str,
     args: Value,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(s, headers)?;
+    let caller = authenticate(s, headers).await?;
     match s.engine.call(&caller, path, args).await {
         Ok(Outcome::Completed { result, .. }) => Ok(Json(result).into_response()),
         Ok(other) => Ok(outcome_response(other)),
@@ -60,10 +60,9 @@ async fn through_engine(
                 ToolErrorKind::Conflict => "conflict",
                 _ => "invalid_input",
             };
-            Err(ApiError(
+            Err(ApiError::new(
                 status,
                 json!({"code": code, "message": error.message}),
-                None,
             ))
         }
         Err(e) => Err(e.into()),
@@ -121,7 +120,7 @@ async fn run(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let body: RunBody = crate::json_body(&body)?;
     if body.thread_id.is_some() {
         return Err(bad_request(
@@ -227,7 +226,7 @@ async fn restore(
 }
 
 async fn schema(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     match s
         .engine
         .call(&caller, "agents.schema", json!({"format": "json"}))

@@ -62,7 +62,7 @@ async fn follow(
     Path(id): Path<String>,
     q: Result<Query<EventParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let q = query(q)?;
     let after = match headers.get("last-event-id") {
         Some(v) => v

@@ -1,9 +1,12 @@
-//! Toolshed's HTTP API. Every route authenticates the caller (API key, or the anonymous
-//! principal when configured), then calls the engine: nothing here touches a tool handler.
+//! Toolshed's HTTP API. Every route authenticates the caller (API key, OAuth bearer token when
+//! `[oauth]` is configured, or the anonymous principal of an open server), then calls the
+//! engine: nothing here touches a tool handler. A refused request answers 401 (or 403 for a
+//! missing scope) with a `WWW-Authenticate` challenge naming the protected-resource metadata.
 //!
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz` | liveness |
+//! | `GET /.well-known/oauth-protected-resource[/…]` | RFC 9728 metadata (with `[oauth]`) |
 //! | `GET /v1/openapi.json` | the OpenAPI 3.1 document of these routes |
 //! | `GET /v1/tools?query=&limit=&namespace=` | ranked search (or the namespace summary with no query) |
 //! | `GET /v1/tools/{path}?schemas=true` | compact description |
@@ -36,7 +39,7 @@ use std::collections::BTreeMap;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
@@ -47,8 +50,9 @@ use toolshed_core::Pattern;
 use toolshed_engine::ops::{ListWaitsArgs, ResumeArgs, RunScriptArgs};
 use toolshed_engine::{
     AuditEntry, Caller, DecisionChannel, Description, Engine, EngineError, ExecutionInfo, Face,
-    KeyRing, Outcome, PendingSummary, SearchAnswer,
+    Outcome, PendingSummary, SearchAnswer,
 };
+use toolshed_identity::{Authenticator, Who};
 
 mod agents;
 mod events;
@@ -61,7 +65,7 @@ use openapi::{schema_of, Route};
 #[derive(Clone)]
 struct AppState {
     engine: Engine,
-    keys: KeyRing,
+    auth: Authenticator,
     /// The serialized OpenAPI document.
     openapi: Bytes,
 }
@@ -75,6 +79,14 @@ fn routes() -> Vec<Route<AppState>> {
             .public()
             .doc("health", "Liveness")
             .answers(S::OK, "The server is up.", schema_of::<Health>),
+        Route::get("/.well-known/oauth-protected-resource", resource_metadata)
+            .public()
+            .doc(
+                "protectedResourceMetadata",
+                "OAuth protected-resource metadata (RFC 9728): this server's resource URI and the authorization servers it trusts",
+            )
+            .answers(S::OK, "The metadata document.", any_object)
+            .errors(&[S::NOT_FOUND]),
         Route::get("/v1/openapi.json", openapi_document)
             .doc("openapi", "This OpenAPI document")
             .answers(S::OK, "An OpenAPI 3.1 document.", any_object),
@@ -221,8 +233,9 @@ fn answering(
         ])
 }
 
-/// The HTTP API router.
-pub fn router(engine: Engine, keys: KeyRing) -> Router {
+/// The HTTP API router. `auth` says who may call: API keys (a [`toolshed_identity::KeyRing`]
+/// converts), and OAuth tokens when configured.
+pub fn router(engine: Engine, auth: impl Into<Authenticator>) -> Router {
     let routes = routes();
     let document = openapi::document(routes.iter().map(|r| &r.op));
     // Several methods on one path share one method router.
@@ -239,9 +252,14 @@ pub fn router(engine: Engine, keys: KeyRing) -> Router {
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }
+    // RFC 9728 §3.1 puts the resource's path after the well-known part.
+    router = router.route(
+        "/.well-known/oauth-protected-resource/{*resource}",
+        axum::routing::get(resource_metadata),
+    );
     router.with_state(AppState {
         engine,
-        keys,
+        auth: auth.into(),
         openapi: Bytes::from(document.to_string()),
     })
 }
@@ -308,7 +326,7 @@ async fn openapi_document(
     State(s): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    authenticate(&s, &headers)?;
+    authenticate(&s, &headers).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         s.openapi.clone(),
@@ -316,7 +334,15 @@ async fn openapi_document(
         .into_response())
 }
 
-struct ApiError(StatusCode, Value, Option<u64>);
+/// An error answer: status, the `error` object, `Retry-After` seconds, and a
+/// `WWW-Authenticate` challenge.
+struct ApiError(StatusCode, Value, Option<u64>, Option<Box<HeaderValue>>);
+
+impl ApiError {
+    fn new(status: StatusCode, error: Value) -> Self {
+        Self(status, error, None, None)
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -324,6 +350,9 @@ impl IntoResponse for ApiError {
         if let Some(secs) = self.2 {
             r.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        if let Some(challenge) = self.3 {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, *challenge);
         }
         r
     }
@@ -359,15 +388,14 @@ impl From<EngineError> for ApiError {
             | EngineError::Store(_)
             | EngineError::JournalWrite { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError(status, e.to_json(), e.retry_after_secs())
+        ApiError(status, e.to_json(), e.retry_after_secs(), None)
     }
 }
 
 fn bad_request(message: impl Into<String>) -> ApiError {
-    ApiError(
+    ApiError::new(
         StatusCode::BAD_REQUEST,
         json!({"code": "bad_request", "message": message.into()}),
-        None,
     )
 }
 
@@ -377,17 +405,29 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         .map_err(|e| bad_request(format!("invalid query string: {}", e.body_text())))
 }
 
-fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let key = KeyRing::key_from_headers(h("authorization"), h("x-api-key"));
-    match state.keys.principal(key) {
-        Some(p) => Ok(state.engine.caller(&p, Face::Http)),
-        None => Err(ApiError(
-            StatusCode::UNAUTHORIZED,
-            json!({"code": "unauthorized", "message": "missing or unknown API key: send 'Authorization: Bearer <key>'"}),
+/// The caller of a request: an API key's principal, a principal signed in with an OAuth token
+/// (its roles from the token), or the anonymous principal of an open server.
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    match state.auth.authenticate(headers).await {
+        Ok(Who::Principal(p)) => Ok(state.engine.caller(&p, Face::Http)),
+        Ok(Who::SignedIn(s)) => Ok(state.engine.signed_in(&s.principal, &s.roles, Face::Http)),
+        Err(e) => Err(ApiError(
+            e.status(),
+            json!({"code": e.code(), "message": e.to_string()}),
             None,
+            state.auth.challenge(&e).map(Box::new),
         )),
     }
+}
+
+/// `GET /.well-known/oauth-protected-resource[/…]`: RFC 9728's metadata (404 without `[oauth]`).
+async fn resource_metadata(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    s.auth.resource_metadata().map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            json!({"code": "not_found", "message": "this server accepts no OAuth tokens ([oauth] is not configured)"}),
+        )
+    })
 }
 
 fn outcome_response(o: Outcome) -> Response {
@@ -419,7 +459,7 @@ async fn search(
     headers: HeaderMap,
     q: Result<Query<SearchParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let q = query(q)?;
     if let Some(format) = &q.format {
         return export(&s, &caller, format, q.pattern.as_deref());
@@ -455,7 +495,7 @@ async fn describe(
     Path(path): Path<String>,
     q: Result<Query<DescribeParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let q = query(q)?;
     Ok(Json(s.engine.describe(&caller, &path, q.schemas)?).into_response())
 }
@@ -466,7 +506,7 @@ async fn call(
     Path(path): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let text =
         std::str::from_utf8(&body).map_err(|_| bad_request("the request body is not UTF-8"))?;
     let args = Engine::parse_args(&path, text)?;
@@ -485,7 +525,7 @@ async fn run_script(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let request: RunScriptArgs = json_body(&body)?;
     if events::wants_stream(&headers) {
         return events::run_streaming(s.engine.clone(), caller, request);
@@ -516,7 +556,7 @@ async fn pending(
     headers: HeaderMap,
     q: Result<Query<ListWaitsArgs>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let q = query(q)?;
     let executions = s
         .engine
@@ -530,7 +570,7 @@ async fn execution(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     Ok(Json(s.engine.execution(&caller, &id).await?).into_response())
 }
 
@@ -545,7 +585,7 @@ async fn audit(
     headers: HeaderMap,
     q: Result<Query<AuditParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let q = query(q)?;
     let entries = s.engine.audit_of(&caller, q.limit.unwrap_or(50)).await?;
     Ok(Json(AuditLog { entries }).into_response())
@@ -587,7 +627,7 @@ async fn answer_route(
     body: Bytes,
     route: AnswerRoute,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     let args = answer_body(id, &body, route)?;
     Ok(outcome_response(
         s.engine
@@ -628,7 +668,7 @@ async fn cancel(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let caller = authenticate(&s, &headers)?;
+    let caller = authenticate(&s, &headers).await?;
     Ok(outcome_response(s.engine.cancel(&caller, &id).await?))
 }
 

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use toolshed_core::{
     Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, KeyRing, RateLimits, SandboxConfig};
+use toolshed_engine::{Engine, EngineConfig, RateLimits, SandboxConfig};
+use toolshed_identity::KeyRing;
 use toolshed_store::Store;
 
 struct Api {

@@ -12,7 +12,8 @@ use toolshed_core::{
     Annotations, CatalogBuilder, CompiledSchema, Policy, Principal, Role, SharedCatalog, Tool,
     ToolContext, ToolDef, ToolPath,
 };
-use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_engine::{Engine, EngineConfig};
+use toolshed_identity::KeyRing;
 use toolshed_outbound::{AuthConfig, Outbound, OutboundConfig, Secret};
 use toolshed_store::Store;
 

@@ -1,6 +1,8 @@
 //! Admission of streamable-HTTP MCP requests, in front of rmcp's service: the caller is
-//! authenticated (API key, or the anonymous principal when no keys exist) before any session
-//! exists, so an unauthenticated `initialize` answers 401 without touching the session manager.
+//! authenticated (API key, OAuth bearer token, or the anonymous principal when neither is
+//! configured) before any session exists, so an unauthenticated `initialize` answers 401 (with
+//! the `WWW-Authenticate` challenge that starts an MCP client's OAuth flow) without touching
+//! the session manager. Who was admitted rides in the request's extensions to the handler.
 //! A request naming another principal's session answers 404 like an unknown one. The request
 //! then runs with an [`Admission`] naming its principal; when [`CappedSessions`] refuses a new
 //! session over a limit, the answer is 429 (per principal) or 503 (in total) with a JSON-RPC
@@ -15,7 +17,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use toolshed_engine::KeyRing;
+use toolshed_identity::{AuthError, Who};
 
 use crate::sessions::{Admission, LimitHit, SessionTable, ADMISSION};
 use crate::Identity;
@@ -28,16 +30,17 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    fn principal(&self, headers: &HeaderMap) -> Option<String> {
+    async fn admit(&self, headers: &HeaderMap) -> Result<Who, AuthError> {
         match self.identity.as_ref() {
-            Identity::Fixed(p) => Some(p.clone()),
-            Identity::Keys(ring) => {
-                let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-                ring.principal(KeyRing::key_from_headers(
-                    h("authorization"),
-                    h("x-api-key"),
-                ))
-            }
+            Identity::Fixed(p) => Ok(Who::Principal(p.clone())),
+            Identity::Network(auth) => auth.authenticate(headers).await,
+        }
+    }
+
+    fn challenge(&self, e: &AuthError) -> Option<HeaderValue> {
+        match self.identity.as_ref() {
+            Identity::Fixed(_) => None,
+            Identity::Network(auth) => auth.challenge(e),
         }
     }
 }
@@ -52,15 +55,11 @@ fn rpc_error(status: StatusCode, code: i64, message: String, data: Option<Value>
     (status, axum::Json(body)).into_response()
 }
 
-fn unauthorized() -> Response {
-    let mut r = rpc_error(
-        StatusCode::UNAUTHORIZED,
-        -32001,
-        "missing or unknown API key: send 'Authorization: Bearer <key>'".into(),
-        None,
-    );
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+fn unauthorized(e: &AuthError, challenge: Option<HeaderValue>) -> Response {
+    let mut r = rpc_error(e.status(), -32001, e.to_string(), None);
+    if let Some(c) = challenge {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+    }
     r
 }
 
@@ -80,10 +79,13 @@ fn over_limit(hit: &LimitHit) -> Response {
     r
 }
 
-pub(crate) async fn admit(State(gate): State<Gate>, req: Request, next: Next) -> Response {
-    let Some(principal) = gate.principal(req.headers()) else {
-        return unauthorized();
+pub(crate) async fn admit(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
+    let who = match gate.admit(req.headers()).await {
+        Ok(who) => who,
+        Err(e) => return unauthorized(&e, gate.challenge(&e)),
     };
+    let principal = who.principal().to_string();
+    req.extensions_mut().insert(who);
     let session = req
         .headers()
         .get("mcp-session-id")

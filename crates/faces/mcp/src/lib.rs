@@ -45,7 +45,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use toolshed_core::VirtualServer;
-use toolshed_engine::{Caller, Engine, EngineError, Face, KeyRing, Outcome};
+use toolshed_engine::{Caller, Engine, EngineError, Face, Outcome};
+use toolshed_identity::{Authenticator, Who};
 
 pub use meta::{search_text, META_TOOLS};
 pub use sessions::{SessionLimits, SessionTable};
@@ -62,8 +63,8 @@ pub enum McpFaceError {
 pub enum Identity {
     /// One configured principal (stdio, CLI).
     Fixed(String),
-    /// API keys from HTTP headers.
-    Keys(KeyRing),
+    /// Whoever the admission layer authenticated from the HTTP headers (API keys, OAuth tokens).
+    Network(Authenticator),
 }
 
 /// Options of the MCP face.
@@ -107,18 +108,20 @@ impl ToolshedMcp {
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
         match self.identity.as_ref() {
             Identity::Fixed(p) => Ok(self.engine.caller(p, Face::Mcp)),
-            Identity::Keys(ring) => {
-                let parts = ctx.extensions.get::<http::request::Parts>();
-                let header = |name: &str| {
-                    parts
-                        .and_then(|p| p.headers.get(name))
-                        .and_then(|v| v.to_str().ok())
-                };
-                let key = KeyRing::key_from_headers(header("authorization"), header("x-api-key"));
-                match ring.principal(key) {
-                    Some(p) => Ok(self.engine.caller(&p, Face::Mcp)),
+            // The admission layer authenticated the request and left who it is in the
+            // request's extensions; a request without one never passed admission.
+            Identity::Network(_) => {
+                let who = ctx
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<Who>());
+                match who {
+                    Some(Who::Principal(p)) => Ok(self.engine.caller(p, Face::Mcp)),
+                    Some(Who::SignedIn(s)) => {
+                        Ok(self.engine.signed_in(&s.principal, &s.roles, Face::Mcp))
+                    }
                     None => Err(McpError::invalid_request(
-                        "missing or unknown API key: send 'Authorization: Bearer <key>'",
+                        "the request was not authenticated",
                         None,
                     )),
                 }

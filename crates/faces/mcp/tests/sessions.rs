@@ -8,7 +8,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use toolshed_core::{CatalogBuilder, Policy, Principal, Role, SharedCatalog};
-use toolshed_engine::{Engine, EngineConfig, KeyRing};
+use toolshed_engine::{Engine, EngineConfig};
+use toolshed_identity::KeyRing;
 use toolshed_mcp::{HttpOptions, Identity, McpOptions, SessionLimits, SessionTable};
 use toolshed_store::Store;
 
@@ -42,7 +43,7 @@ async fn start(limits: SessionLimits) -> Server {
     let table = SessionTable::new(limits);
     let router = toolshed_mcp::http_router(
         engine,
-        Identity::Keys(keys),
+        Identity::Network(keys.into()),
         McpOptions::default(),
         HttpOptions {
             allowed_hosts: vec![],

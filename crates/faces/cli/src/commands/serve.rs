@@ -85,15 +85,15 @@ pub async fn serve(
         return Ok(());
     }
     let addr = http.unwrap_or_else(|| app.config.http.addr.clone());
-    let keys = app
-        .keys
+    let auth = app
+        .auth
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .clone();
     let http_config = &app.config.http;
     let mcp = toolshed_mcp::http_router(
         app.engine.clone(),
-        toolshed_mcp::Identity::Keys(keys.clone()),
+        toolshed_mcp::Identity::Network(auth.clone()),
         options,
         toolshed_mcp::HttpOptions {
             allowed_hosts: http_config.allowed_hosts.clone(),
@@ -103,7 +103,7 @@ pub async fn serve(
     );
     // One guard in front of every route: Host, Origin and content type.
     let router = toolshed_http::guard(
-        toolshed_http::router(app.engine.clone(), keys).merge(mcp),
+        toolshed_http::router(app.engine.clone(), auth).merge(mcp),
         toolshed_http::GuardConfig {
             allowed_hosts: http_config.allowed_hosts.clone(),
             allowed_origins: http_config.allowed_origins.clone(),

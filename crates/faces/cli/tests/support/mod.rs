@@ -140,7 +140,21 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let port = free_port();
+        Self::spawn(data_dir, config, extra, env, free_port())
+    }
+
+    /// [`Server::start`] on a chosen port (for a configuration that names its own address).
+    pub fn start_on(data_dir: &Path, config: Option<&Path>, extra: &[&str], port: u16) -> Self {
+        Self::spawn(data_dir, config, extra, &[], port)
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        config: Option<&Path>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        port: u16,
+    ) -> Self {
         let mut cmd = std::process::Command::new(BIN);
         cmd.arg("--data-dir").arg(data_dir);
         if let Some(c) = config {
