@@ -3,7 +3,7 @@
 // and signing keys made at start (so two instances never share a key), and prints one line,
 // `READY <issuer>`, when it serves.
 //
-//   node scripts/oidc-provider.mjs PORT RESOURCE
+//   node scripts/oidc-provider.mjs PORT RESOURCE [CONNECT_REDIRECT]
 //
 // RESOURCE is the resource server (Toolshed) its access tokens are for: RFC 8707 resource
 // indicators are on and every resource gets JWT access tokens (RFC 9068) with the scope
@@ -15,6 +15,8 @@
 //   noscope-client             client credentials; may not have the `toolshed` scope
 //   opaque-client              client credentials; opaque tokens
 //   toolshed-rs                introspects tokens (Toolshed's own client)
+//   toolshed-connect           authorization code + refresh token, redirect URI CONNECT_REDIRECT:
+//                              Toolshed's per-user connections; its access tokens live 3 seconds
 //
 // People sign in through the authorization-code flow (PKCE), with clients registered
 // dynamically (RFC 7591), on the provider's own development login and consent pages: any login
@@ -31,7 +33,7 @@ const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const { default: Provider } = await load('oidc-provider');
 const jose = await load('jose');
 
-const [port, resource] = process.argv.slice(2);
+const [port, resource, connectRedirect] = process.argv.slice(2);
 if (!port || !resource) {
   console.error('usage: oidc-provider.mjs PORT RESOURCE');
   process.exit(2);
@@ -63,8 +65,15 @@ const provider = new Provider(issuer, {
     client('noscope-client', { scope: 'other' }),
     client('opaque-client', { scope: 'toolshed' }),
     client('toolshed-rs'),
+    client('toolshed-connect', {
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      redirect_uris: connectRedirect ? [connectRedirect] : [],
+      scope: 'api',
+    }),
   ],
-  scopes: ['toolshed', 'other'],
+  scopes: ['toolshed', 'other', 'api'],
+  issueRefreshToken: async (_ctx, c) => c.grantTypeAllowed('refresh_token'),
   findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
   features: {
     devInteractions: { enabled: true },
@@ -76,9 +85,9 @@ const provider = new Provider(issuer, {
       defaultResource: async () => resource,
       useGrantedResource: async () => true,
       getResourceServerInfo: async (_ctx, indicator, c) => ({
-        scope: c.clientId === 'noscope-client' ? 'other' : 'toolshed other',
+        scope: c.clientId === 'noscope-client' ? 'other' : 'toolshed other api',
         audience: indicator,
-        accessTokenTTL: c.clientId === 'short-client' ? 2 : 600,
+        accessTokenTTL: { 'short-client': 2, 'toolshed-connect': 3 }[c.clientId] ?? 600,
         accessTokenFormat: c.clientId === 'opaque-client' ? 'opaque' : 'jwt',
       }),
     },

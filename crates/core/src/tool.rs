@@ -237,6 +237,10 @@ pub enum ToolErrorKind {
     /// The input was read and refused for reasons given in `data` (e.g. a document's staged
     /// validation errors); nothing changed. Faces answer it as the caller's error (HTTP 422).
     Rejected,
+    /// The caller has not granted access to their own account at an upstream (a source with
+    /// `oauth2_user` credentials); `data.connection` names it. The engine pauses the call until
+    /// the grant is made.
+    GrantRequired,
 }
 
 /// A handler's failure: a kind, a message for humans and agents, and optional structured data.
@@ -275,6 +279,15 @@ impl ToolError {
     pub fn rejected(message: impl Into<String>, data: Value) -> Self {
         Self::new(ToolErrorKind::Rejected, message).with_data(data)
     }
+    /// The caller must first grant access to their account at `connection`.
+    pub fn grant_required(connection: &str) -> Self {
+        Self::new(
+            ToolErrorKind::GrantRequired,
+            format!("connect your account at '{connection}' first: the call needs your own grant"),
+        )
+        .with_data(serde_json::json!({"connection": connection}))
+    }
+
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(ToolErrorKind::Unauthorized, message)
     }
@@ -297,6 +310,13 @@ impl std::error::Error for ToolError {}
 pub trait TokenSource: Send + Sync {
     /// A token or key for `provider` (e.g. "github"), fetched or refreshed as needed.
     async fn token(&self, provider: &str) -> Result<String, ToolError>;
+
+    /// The calling principal's own access token at `connection` (a source with `oauth2_user`
+    /// credentials), refreshed as needed; a [`ToolErrorKind::GrantRequired`] error when the
+    /// principal has not granted access (or the grant can no longer be refreshed).
+    async fn user_token(&self, connection: &str) -> Result<String, ToolError> {
+        Err(ToolError::grant_required(connection))
+    }
 }
 
 /// What a handler may know about the call it serves.
@@ -464,6 +484,14 @@ impl ToolContext {
         self.timeout = timeout;
         self
     }
+    /// The calling principal's own token at `connection` ([`TokenSource::user_token`]).
+    pub async fn user_token(&self, connection: &str) -> Result<String, ToolError> {
+        match &self.tokens {
+            Some(t) => t.user_token(connection).await,
+            None => Err(ToolError::grant_required(connection)),
+        }
+    }
+
     /// Asks for a credential of the plugin's auth provider `provider`.
     pub async fn token(&self, provider: &str) -> Result<String, ToolError> {
         match &self.tokens {

@@ -80,6 +80,16 @@ impl EngineAccess for BoundEngine {
             CallResult::NeedsApproval { path, .. } => Err(ToolError::conflict(format!(
                 "'{path}' needs approval, which a call made by another tool cannot wait for"
             ))),
+            CallResult::NeedsGrant {
+                connection, path, ..
+            } => {
+                let execution = self.execution_id.as_deref().unwrap_or("");
+                Err(tool_error(
+                    self.engine
+                        .grant_error(&caller.principal, &connection, &path, execution)
+                        .await,
+                ))
+            }
         }
     }
 
@@ -239,6 +249,13 @@ impl NestedHost {
                         ))),
                         path,
                     }),
+                    CallResult::NeedsGrant { connection, path, .. } => {
+                        let execution = self.execution_id.as_deref().unwrap_or("");
+                        Err(self
+                            .engine
+                            .grant_error(&self.caller.principal, &connection, &path, execution)
+                            .await)
+                    }
                 }
             }
         }

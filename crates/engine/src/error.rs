@@ -161,6 +161,7 @@ impl EngineError {
                 toolshed_core::ToolErrorKind::Unauthorized => "unauthorized",
                 toolshed_core::ToolErrorKind::Internal => "internal",
                 toolshed_core::ToolErrorKind::Rejected => "rejected",
+                toolshed_core::ToolErrorKind::GrantRequired => "grant_required",
             },
             Self::Timeout { .. } => "timeout",
             Self::InvalidOutput { .. } => "invalid_output",

@@ -39,6 +39,13 @@ pub enum CallResult {
         name: String,
         args: Value,
     },
+    /// The principal has no grant at the connection the tool's source needs; nothing ran at
+    /// the upstream. The call pauses until the grant is made.
+    NeedsGrant {
+        connection: String,
+        path: String,
+        args: Value,
+    },
     Failed(EngineError),
 }
 
@@ -84,7 +91,7 @@ impl Engine {
             .await;
         let (outcome, error) = match &result {
             CallResult::Done(_) => ("ok", None),
-            CallResult::NeedsApproval { .. } => ("paused", None),
+            CallResult::NeedsApproval { .. } | CallResult::NeedsGrant { .. } => ("paused", None),
             CallResult::Failed(e) => (e.code(), Some(e.to_string())),
         };
         self.inner.audit.record(AuditEntry {
@@ -173,11 +180,21 @@ impl Engine {
             };
         }
         let timeout = self.inner.config.timeout_of(def);
-        let tokens = self
+        let plugin_tokens = self
             .inner
             .credentials
             .as_ref()
             .map(|c| c.scoped(&def.origin));
+        let tokens = match &self.inner.connections {
+            Some(connections) => Some(Arc::new(crate::connections::CallTokens {
+                plugin: plugin_tokens,
+                connections: connections.clone(),
+                principal: caller.principal.clone(),
+            }) as Arc<dyn toolshed_core::TokenSource>),
+            None => plugin_tokens,
+        };
+        // Kept for a pause on a missing grant (only where connections exist).
+        let kept_args = self.inner.connections.as_ref().map(|_| args.clone());
         let mut inner_caller = caller.clone();
         let wire = inner_caller.wire.take();
         let progress = inner_caller.progress.take();
@@ -199,6 +216,24 @@ impl Engine {
                     path: path.to_string(),
                     after: timeout,
                 })
+            }
+            Ok(Err(error)) if error.kind == toolshed_core::ToolErrorKind::GrantRequired => {
+                let connection = error
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("connection"))
+                    .and_then(Value::as_str);
+                if let (Some(connection), Some(args)) = (connection, kept_args) {
+                    return CallResult::NeedsGrant {
+                        connection: connection.to_string(),
+                        path: path.to_string(),
+                        args,
+                    };
+                }
+                return CallResult::Failed(EngineError::Tool {
+                    path: path.to_string(),
+                    error: Box::new(error),
+                });
             }
             Ok(Err(error)) => {
                 return CallResult::Failed(EngineError::Tool {

@@ -30,6 +30,7 @@
 pub mod access;
 pub mod audit;
 pub mod caller;
+pub mod connections;
 pub mod credentials;
 pub mod decisions;
 pub mod discovery;
@@ -140,6 +141,8 @@ pub(crate) struct EngineState {
     pub config: EngineConfig,
     pub audit: audit::AuditSink,
     pub credentials: Option<Arc<Credentials>>,
+    /// Per-user connections (sources with `oauth2_user` credentials).
+    pub connections: Option<Arc<connections::Connections>>,
     pub search: discovery::SearchCache,
     pub rates: rate::RateLimiter,
     pub sandbox: Sandbox,
@@ -179,6 +182,7 @@ impl Engine {
                 config,
                 audit,
                 credentials: None,
+                connections: None,
                 search: discovery::SearchCache::default(),
                 rates,
                 sandbox,
@@ -221,6 +225,25 @@ impl Engine {
                 ..inner
             }),
         }
+    }
+
+    /// Sets the per-user connections ([`connections`]): calls of their sources carry each
+    /// principal's own grant, and pause for one when there is none.
+    pub fn with_connections(self, connections: Arc<connections::Connections>) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| {
+            panic!("with_connections must be called before the engine is shared")
+        });
+        Self {
+            inner: Arc::new(EngineState {
+                connections: Some(connections),
+                ..inner
+            }),
+        }
+    }
+
+    /// The per-user connections, when any are configured.
+    pub fn connections(&self) -> Option<&Arc<connections::Connections>> {
+        self.inner.connections.as_ref()
     }
 
     /// Sets the model endpoints agent runs use ([`executions::agent`]).

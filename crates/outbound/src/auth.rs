@@ -52,6 +52,30 @@ pub enum AuthConfig {
         #[serde(default)]
         audience: Option<String>,
     },
+    /// Each principal's own grant (OAuth 2.0 authorization code with PKCE): the request carries
+    /// the calling principal's access token for `connection`, which the handler obtains from
+    /// its call context and puts in place with [`AuthConfig::for_user`]. The flow's settings
+    /// are read by the engine's connections.
+    #[serde(rename = "oauth2_user")]
+    OAuth2User(UserOAuth),
+}
+
+/// The settings of a per-user OAuth connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserOAuth {
+    /// The connection's id: the source's name.
+    #[serde(default)]
+    pub connection: String,
+    pub authorization_url: String,
+    pub token_url: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<Secret>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The API's resource indicator (RFC 8707), sent in the authorization and token requests.
+    #[serde(default)]
+    pub resource: Option<String>,
 }
 
 impl AuthConfig {
@@ -77,6 +101,16 @@ impl AuthConfig {
                 client_secret.expose().to_string(),
                 crate::secret::basic_credential(client_id, client_secret.expose()),
             ],
+            AuthConfig::OAuth2User(u) => u
+                .client_secret
+                .iter()
+                .flat_map(|s| {
+                    [
+                        s.expose().to_string(),
+                        crate::secret::basic_credential(&u.client_id, s.expose()),
+                    ]
+                })
+                .collect(),
         }
     }
 
@@ -151,7 +185,34 @@ impl AuthConfig {
                 let token = outbound.tokens().token(self, outbound).await?;
                 req.bearer_auth(token.expose())
             }
+            AuthConfig::OAuth2User(u) => {
+                return Err(OutboundError::MissingSecret {
+                    name: u.connection.clone(),
+                    reason:
+                        "a per-user grant is put in place by the handler (AuthConfig::for_user)"
+                            .into(),
+                })
+            }
         })
+    }
+
+    /// This configuration with a per-user connection's grant in place: `oauth2_user` becomes
+    /// `bearer` with `token`; anything else is unchanged.
+    pub fn for_user(&self, token: &str) -> AuthConfig {
+        match self {
+            AuthConfig::OAuth2User(_) => AuthConfig::Bearer {
+                token: Secret::new(token),
+            },
+            other => other.clone(),
+        }
+    }
+
+    /// The per-user connection this configuration needs, if any.
+    pub fn user_connection(&self) -> Option<&UserOAuth> {
+        match self {
+            AuthConfig::OAuth2User(u) => Some(u),
+            _ => None,
+        }
     }
 
     /// `api_key`, `bearer`, ...: the configuration's `type`, for messages.
@@ -162,6 +223,7 @@ impl AuthConfig {
             AuthConfig::Bearer { .. } => "bearer",
             AuthConfig::Basic { .. } => "basic",
             AuthConfig::OAuth2ClientCredentials { .. } => "oauth2_client_credentials",
+            AuthConfig::OAuth2User(_) => "oauth2_user",
         }
     }
 }

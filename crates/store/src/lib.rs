@@ -17,6 +17,7 @@
 pub mod audit;
 pub mod events;
 pub mod executions;
+pub mod grants;
 pub mod plugin_state;
 pub mod settings;
 pub mod signed_in;

@@ -379,7 +379,9 @@ impl Engine {
             true => Some(self.inner.sandbox.admit().await?),
         };
         // Claim it: whoever bumps the version first runs it.
-        let pending = waits_of(&rec).first().and_then(Wait::as_pending_call);
+        let pending = waits_of(&rec)
+            .first()
+            .and_then(|w| w.as_pending_call().or_else(|| granted_call(&rec, w)));
         rec.status = ExecutionStatus::Running;
         rec.updated_at = now_ms();
         let expected = rec.version;
@@ -396,6 +398,11 @@ impl Engine {
                     .into_values()
                     .find_map(|a| match a {
                         Answer::Approval { decision, .. } => Some(decision),
+                        // A grant wait: the call goes on once the grant is made.
+                        Answer::Input { action, .. } => Some(match action {
+                            AnswerAction::Accept => Decision::Approve,
+                            _ => Decision::Deny,
+                        }),
                         _ => None,
                     })
                     .unwrap_or(Decision::Deny);
@@ -457,6 +464,9 @@ impl Engine {
                     CallResult::NeedsApproval { .. } => {
                         unreachable!("granted calls never ask again")
                     }
+                    CallResult::NeedsGrant { connection, .. } => {
+                        return self.pause_for_grant(caller, rec, &connection).await;
+                    }
                 }
             }
         };
@@ -496,6 +506,32 @@ impl Engine {
         events.close(&id, true).await;
         self.save(rec, true).await?;
         Ok(result)
+    }
+
+    /// A resumed direct call that now needs the owner's grant (after its approval, or a grant
+    /// revoked meanwhile): the execution pauses again, on a grant wait.
+    async fn pause_for_grant(
+        &self,
+        owner: &Caller,
+        mut rec: ExecutionRecord,
+        connection: &str,
+    ) -> Result<Outcome, EngineError> {
+        let id = rec.id.clone();
+        let wait = self
+            .grant_wait(&owner.principal, connection, &id, 0)
+            .await?;
+        let now = now_ms();
+        rec.status = ExecutionStatus::Paused;
+        rec.pending = Some(json!([wait]));
+        // The approval (if any) is spent: the call runs as approved once the grant is made.
+        rec.decisions = json!({});
+        rec.expires_at = Some(now + self.inner.config.approval_ttl.as_millis() as i64);
+        let outcome = Outcome::paused(id.clone(), vec![wait], vec![]);
+        let events = &self.inner.events;
+        events.emit(&id, outcome.event());
+        events.close(&id, true).await;
+        self.save(rec, true).await?;
+        Ok(outcome)
     }
 
     /// Stops a running or paused execution. A paused one is stored as cancelled at once; a run
@@ -671,4 +707,19 @@ fn invalid(id: &str, wait_id: &str, reason: &str) -> EngineError {
         reason: reason.to_string(),
         violations: vec![],
     }
+}
+
+/// The call a direct call's grant wait holds back: the path and arguments it was made with.
+fn granted_call(rec: &ExecutionRecord, wait: &Wait) -> Option<PendingCall> {
+    if wait.kind != WaitKind::Input || rec.kind != "call" {
+        return None;
+    }
+    let input: Value = serde_json::from_str(&rec.source).ok()?;
+    let path = input.get("path")?.as_str()?.to_string();
+    Some(PendingCall {
+        seq: 0,
+        name: path.clone(),
+        path,
+        args: input.get("args").cloned().unwrap_or(Value::Null),
+    })
 }

@@ -611,6 +611,37 @@ impl HostCtx {
             CallResult::NeedsApproval { path, name, args } => {
                 Answered::Wait(Wait::approval(seq, path, name, args))
             }
+            CallResult::NeedsGrant {
+                connection, path, ..
+            } => self.grant_needed(seq, caller, &connection, &path).await,
+        }
+    }
+
+    /// A call that needs the caller's grant at `connection`: an `input` wait with the link,
+    /// unless this call already waited (the grant was not made, or it followed an approval of
+    /// the same call): then an error that carries a new link.
+    async fn grant_needed(
+        &self,
+        seq: CallKey,
+        caller: &Caller,
+        connection: &str,
+        path: &str,
+    ) -> Answered {
+        let engine = &self.engine;
+        let id = self.execution_id.as_ref();
+        let waited = self.state.lock().answers.contains_key(&seq);
+        if waited || seq >= KEYS_PER_LEVEL {
+            let e = engine
+                .grant_error(&caller.principal, connection, path, id)
+                .await;
+            return Answered::Reply(Err(host_error(&e)));
+        }
+        match engine
+            .grant_wait(&caller.principal, connection, id, seq)
+            .await
+        {
+            Ok(wait) => Answered::Wait(wait),
+            Err(e) => Answered::Reply(Err(host_error(&e))),
         }
     }
 

@@ -70,43 +70,65 @@ impl Engine {
             }),
             CallResult::Failed(e) => Err(e),
             CallResult::NeedsApproval { path, name, args } => {
-                let now = now_ms();
                 let wait = Wait::approval(0, path.clone(), name, args.clone());
-                let mut rec = ExecutionRecord::new_running(
-                    id.clone(),
-                    &caller.principal,
-                    "call",
-                    json!({"path": path, "args": args}).to_string(),
-                    json!({}),
-                    now,
-                );
-                rec.status = ExecutionStatus::Paused;
-                rec.pending = Some(json!([wait]));
-                rec.expires_at = Some(now + self.inner.config.approval_ttl.as_millis() as i64);
-                let outcome = Outcome::paused(id.clone(), vec![wait], vec![]);
-                let events = &self.inner.events;
-                events.open(&id, false).await?;
-                events.emit(
-                    &id,
-                    Event::Started {
-                        kind: "call".into(),
-                    },
-                );
-                events.emit(
-                    &id,
-                    Event::ToolCall {
-                        seq: 0,
-                        path: path.clone(),
-                        arguments: args,
-                    },
-                );
-                events.emit(&id, outcome.event());
-                events.close(&id, true).await;
-                self.save(rec.clone(), false).await?;
-                self.notify_paused(&rec);
-                Ok(outcome)
+                self.pause_call(caller, id, path, args, wait).await
+            }
+            CallResult::NeedsGrant {
+                connection,
+                path,
+                args,
+            } => {
+                let wait = self
+                    .grant_wait(&caller.principal, &connection, &id, 0)
+                    .await?;
+                self.pause_call(caller, id, path, args, wait).await
             }
         }
+    }
+
+    /// Stores a face's direct call as a paused execution waiting on `wait`.
+    async fn pause_call(
+        &self,
+        caller: &Caller,
+        id: String,
+        path: String,
+        args: Value,
+        wait: Wait,
+    ) -> Result<Outcome, EngineError> {
+        let now = now_ms();
+        let mut rec = ExecutionRecord::new_running(
+            id.clone(),
+            &caller.principal,
+            "call",
+            json!({"path": path, "args": args}).to_string(),
+            json!({}),
+            now,
+        );
+        rec.status = ExecutionStatus::Paused;
+        rec.pending = Some(json!([wait]));
+        rec.expires_at = Some(now + self.inner.config.approval_ttl.as_millis() as i64);
+        let outcome = Outcome::paused(id.clone(), vec![wait], vec![]);
+        let events = &self.inner.events;
+        events.open(&id, false).await?;
+        events.emit(
+            &id,
+            Event::Started {
+                kind: "call".into(),
+            },
+        );
+        events.emit(
+            &id,
+            Event::ToolCall {
+                seq: 0,
+                path: path.clone(),
+                arguments: args,
+            },
+        );
+        events.emit(&id, outcome.event());
+        events.close(&id, true).await;
+        self.save(rec.clone(), false).await?;
+        self.notify_paused(&rec);
+        Ok(outcome)
     }
 
     /// [`Self::call`] for a face that relays results unchanged (a virtual MCP server): the

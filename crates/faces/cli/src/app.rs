@@ -90,6 +90,56 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
+/// The per-user connections the sources declare (`auth = { type = "oauth2_user", ... }`).
+fn connection_specs(
+    declared: &[toolshed_registry::registry::Declared],
+) -> Vec<toolshed_engine::connections::ConnectionSpec> {
+    declared
+        .iter()
+        .filter_map(|d| match &d.spec {
+            toolshed_registry::SourceSpec::Openapi(s) => {
+                let auth = s.auth.as_ref()?;
+                match toolshed_registry::load::auth_config(&s.name, auth).ok()? {
+                    toolshed_outbound::AuthConfig::OAuth2User(oauth) => {
+                        Some(toolshed_engine::connections::ConnectionSpec {
+                            oauth,
+                            allow_private: s.allow_private,
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The connections' grant store: tokens sealed with the key that seals stored sources.
+fn connections(
+    config: &Config,
+    store: &Store,
+    specs: Vec<toolshed_engine::connections::ConnectionSpec>,
+) -> anyhow::Result<Arc<toolshed_engine::connections::Connections>> {
+    let key = toolshed_sealed::SecretBox::from_env_or_file(
+        toolshed_registry::secrets::KEY_ENV,
+        &config.data_dir().join(toolshed_registry::secrets::KEY_FILE),
+    )
+    .context("opening the secret key")?;
+    let public_url = config
+        .http
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", config.http.addr));
+    let c = toolshed_engine::connections::Connections::new(
+        store.clone(),
+        Arc::new(key),
+        &public_url,
+        specs,
+    )
+    .map_err(anyhow::Error::msg)?;
+    Ok(Arc::new(c))
+}
+
 /// The plugins: tables, agents, resources and prompts (reading upstream entries), web and n8n when configured (a failing n8n setup is reported, not fatal).
 pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     let mut plugins = vec![
@@ -195,6 +245,7 @@ impl App {
         let (declared, rejected) = declare_with_store(&config.sources, &sources)
             .await
             .context("reading stored sources")?;
+        let connection_specs = connection_specs(&declared);
         registry.sync(declared, rejected).await;
         let catalog = Arc::new(SharedCatalog::default());
         registry
@@ -214,6 +265,9 @@ impl App {
         let mut engine = Engine::new(catalog, policy, store.clone(), engine_config)
             .with_credentials(credentials)
             .with_models(models);
+        if !connection_specs.is_empty() {
+            engine = engine.with_connections(connections(&config, &store, connection_specs)?);
+        }
         if let Some(dir) = &config.search.model {
             let vectors = config.data_dir().join("tool-vectors.bin");
             engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));

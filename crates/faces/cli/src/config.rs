@@ -242,6 +242,11 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Listen on a non-loopback address although no principal has an API key.
     pub insecure_listen: bool,
+    /// Where browsers reach this server (`https://toolshed.example.com`): links of calls that
+    /// pause for a per-user grant, and the redirect URI `{public_url}/connect/callback` to
+    /// register at providers. Default `http://{addr}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -421,6 +426,7 @@ impl Default for HttpConfig {
             allowed_hosts: vec![],
             allowed_origins: vec![],
             insecure_listen: false,
+            public_url: None,
         }
     }
 }

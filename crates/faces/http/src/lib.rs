@@ -23,6 +23,7 @@
 //! (with `toolCalls`) when every wait is a client tool call, else `paused`. Bodies are read
 //! through the engine's operation definitions ([`toolshed_engine::ops`]).
 //! | `GET /v1/audit?limit=` | the caller's newest audit entries |
+//! | `/connect/…`, `/v1/connections` | per-user connections: see [`connect`](mod@connect) |
 //!
 //! Errors are `{"error": {"code", "message", "data"?}}` with a fitting status code; a rate limit
 //! and an overloaded server (every script slot busy, the queue full) answer 429 with
@@ -55,6 +56,7 @@ use toolshed_engine::{
 use toolshed_identity::{Authenticator, Who};
 
 mod agents;
+mod connect;
 mod events;
 pub mod guard;
 mod openapi;
@@ -198,6 +200,7 @@ fn routes() -> Vec<Route<AppState>> {
     .into_iter()
     .chain(agents::routes())
     .chain(events::routes())
+    .chain(connect::routes())
     .collect()
 }
 

@@ -191,6 +191,22 @@ fn joined(v: &Value) -> String {
 }
 
 impl OpenApiHandler {
+    /// The credentials of this call: the source's, with a per-user connection's grant (the
+    /// caller's own token, from the call context) in place. A caller without a grant gets the
+    /// `grant_required` error the engine pauses on.
+    async fn auth_for(
+        &self,
+        ctx: &ToolContext,
+    ) -> Result<(std::borrow::Cow<'_, [AuthConfig]>, Option<String>), ToolError> {
+        let auth = &self.plan.auth;
+        let Some(user) = auth.iter().find_map(AuthConfig::user_connection) else {
+            return Ok((std::borrow::Cow::Borrowed(auth.as_slice()), None));
+        };
+        let token = ctx.user_token(&user.connection).await?;
+        let with_grant = auth.iter().map(|a| a.for_user(&token)).collect();
+        Ok((std::borrow::Cow::Owned(with_grant), Some(token)))
+    }
+
     /// A result with the source's own secrets blanked out, in case the API reflects them.
     fn redacted_value(&self, mut v: Value) -> Value {
         let owned = self.shared.secrets();
@@ -278,7 +294,8 @@ impl OpenApiHandler {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        req = AuthConfig::apply_all(&plan.auth, req, ob, cookies).await?;
+        let (auth, user_token) = self.auth_for(&ctx).await?;
+        req = AuthConfig::apply_all(&auth, req, ob, cookies).await?;
         if let Some(body) = &plan.body {
             let (value, kind) = match body {
                 BodyBinding::Whole { prop, kind } => (args.get(prop).cloned(), kind),
@@ -320,6 +337,14 @@ impl OpenApiHandler {
             }
         }
         let resp = ob.send(req.timeout(ctx.timeout)).await?;
+        let resp = match &user_token {
+            // The caller's own token is a secret like the source's: never echoed back.
+            Some(token) => toolshed_outbound::Response {
+                body: redact(&resp.text(), &[token.as_str()]).into_bytes(),
+                ..resp
+            },
+            None => resp,
+        };
         let status = resp.status.as_u16();
         if let (Some(unmet), 401 | 403) = (&plan.auth_unmet, status) {
             let body_excerpt = resp.body_excerpt();

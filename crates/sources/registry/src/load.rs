@@ -14,7 +14,7 @@ use toolshed_graphql::{GraphqlOptions, SchemaInput};
 use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
 pub use toolshed_openapi::import::ImportProgress;
 use toolshed_openapi::{ImportOptions, SchemeCredentials};
-use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret};
+use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret, UserOAuth};
 
 use crate::error::SourcesError;
 use crate::secrets::resolve;
@@ -228,6 +228,22 @@ pub fn auth_config(name: &str, auth: &AuthSpec) -> Result<AuthConfig, SourcesErr
             scopes: scopes.clone(),
             audience: audience.clone(),
         },
+        AuthSpec::Oauth2User {
+            authorization_url,
+            token_url,
+            client_id,
+            client_secret,
+            scopes,
+            resource,
+        } => AuthConfig::OAuth2User(UserOAuth {
+            connection: name.to_string(),
+            authorization_url: authorization_url.clone(),
+            token_url: token_url.clone(),
+            client_id: client_id.clone(),
+            client_secret: client_secret.as_deref().map(secret).transpose()?,
+            scopes: scopes.clone(),
+            resource: resource.clone(),
+        }),
         AuthSpec::Schemes { .. } => {
             return Err(SourcesError::invalid(
                 name,
@@ -358,6 +374,12 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<LoadedSource, SourcesError> {
     }
     opts.auth = match &s.auth {
         None => AuthConfig::None,
+        Some(AuthSpec::Oauth2User { .. }) => {
+            return Err(SourcesError::invalid(
+                name,
+                "per-user grants ('oauth2_user') apply to OpenAPI sources only",
+            ))
+        }
         Some(a) => auth_config(name, a)?,
     };
     let read = |path: &str| {

@@ -182,6 +182,21 @@ pub enum AuthSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         audience: Option<String>,
     },
+    /// Each principal's own grant: the authorization-code flow with PKCE, run once per
+    /// principal through Toolshed's `/connect/{source}`; until a principal has granted access,
+    /// its calls pause with a link to do so. OpenAPI sources only.
+    Oauth2User {
+        authorization_url: String,
+        token_url: String,
+        client_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_secret: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        scopes: Vec<String>,
+        /// The API's resource indicator (RFC 8707).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resource: Option<String>,
+    },
     /// OpenAPI sources only: credentials per security scheme name of the document; each
     /// operation sends those its `security` requirement asks for.
     Schemes {
@@ -547,6 +562,7 @@ impl AuthSpec {
             AuthSpec::ApiKey { value, .. } => vec![value],
             AuthSpec::Basic { password, .. } => vec![password],
             AuthSpec::Oauth2ClientCredentials { client_secret, .. } => vec![client_secret],
+            AuthSpec::Oauth2User { client_secret, .. } => client_secret.iter_mut().collect(),
             AuthSpec::Schemes { schemes } => schemes
                 .values_mut()
                 .flat_map(SchemeAuthSpec::secrets_mut)

@@ -20,6 +20,7 @@
 pub mod agents;
 pub mod audit;
 pub mod call;
+pub mod connections;
 pub mod describe;
 pub mod executions;
 pub mod export;
@@ -93,6 +94,11 @@ pub enum Command {
         #[arg(long, default_value_t = 20)]
         limit: i64,
     },
+    /// Your grants at per-user connections: list, revoke.
+    Connections {
+        #[command(subcommand)]
+        action: connections::ConnectionsAction,
+    },
     /// Executions waiting for a decision.
     Approvals {
         #[command(subcommand)]
@@ -118,7 +124,7 @@ pub enum Command {
 /// Runs `command` with `config`: builds the app (except for `sources`, which works on the store
 /// alone), runs the verb, then shuts down cleanly (every queued audit entry written).
 pub async fn dispatch(
-    config: Config,
+    mut config: Config,
     command: Command,
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -132,6 +138,10 @@ pub async fn dispatch(
     } = &command
     {
         crate::listen::check(http.as_deref().unwrap_or(&config.http.addr), &config).await?;
+        // The address served is the one links of paused calls point at, unless `public_url`.
+        if let Some(addr) = http {
+            config.http.addr = addr.clone();
+        }
     }
     // Listen before building: upstream children start during the build.
     let stop = matches!(command, Command::Serve { .. }).then(serve::shutdown_signal);
@@ -171,6 +181,9 @@ pub async fn dispatch(
             script::run(&app, &caller, &file, client_tools, json_out).await?
         }
         Command::Audit { limit } => audit::run(&app, limit, json_out).await?,
+        Command::Connections { action } => {
+            connections::run(&app, &caller.principal, action, json_out).await?
+        }
         Command::Approvals { action } => {
             executions::approvals(&app, &caller, action, json_out).await?
         }

@@ -1,0 +1,356 @@
+//! Per-user connections: an upstream API protected by the same real OpenID provider as
+//! Toolshed (`oidc-provider`, see `oauth.rs`) is imported as an OpenAPI source with
+//! `auth = { type = "oauth2_user", ... }`. A user's first call pauses with a link; following
+//! it (through the provider's own login and consent pages, driven over HTTP) stores that
+//! user's grant and the paused call completes with the user's token. Another user needs their
+//! own grant; an expired token is refreshed; a revoked grant makes the next call pause again;
+//! replayed or forged states and used links are refused and store nothing.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::{json, Value};
+use toolshed_identity::{Authenticator, IssuerConfig, KeyRing, OAuthConfig, Who};
+
+use crate::oauth::Provider;
+use crate::support::{free_port, Server};
+
+/// The upstream API: `GET /me` answers who the bearer's token names, checking the token
+/// against the provider like any resource server would.
+async fn start_api(issuer: &str) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let base = format!("http://{addr}");
+    let auth = Authenticator::new(
+        KeyRing::new([], None),
+        Some(OAuthConfig {
+            resource: base.clone(),
+            issuers: vec![IssuerConfig {
+                issuer: issuer.to_string(),
+                allow_private: true,
+                ..IssuerConfig::default()
+            }],
+            leeway_secs: 1,
+            ..OAuthConfig::default()
+        }),
+    )
+    .unwrap();
+    let doc = json!({
+        "openapi": "3.0.3",
+        "info": {"title": "People", "version": "1"},
+        "servers": [{"url": base}],
+        "paths": {"/me": {"get": {
+            "operationId": "whoami",
+            "summary": "Who the caller is",
+            "responses": {"200": {"description": "the caller", "content": {"application/json": {
+                "schema": {"type": "object"}}}}}
+        }}}
+    });
+    async fn me(State(auth): State<Authenticator>, headers: HeaderMap) -> axum::response::Response {
+        match auth.authenticate(&headers).await {
+            Ok(Who::SignedIn(s)) => Json(json!({"user": s.principal})).into_response(),
+            Ok(_) => StatusCode::UNAUTHORIZED.into_response(),
+            Err(e) => (StatusCode::UNAUTHORIZED, e.to_string()).into_response(),
+        }
+    }
+    let app = axum::Router::new()
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move { Json(doc) }),
+        )
+        .route("/me", axum::routing::get(me))
+        .with_state(auth);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (base, task)
+}
+
+/// A browser: follows redirects by hand, keeps the provider's cookies, fills the provider's
+/// development login (any password) and consent forms, and stops at Toolshed's callback.
+struct Browser {
+    http: reqwest::Client,
+    cookies: BTreeMap<String, String>,
+}
+
+impl Browser {
+    fn new() -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            cookies: BTreeMap::new(),
+        }
+    }
+
+    async fn send(&mut self, req: reqwest::RequestBuilder) -> reqwest::Response {
+        let cookie = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let r = req.header("cookie", cookie).send().await.unwrap();
+        for c in r.headers().get_all("set-cookie") {
+            let pair = c.to_str().unwrap().split(';').next().unwrap();
+            if let Some((k, v)) = pair.split_once('=') {
+                self.cookies.insert(k.to_string(), v.to_string());
+            }
+        }
+        r
+    }
+
+    /// Opens `link` as `login` and follows the flow until it reaches Toolshed's callback,
+    /// whose URL is returned (not opened).
+    async fn grant(&mut self, link: &str, login: &str, callback: &str) -> String {
+        let mut r = self.send(self.http.get(link)).await;
+        for _ in 0..20 {
+            if r.status().is_redirection() {
+                let to = r.headers()["location"].to_str().unwrap().to_string();
+                let to = r.url().join(&to).unwrap().to_string();
+                if to.starts_with(callback) {
+                    return to;
+                }
+                r = self.send(self.http.get(&to)).await;
+                continue;
+            }
+            let page_url = r.url().clone();
+            let html = r.text().await.unwrap();
+            let action = between(&html, "action=\"", "\"").unwrap_or_else(|| panic!("{html}"));
+            let prompt = between(&html, "name=\"prompt\" value=\"", "\"").unwrap();
+            let mut form = vec![("prompt", prompt.clone())];
+            if prompt == "login" {
+                form.push(("login", login.to_string()));
+                form.push(("password", "any".to_string()));
+            }
+            let to = page_url.join(&action).unwrap();
+            r = self.send(self.http.post(to).form(&form)).await;
+        }
+        panic!("the flow did not reach the callback");
+    }
+}
+
+fn between(text: &str, start: &str, end: &str) -> Option<String> {
+    let from = text.find(start)? + start.len();
+    let len = text[from..].find(end)?;
+    Some(text[from..from + len].replace("&amp;", "&"))
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    provider: Provider,
+    server: Server,
+    resource: String,
+    callback: String,
+    _api: tokio::task::JoinHandle<()>,
+}
+
+async fn setup() -> Option<Setup> {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}");
+    let callback = format!("{resource}/connect/callback");
+    let provider = Provider::start_with(&resource, Some(&callback))?;
+    let (api, task) = start_api(&provider.issuer).await;
+    let issuer = &provider.issuer;
+    let config = dir.path().join("toolshed.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[http]
+public_url = "{resource}"
+[[roles]]
+id = "user"
+patterns = ["api.**"]
+[oauth]
+resource = "{resource}"
+default_roles = ["user"]
+[[oauth.issuers]]
+issuer = "{issuer}"
+allow_private = true
+
+[[sources]]
+kind = "openapi"
+name = "api"
+spec = "{api}/openapi.json"
+allow_private = true
+auth = {{ type = "oauth2_user", authorization_url = "{issuer}/auth", token_url = "{issuer}/token", client_id = "toolshed-connect", client_secret = "toolshed-connect-secret", scopes = ["api"], resource = "{api}" }}
+"#
+        ),
+    )
+    .unwrap();
+    let server = Server::start_on(dir.path(), Some(&config), &[], port);
+    let config = config.to_path_buf();
+    Some(Setup {
+        dir,
+        config,
+        provider,
+        server,
+        resource,
+        callback,
+        _api: task,
+    })
+}
+
+async fn request(s: &Setup, method: reqwest::Method, path: &str, token: &str) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method.clone(), s.server.url(path))
+        .bearer_auth(token);
+    if method == reqwest::Method::POST {
+        req = req.json(&json!({}));
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn whoami(s: &Setup, token: &str) -> (u16, Value) {
+    request(
+        s,
+        reqwest::Method::POST,
+        "/v1/tools/api.me.whoami/call",
+        token,
+    )
+    .await
+}
+
+/// The link of a call paused for a grant.
+fn link_of(paused: &Value) -> String {
+    let wait = &paused["waits"][0];
+    assert_eq!(wait["kind"], "input", "{paused}");
+    assert_eq!(wait["mode"], "url", "{paused}");
+    wait["url"].as_str().unwrap().to_string()
+}
+
+async fn open(url: &str) -> (u16, Value, Option<String>) {
+    let r = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .unwrap();
+    let location = r
+        .headers()
+        .get("location")
+        .map(|l| l.to_str().unwrap().to_string());
+    (
+        r.status().as_u16(),
+        r.json().await.unwrap_or(Value::Null),
+        location,
+    )
+}
+
+/// (A multi-threaded runtime: the API runs on it while the server starts.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_grants_access_once_and_calls_carry_their_own_token() {
+    let Some(s) = setup().await else { return };
+    let alice = s.provider.token("alice-client", &s.resource).await;
+    let bob = s.provider.token("bob-client", &s.resource).await;
+    let issuer = s.provider.issuer.clone();
+
+    // Alice's first call pauses with a link into Toolshed.
+    let (status, paused) = whoami(&s, &alice).await;
+    assert_eq!(status, 202, "{paused}");
+    let link = link_of(&paused);
+    assert!(
+        link.starts_with(&format!("{}/connect/api?nonce=", s.resource)),
+        "{link}"
+    );
+
+    // Following it signs alice in at the provider; the callback stores her grant and the
+    // paused call completes with her own token.
+    let mut browser = Browser::new();
+    let back = browser.grant(&link, "alice", &s.callback).await;
+    let (status, done, _) = open(&back).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["outcome"]["status"], "completed", "{done}");
+    assert_eq!(done["outcome"]["result"]["user"], format!("{issuer}#alice"));
+
+    // The same answer again, a forged state, the used link: refused, nothing stored.
+    let (status, replayed, _) = open(&back).await;
+    assert_eq!(status, 400, "a replayed state: {replayed}");
+    assert!(replayed["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("state"));
+    let forged = format!("{}?state=forged&code=stolen", s.callback);
+    assert_eq!(open(&forged).await.0, 400);
+    assert_eq!(open(&link).await.0, 410, "a used link");
+    let made_up = format!("{}/connect/api?nonce=made-up", s.resource);
+    assert_eq!(open(&made_up).await.0, 400);
+
+    // Bob's call to the same tool pauses for his own grant.
+    let (status, paused) = whoami(&s, &bob).await;
+    assert_eq!(status, 202, "{paused}");
+    let bob_link = link_of(&paused);
+    // The link's redirect goes to the provider with Toolshed's own redirect URI, whatever
+    // the request adds.
+    let (status, _, location) =
+        open(&format!("{bob_link}&redirect_uri=http://evil.example/")).await;
+    assert_eq!(status, 302);
+    let location = location.unwrap();
+    assert!(
+        location.starts_with(&format!("{issuer}/auth?")),
+        "{location}"
+    );
+    assert!(!location.contains("evil.example"), "{location}");
+    // That opening used bob's link up: he calls again for a fresh one.
+    let (_, paused) = whoami(&s, &bob).await;
+    let bob_link = link_of(&paused);
+    let back = Browser::new().grant(&bob_link, "bob", &s.callback).await;
+    let (_, done, _) = open(&back).await;
+    assert_eq!(
+        done["outcome"]["result"]["user"],
+        format!("{issuer}#bob"),
+        "{done}"
+    );
+
+    // Each sees only their own grant, never a token.
+    let (status, list) = request(&s, reqwest::Method::GET, "/v1/connections", &alice).await;
+    assert_eq!(status, 200);
+    let connections = list["connections"].as_array().unwrap();
+    assert_eq!(connections.len(), 1, "{list}");
+    assert_eq!(connections[0]["connection"], "api");
+    assert!(!list.to_string().contains("token"), "{list}");
+    let first_expiry = connections[0]["expiresAt"].as_i64().unwrap();
+
+    // Alice's token lives 3 seconds: the next call refreshes it and completes.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let (status, done) = whoami(&s, &alice).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["user"], format!("{issuer}#alice"));
+    let (_, list) = request(&s, reqwest::Method::GET, "/v1/connections", &alice).await;
+    assert!(
+        list["connections"][0]["expiresAt"].as_i64().unwrap() > first_expiry,
+        "refreshed: {list}"
+    );
+
+    // Revoking makes alice's next call pause again; bob keeps his grant.
+    let (status, _) = request(&s, reqwest::Method::DELETE, "/v1/connections/api", &alice).await;
+    assert_eq!(status, 200);
+    let (status, again) = request(&s, reqwest::Method::DELETE, "/v1/connections/api", &alice).await;
+    assert_eq!(status, 404, "{again}");
+    let (status, paused) = whoami(&s, &alice).await;
+    assert_eq!(status, 202, "{paused}");
+    let (status, done) = whoami(&s, &bob).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["user"], format!("{issuer}#bob"));
+
+    // The CLI shows the local principal its own grants: it has none.
+    let (code, out) = crate::support::cli(s.dir.path(), Some(&s.config), &["connections", "list"]);
+    assert_eq!((code, out), (0, json!({"connections": []})));
+    let (code, _) = crate::support::cli(
+        s.dir.path(),
+        Some(&s.config),
+        &["connections", "revoke", "api"],
+    );
+    assert_ne!(code, 0, "nothing to revoke");
+}
