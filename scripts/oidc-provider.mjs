@@ -15,6 +15,8 @@
 //   noscope-client             client credentials; may not have the `toolshed` scope
 //   opaque-client              client credentials; opaque tokens
 //   toolshed-rs                introspects tokens (Toolshed's own client)
+//   toolshed-exchange          RFC 8693 token exchange (registered below with registerGrantType:
+//                              oidc-provider has no such grant built in)
 //   toolshed-connect           authorization code + refresh token, redirect URI CONNECT_REDIRECT:
 //                              Toolshed's per-user connections; its access tokens live 3 seconds
 //
@@ -65,6 +67,9 @@ const provider = new Provider(issuer, {
     client('noscope-client', { scope: 'other' }),
     client('opaque-client', { scope: 'toolshed' }),
     client('toolshed-rs'),
+    client('toolshed-exchange', {
+      grant_types: ['urn:ietf:params:oauth:grant-type:token-exchange'],
+    }),
     client('toolshed-connect', {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -97,6 +102,46 @@ const provider = new Provider(issuer, {
     return groups ? { groups } : undefined;
   },
 });
+// RFC 8693 token exchange, which oidc-provider does not implement: registered here with its
+// registerGrantType. A client trades a user's access token from this provider (checked against
+// this provider's own key, issuer and expiry) for a short-lived JWT for another audience with
+// the same subject, signed with this provider's key.
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const publicKey = await jose.importJWK({ kty: jwk.kty, n: jwk.n, e: jwk.e }, 'RS256');
+provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => {
+  const { subject_token: subject, subject_token_type: type, audience, resource, scope } = ctx.oidc.params;
+  const fail = (error, description) => {
+    ctx.status = 400;
+    ctx.body = { error, error_description: description };
+  };
+  if (type !== ACCESS_TOKEN_TYPE) return fail('invalid_request', 'subject_token_type must be an access token');
+  let claims;
+  try {
+    ({ payload: claims } = await jose.jwtVerify(subject, publicKey, { issuer }));
+  } catch (e) {
+    return fail('invalid_grant', `subject_token: ${e.code || e.message}`);
+  }
+  const aud = resource || audience;
+  if (!aud) return fail('invalid_target', 'name the audience or resource');
+  const signing = await jose.importJWK(jwk, 'RS256');
+  const token = await new jose.SignJWT({ scope: scope || 'api', client_id: ctx.oidc.client.clientId, act: { sub: ctx.oidc.client.clientId } })
+    .setProtectedHeader({ alg: 'RS256', kid: jwk.kid, typ: 'at+jwt' })
+    .setIssuer(issuer)
+    .setSubject(claims.sub)
+    .setAudience(aud)
+    .setIssuedAt()
+    .setExpirationTime('60s')
+    .setJti(randomUUID())
+    .sign(signing);
+  ctx.body = {
+    access_token: token,
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: 'Bearer',
+    expires_in: 60,
+  };
+}, ['subject_token', 'subject_token_type', 'audience', 'resource', 'scope', 'requested_token_type', 'actor_token', 'actor_token_type']);
+
 provider.on('server_error', (_ctx, err) => console.error('server_error', err));
 
 provider.listen(Number(port), '127.0.0.1', () => console.log(`READY ${issuer}`));

@@ -45,6 +45,10 @@ pub struct Caller {
     /// Set by [`crate::Engine::relay`] when the face's client asked for progress; like `wire`,
     /// only the face's own call gets it.
     pub(crate) progress: Option<toolshed_core::ProgressSink>,
+    /// The OAuth token the principal signed in with, for sources that exchange it for their
+    /// own (RFC 8693). Calls made inside this call keep it; a run resumed later does not have
+    /// it.
+    pub(crate) subject_token: Option<toolshed_outbound::Secret>,
 }
 
 /// Where a saved script's calls are journaled: the execution's host and the key of the call
@@ -74,6 +78,7 @@ impl Caller {
             nest: None,
             wire: None,
             progress: None,
+            subject_token: None,
         }
     }
 

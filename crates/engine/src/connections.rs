@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Digest;
 use toolshed_core::{TokenSource, ToolError};
-use toolshed_outbound::{Method, Outbound, OutboundConfig, UserOAuth};
+use toolshed_outbound::{Method, Outbound, OutboundConfig, TokenExchange, UserOAuth};
 use toolshed_sealed::SecretBox;
 use toolshed_store::grants::{ConnectRequest, GrantRecord};
 use toolshed_store::{now_ms, Store};
@@ -39,12 +39,38 @@ pub const LINK_TTL_MS: i64 = 10 * 60 * 1000;
 /// A token this close to expiry is refreshed before use (less for short-lived tokens).
 const REFRESH_MARGIN_MS: i64 = 30_000;
 
-/// One connection as configured: the source's `oauth2_user` settings, and whether its provider
-/// may be on a private address.
+/// One connection as configured: the source's credentials, and whether its provider may be on
+/// a private address.
 #[derive(Debug, Clone)]
 pub struct ConnectionSpec {
-    pub oauth: UserOAuth,
+    pub auth: ConnectionAuth,
     pub allow_private: bool,
+}
+
+/// How a connection gets the caller's own token.
+#[derive(Debug, Clone)]
+pub enum ConnectionAuth {
+    /// `oauth2_user`: each principal's grant, made once through `/connect`.
+    Grant(UserOAuth),
+    /// `token_exchange`: the principal's sign-in token exchanged (RFC 8693) on each new token.
+    Exchange(TokenExchange),
+}
+
+impl ConnectionAuth {
+    fn id(&self) -> &str {
+        match self {
+            Self::Grant(u) => &u.connection,
+            Self::Exchange(x) => &x.connection,
+        }
+    }
+
+    /// Token endpoint, client id and client secret.
+    fn client(&self) -> (&str, &str, Option<&toolshed_outbound::Secret>) {
+        match self {
+            Self::Grant(u) => (&u.token_url, &u.client_id, u.client_secret.as_ref()),
+            Self::Exchange(x) => (&x.token_url, &x.client_id, x.client_secret.as_ref()),
+        }
+    }
 }
 
 /// Why a step of the connect flow failed. Nothing is stored on a failure.
@@ -104,9 +130,15 @@ struct Tokens {
 }
 
 struct Connection {
-    oauth: UserOAuth,
+    auth: ConnectionAuth,
     http: Outbound,
 }
+
+/// Most exchanged tokens kept (by connection and the digest of the token they were exchanged
+/// for).
+const MAX_EXCHANGED: usize = 10_000;
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
 /// The configured connections, with the store of grants.
 pub struct Connections {
@@ -116,6 +148,8 @@ pub struct Connections {
     store: Store,
     /// One refresh at a time per (principal, connection).
     refreshing: tokio::sync::Mutex<()>,
+    /// Exchanged tokens: (connection, digest of the sign-in token) → (token, expiry ms).
+    exchanged: parking_lot::Mutex<HashMap<(String, String), (String, i64)>>,
 }
 
 fn random_token() -> String {
@@ -143,14 +177,8 @@ impl Connections {
                 max_redirects: 0,
                 ..OutboundConfig::default()
             })
-            .map_err(|e| format!("connection '{}': {e}", s.oauth.connection))?;
-            by_id.insert(
-                s.oauth.connection.clone(),
-                Connection {
-                    oauth: s.oauth,
-                    http,
-                },
-            );
+            .map_err(|e| format!("connection '{}': {e}", s.auth.id()))?;
+            by_id.insert(s.auth.id().to_string(), Connection { auth: s.auth, http });
         }
         Ok(Self {
             public_url: public_url.trim_end_matches('/').to_string(),
@@ -158,6 +186,7 @@ impl Connections {
             sealer,
             store,
             refreshing: tokio::sync::Mutex::new(()),
+            exchanged: parking_lot::Mutex::new(HashMap::new()),
         })
     }
 
@@ -166,10 +195,19 @@ impl Connections {
         format!("{}/connect/callback", self.public_url)
     }
 
-    fn connection(&self, id: &str) -> Result<&Connection, ConnectError> {
-        self.by_id
-            .get(id)
-            .ok_or_else(|| ConnectError::UnknownConnection(crate::audit::truncated(id, 128)))
+    /// A connection whose principals grant access through `/connect`.
+    fn granted(&self, id: &str) -> Result<(&Connection, &UserOAuth), ConnectError> {
+        match self.by_id.get(id) {
+            Some(
+                c @ Connection {
+                    auth: ConnectionAuth::Grant(u),
+                    ..
+                },
+            ) => Ok((c, u)),
+            _ => Err(ConnectError::UnknownConnection(crate::audit::truncated(
+                id, 128,
+            ))),
+        }
     }
 
     /// A new link for `principal` to grant access at `connection`, bound to the paused
@@ -203,7 +241,7 @@ impl Connections {
 
     /// `GET /connect/{connection}?nonce=…`: the provider's authorization URL to redirect to.
     pub async fn start(&self, connection: &str, nonce: &str) -> Result<String, ConnectError> {
-        let c = self.connection(connection)?;
+        let (_, oauth) = self.granted(connection)?;
         let request = self
             .store
             .connect_request(&hash(nonce))
@@ -227,20 +265,20 @@ impl Connections {
         }
         let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .encode(sha2::Sha256::digest(verifier.as_bytes()));
-        let mut url = url::Url::parse(&c.oauth.authorization_url)
+        let mut url = url::Url::parse(&oauth.authorization_url)
             .map_err(|e| ConnectError::Refused(format!("bad authorization_url: {e}")))?;
         {
             let mut q = url.query_pairs_mut();
             q.append_pair("response_type", "code")
-                .append_pair("client_id", &c.oauth.client_id)
+                .append_pair("client_id", &oauth.client_id)
                 .append_pair("redirect_uri", &self.redirect_uri())
                 .append_pair("state", &state)
                 .append_pair("code_challenge", &challenge)
                 .append_pair("code_challenge_method", "S256");
-            if !c.oauth.scopes.is_empty() {
-                q.append_pair("scope", &c.oauth.scopes.join(" "));
+            if !oauth.scopes.is_empty() {
+                q.append_pair("scope", &oauth.scopes.join(" "));
             }
-            if let Some(r) = &c.oauth.resource {
+            if let Some(r) = &oauth.resource {
                 q.append_pair("resource", r);
             }
         }
@@ -269,7 +307,7 @@ impl Connections {
             return Err(ConnectError::Refused(crate::audit::truncated(e, 200)));
         }
         let code = code.ok_or_else(|| ConnectError::Refused("no code in the answer".into()))?;
-        let c = self.connection(&request.connection)?;
+        let (c, oauth) = self.granted(&request.connection)?;
         let verifier = request
             .verifier
             .as_deref()
@@ -284,11 +322,11 @@ impl Connections {
             ("redirect_uri", redirect_uri.as_str()),
             ("code_verifier", verifier.as_str()),
         ];
-        if let Some(r) = &c.oauth.resource {
+        if let Some(r) = &oauth.resource {
             form.push(("resource", r));
         }
         let answer = self.token_request(c, &form).await?;
-        self.store_grant(&request.principal, c, answer, None)
+        self.store_grant(&request.principal, oauth, answer, None)
             .await?;
         Ok(request)
     }
@@ -301,14 +339,15 @@ impl Connections {
         form: &[(&str, &str)],
     ) -> Result<Value, ConnectError> {
         let token_error = |e: String| ConnectError::Token(e);
+        let (token_url, client_id, client_secret) = c.auth.client();
         let mut req = c
             .http
-            .request(Method::POST, &c.oauth.token_url)
+            .request(Method::POST, token_url)
             .map_err(|e| token_error(e.to_string()))?;
         let mut form: Vec<(&str, &str)> = form.to_vec();
-        match &c.oauth.client_secret {
-            Some(secret) => req = req.basic_auth(&c.oauth.client_id, Some(secret.expose())),
-            None => form.push(("client_id", &c.oauth.client_id)),
+        match client_secret {
+            Some(secret) => req = req.basic_auth(client_id, Some(secret.expose())),
+            None => form.push(("client_id", client_id)),
         }
         let answer = c
             .http
@@ -333,7 +372,7 @@ impl Connections {
     async fn store_grant(
         &self,
         principal: &str,
-        c: &Connection,
+        oauth: &UserOAuth,
         answer: Value,
         kept_refresh: Option<String>,
     ) -> Result<String, toolshed_store::StoreError> {
@@ -346,7 +385,7 @@ impl Connections {
         let now = now_ms();
         let created = self
             .store
-            .grant(principal, &c.oauth.connection)
+            .grant(principal, &oauth.connection)
             .await?
             .map_or(now, |g| g.created_at);
         let sealed = self
@@ -355,9 +394,9 @@ impl Connections {
         self.store
             .put_grant(&GrantRecord {
                 principal: principal.to_string(),
-                connection: c.oauth.connection.clone(),
+                connection: oauth.connection.clone(),
                 sealed,
-                scopes: text("scope").unwrap_or_else(|| c.oauth.scopes.join(" ")),
+                scopes: text("scope").unwrap_or_else(|| oauth.scopes.join(" ")),
                 expires_at: answer
                     .get("expires_in")
                     .and_then(Value::as_i64)
@@ -369,15 +408,91 @@ impl Connections {
         Ok(access_token)
     }
 
-    /// `principal`'s current access token at `connection`, refreshed when close to expiry.
+    /// The caller's own token at `connection`: `principal`'s grant (refreshed when close to
+    /// expiry), or `subject` exchanged.
     pub(crate) async fn token(
         &self,
         principal: &str,
         connection: &str,
+        subject: Option<&toolshed_outbound::Secret>,
     ) -> Result<String, ToolError> {
         let c = self.by_id.get(connection).ok_or_else(|| {
             ToolError::internal(format!("no connection '{connection}' is configured"))
         })?;
+        match &c.auth {
+            ConnectionAuth::Grant(oauth) => self.granted_token(principal, c, oauth).await,
+            ConnectionAuth::Exchange(x) => self.exchange(c, x, subject).await,
+        }
+    }
+
+    /// An exchanged token for `subject` (cached until shortly before it expires).
+    async fn exchange(
+        &self,
+        c: &Connection,
+        x: &TokenExchange,
+        subject: Option<&toolshed_outbound::Secret>,
+    ) -> Result<String, ToolError> {
+        let subject = subject.filter(|s| !s.is_empty()).ok_or_else(|| {
+            ToolError::unauthorized(format!(
+                "'{}' exchanges the caller's own sign-in token (RFC 8693): call it with the OAuth token you signed in with (an API key, or a run resumed later, carries none)",
+                x.connection
+            ))
+        })?;
+        let key = (x.connection.clone(), hash(subject.expose()));
+        let now = now_ms();
+        if let Some((token, until)) = self.exchanged.lock().get(&key) {
+            if *until > now {
+                return Ok(token.clone());
+            }
+        }
+        let scope = x.scopes.join(" ");
+        let mut form = vec![
+            ("grant_type", TOKEN_EXCHANGE),
+            ("subject_token", subject.expose()),
+            ("subject_token_type", ACCESS_TOKEN_TYPE),
+        ];
+        if let Some(a) = &x.audience {
+            form.push(("audience", a));
+        }
+        if let Some(r) = &x.resource {
+            form.push(("resource", r));
+        }
+        if !scope.is_empty() {
+            form.push(("scope", &scope));
+        }
+        let answer = self.token_request(c, &form).await.map_err(|e| {
+            ToolError::unauthorized(format!("token exchange for '{}' failed: {e}", x.connection))
+        })?;
+        let token = answer
+            .get("access_token")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let lifetime = answer
+            .get("expires_in")
+            .and_then(Value::as_i64)
+            .unwrap_or(60)
+            * 1000;
+        let until = now + lifetime - REFRESH_MARGIN_MS.min(lifetime / 5);
+        let mut cache = self.exchanged.lock();
+        if cache.len() >= MAX_EXCHANGED {
+            cache.retain(|_, (_, u)| *u > now);
+            if cache.len() >= MAX_EXCHANGED {
+                cache.clear();
+            }
+        }
+        cache.insert(key, (token.clone(), until));
+        Ok(token)
+    }
+
+    /// `principal`'s current access token from its grant, refreshed when close to expiry.
+    async fn granted_token(
+        &self,
+        principal: &str,
+        c: &Connection,
+        oauth: &UserOAuth,
+    ) -> Result<String, ToolError> {
+        let connection = oauth.connection.as_str();
         let store_error = |e: toolshed_store::StoreError| ToolError::internal(e.to_string());
         // Refreshed a little before expiry: 30 s, or a fifth of a short-lived token's life.
         let fresh = |g: &GrantRecord| {
@@ -421,7 +536,7 @@ impl Connections {
                     ("grant_type", "refresh_token"),
                     ("refresh_token", r.as_str()),
                 ];
-                if let Some(res) = &c.oauth.resource {
+                if let Some(res) = &oauth.resource {
                     form.push(("resource", res));
                 }
                 self.token_request(c, &form).await.ok()
@@ -430,7 +545,7 @@ impl Connections {
         };
         match refreshed {
             Some(answer) => self
-                .store_grant(principal, c, answer, refresh)
+                .store_grant(principal, oauth, answer, refresh)
                 .await
                 .map_err(store_error),
             None => {
@@ -489,6 +604,8 @@ pub(crate) struct CallTokens {
     pub plugin: Option<Arc<dyn TokenSource>>,
     pub connections: Arc<Connections>,
     pub principal: Arc<str>,
+    /// The caller's sign-in token, for token-exchange connections.
+    pub subject: Option<toolshed_outbound::Secret>,
 }
 
 #[async_trait::async_trait]
@@ -503,7 +620,9 @@ impl TokenSource for CallTokens {
     }
 
     async fn user_token(&self, connection: &str) -> Result<String, ToolError> {
-        self.connections.token(&self.principal, connection).await
+        self.connections
+            .token(&self.principal, connection, self.subject.as_ref())
+            .await
     }
 }
 

@@ -81,15 +81,11 @@ mod tests {
 
     fn caller(id: &str, decide: &[&str], self_decide: bool) -> Caller {
         let decide: Vec<Pattern> = decide.iter().map(|d| Pattern::parse(d).unwrap()).collect();
-        Caller {
-            principal: id.into(),
-            access: Access::with_decisions(&[], &decide, self_decide),
-            face: Face::Http,
-            depth: 0,
-            nest: None,
-            wire: None,
-            progress: None,
-        }
+        Caller::new(
+            id,
+            Access::with_decisions(&[], &decide, self_decide),
+            Face::Http,
+        )
     }
 
     #[test]

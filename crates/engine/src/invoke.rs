@@ -190,6 +190,7 @@ impl Engine {
                 plugin: plugin_tokens,
                 connections: connections.clone(),
                 principal: caller.principal.clone(),
+                subject: caller.subject_token.clone(),
             }) as Arc<dyn toolshed_core::TokenSource>),
             None => plugin_tokens,
         };

@@ -266,10 +266,17 @@ impl Engine {
         Caller::new(principal, access, face)
     }
 
-    /// The caller for a principal signed in with a token that grants `roles` (on top of any
+    /// The caller for a principal signed in with `token`, which grants `roles` (on top of any
     /// the policy gives that principal id). The roles are remembered, in memory and in the
-    /// store, so a run it owns resumes with them whoever answers its wait.
-    pub fn signed_in(&self, principal: &str, roles: &[String], face: Face) -> Caller {
+    /// store, so a run it owns resumes with them whoever answers its wait; the token is kept
+    /// with the caller only (for sources that exchange it).
+    pub fn signed_in(
+        &self,
+        principal: &str,
+        roles: &[String],
+        token: &toolshed_outbound::Secret,
+        face: Face,
+    ) -> Caller {
         if self.inner.signed_in.remember(principal, roles) {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 let (store, who, roles) = (
@@ -285,7 +292,9 @@ impl Engine {
             }
         }
         let access = self.inner.policy.load().access_with_roles(principal, roles);
-        Caller::new(principal, access, face)
+        let mut caller = Caller::new(principal, access, face);
+        caller.subject_token = (!token.is_empty()).then(|| token.clone());
+        caller
     }
 
     /// The caller an execution's owner runs as when its run goes on: like [`Engine::caller`],

@@ -49,6 +49,9 @@ pub struct SignedIn {
     pub scopes: Vec<String>,
     /// The token's `exp`, in seconds since the epoch.
     pub expires_at: Option<u64>,
+    /// The bearer token itself, for a source that exchanges it for its own (RFC 8693). It
+    /// never shows itself (Debug, Display, Serialize).
+    pub token: toolshed_outbound::Secret,
 }
 
 /// Who is calling.
@@ -288,7 +291,7 @@ impl OAuth {
                 return Ok(who.clone());
             }
         }
-        let (who, until) = if token::looks_like_jwt(token) {
+        let (mut who, until) = if token::looks_like_jwt(token) {
             let (index, claims) = token::verify_jwt(&self.config, &self.issuers, token).await?;
             let who = token::signed_in(&self.config, &self.issuers[index], &claims);
             let until = who.expires_at.unwrap_or(now);
@@ -301,6 +304,7 @@ impl OAuth {
                 .min(now + INTROSPECTION_TTL_SECS);
             (who, until)
         };
+        who.token = toolshed_outbound::Secret::new(token);
         let missing: Vec<String> = self
             .config
             .scopes

@@ -185,6 +185,7 @@ pub(crate) fn signed_in(
         roles,
         scopes: scopes_of(claims),
         expires_at: claims.get("exp").and_then(Value::as_u64),
+        token: toolshed_outbound::Secret::new(""),
     }
 }
 

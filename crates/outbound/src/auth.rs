@@ -58,6 +58,30 @@ pub enum AuthConfig {
     /// are read by the engine's connections.
     #[serde(rename = "oauth2_user")]
     OAuth2User(UserOAuth),
+    /// The calling principal's own sign-in token exchanged (RFC 8693) for a token of this API;
+    /// like `oauth2_user`, put in place by the handler with [`AuthConfig::for_user`].
+    #[serde(rename = "token_exchange")]
+    TokenExchange(TokenExchange),
+}
+
+/// The settings of a token-exchange connection (RFC 8693).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenExchange {
+    /// The connection's id: the source's name.
+    #[serde(default)]
+    pub connection: String,
+    pub token_url: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<Secret>,
+    /// The `audience` parameter (a logical name of the API).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// The `resource` parameter (the API's URI).
+    #[serde(default)]
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 /// The settings of a per-user OAuth connection.
@@ -101,13 +125,21 @@ impl AuthConfig {
                 client_secret.expose().to_string(),
                 crate::secret::basic_credential(client_id, client_secret.expose()),
             ],
-            AuthConfig::OAuth2User(u) => u
-                .client_secret
+            AuthConfig::OAuth2User(UserOAuth {
+                client_id,
+                client_secret,
+                ..
+            })
+            | AuthConfig::TokenExchange(TokenExchange {
+                client_id,
+                client_secret,
+                ..
+            }) => client_secret
                 .iter()
                 .flat_map(|s| {
                     [
                         s.expose().to_string(),
-                        crate::secret::basic_credential(&u.client_id, s.expose()),
+                        crate::secret::basic_credential(client_id, s.expose()),
                     ]
                 })
                 .collect(),
@@ -185,9 +217,10 @@ impl AuthConfig {
                 let token = outbound.tokens().token(self, outbound).await?;
                 req.bearer_auth(token.expose())
             }
-            AuthConfig::OAuth2User(u) => {
+            AuthConfig::OAuth2User(UserOAuth { connection, .. })
+            | AuthConfig::TokenExchange(TokenExchange { connection, .. }) => {
                 return Err(OutboundError::MissingSecret {
-                    name: u.connection.clone(),
+                    name: connection.clone(),
                     reason:
                         "a per-user grant is put in place by the handler (AuthConfig::for_user)"
                             .into(),
@@ -196,21 +229,23 @@ impl AuthConfig {
         })
     }
 
-    /// This configuration with a per-user connection's grant in place: `oauth2_user` becomes
-    /// `bearer` with `token`; anything else is unchanged.
+    /// This configuration with the caller's own token in place: `oauth2_user` and
+    /// `token_exchange` become `bearer` with `token`; anything else is unchanged.
     pub fn for_user(&self, token: &str) -> AuthConfig {
         match self {
-            AuthConfig::OAuth2User(_) => AuthConfig::Bearer {
+            AuthConfig::OAuth2User(_) | AuthConfig::TokenExchange(_) => AuthConfig::Bearer {
                 token: Secret::new(token),
             },
             other => other.clone(),
         }
     }
 
-    /// The per-user connection this configuration needs, if any.
-    pub fn user_connection(&self) -> Option<&UserOAuth> {
+    /// The per-user connection this configuration needs (`oauth2_user`, `token_exchange`),
+    /// if any: the handler asks its call context for the caller's token there.
+    pub fn user_connection(&self) -> Option<&str> {
         match self {
-            AuthConfig::OAuth2User(u) => Some(u),
+            AuthConfig::OAuth2User(u) => Some(&u.connection),
+            AuthConfig::TokenExchange(x) => Some(&x.connection),
             _ => None,
         }
     }
@@ -224,6 +259,7 @@ impl AuthConfig {
             AuthConfig::Basic { .. } => "basic",
             AuthConfig::OAuth2ClientCredentials { .. } => "oauth2_client_credentials",
             AuthConfig::OAuth2User(_) => "oauth2_user",
+            AuthConfig::TokenExchange(_) => "token_exchange",
         }
     }
 }

@@ -19,7 +19,7 @@ pub mod net;
 pub mod redirect;
 pub mod secret;
 
-pub use auth::{ApiKeyLocation, AuthConfig, UserOAuth};
+pub use auth::{ApiKeyLocation, AuthConfig, TokenExchange, UserOAuth};
 pub use client::{Outbound, OutboundConfig, Response};
 pub use error::OutboundError;
 pub use reqwest::{Method, RequestBuilder, StatusCode};

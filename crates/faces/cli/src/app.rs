@@ -90,7 +90,8 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
-/// The per-user connections the sources declare (`auth = { type = "oauth2_user", ... }`).
+/// The per-user connections the sources declare (`auth` of type `oauth2_user` or
+/// `token_exchange`).
 fn connection_specs(
     declared: &[toolshed_registry::registry::Declared],
 ) -> Vec<toolshed_engine::connections::ConnectionSpec> {
@@ -99,15 +100,16 @@ fn connection_specs(
         .filter_map(|d| match &d.spec {
             toolshed_registry::SourceSpec::Openapi(s) => {
                 let auth = s.auth.as_ref()?;
-                match toolshed_registry::load::auth_config(&s.name, auth).ok()? {
-                    toolshed_outbound::AuthConfig::OAuth2User(oauth) => {
-                        Some(toolshed_engine::connections::ConnectionSpec {
-                            oauth,
-                            allow_private: s.allow_private,
-                        })
-                    }
-                    _ => None,
-                }
+                use toolshed_engine::connections::{ConnectionAuth, ConnectionSpec};
+                let auth = match toolshed_registry::load::auth_config(&s.name, auth).ok()? {
+                    toolshed_outbound::AuthConfig::OAuth2User(u) => ConnectionAuth::Grant(u),
+                    toolshed_outbound::AuthConfig::TokenExchange(x) => ConnectionAuth::Exchange(x),
+                    _ => return None,
+                };
+                Some(ConnectionSpec {
+                    auth,
+                    allow_private: s.allow_private,
+                })
             }
             _ => None,
         })

@@ -151,7 +151,8 @@ struct Setup {
     _api: tokio::task::JoinHandle<()>,
 }
 
-async fn setup() -> Option<Setup> {
+/// Toolshed in front of the API (source `api`, `oauth2_user`), with `extra` configuration.
+async fn setup(extra: &str) -> Option<Setup> {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let resource = format!("http://127.0.0.1:{port}");
@@ -168,7 +169,7 @@ async fn setup() -> Option<Setup> {
 public_url = "{resource}"
 [[roles]]
 id = "user"
-patterns = ["api.**"]
+patterns = ["api.**", "exchanged.**"]
 [oauth]
 resource = "{resource}"
 default_roles = ["user"]
@@ -182,7 +183,9 @@ name = "api"
 spec = "{api}/openapi.json"
 allow_private = true
 auth = {{ type = "oauth2_user", authorization_url = "{issuer}/auth", token_url = "{issuer}/token", client_id = "toolshed-connect", client_secret = "toolshed-connect-secret", scopes = ["api"], resource = "{api}" }}
-"#
+{extra}
+"#,
+            extra = extra.replace("{api}", &api).replace("{issuer}", issuer)
         ),
     )
     .unwrap();
@@ -251,7 +254,7 @@ async fn open(url: &str) -> (u16, Value, Option<String>) {
 /// (A multi-threaded runtime: the API runs on it while the server starts.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_user_grants_access_once_and_calls_carry_their_own_token() {
-    let Some(s) = setup().await else { return };
+    let Some(s) = setup("").await else { return };
     let alice = s.provider.token("alice-client", &s.resource).await;
     let bob = s.provider.token("bob-client", &s.resource).await;
     let issuer = s.provider.issuer.clone();
@@ -353,4 +356,42 @@ async fn each_user_grants_access_once_and_calls_carry_their_own_token() {
         &["connections", "revoke", "api"],
     );
     assert_ne!(code, 0, "nothing to revoke");
+}
+
+/// `token_exchange`: each call carries the caller's own sign-in token exchanged (RFC 8693, a
+/// grant the test provider registers with `registerGrantType`) for a token of the API, with
+/// the same subject; a caller without a sign-in token (an API key) gets a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_exchange_calls_the_api_as_the_signed_in_caller() {
+    let extra = r#"
+[[sources]]
+kind = "openapi"
+name = "exchanged"
+spec = "{api}/openapi.json"
+allow_private = true
+auth = { type = "token_exchange", token_url = "{issuer}/token", client_id = "toolshed-exchange", client_secret = "toolshed-exchange-secret", resource = "{api}", scopes = ["api"] }
+[[principals]]
+id = "bot"
+roles = ["user"]
+api_keys = ["k-bot"]
+"#;
+    let Some(s) = setup(extra).await else { return };
+    let issuer = s.provider.issuer.clone();
+    let call = "/v1/tools/exchanged.me.whoami/call";
+    for user in ["alice", "bob"] {
+        let token = s
+            .provider
+            .token(&format!("{user}-client"), &s.resource)
+            .await;
+        let (status, done) = request(&s, reqwest::Method::POST, call, &token).await;
+        assert_eq!(status, 200, "{done}");
+        assert_eq!(done["result"]["user"], format!("{issuer}#{user}-client"));
+        // Again: from the cache, the same answer.
+        let (status, again) = request(&s, reqwest::Method::POST, call, &token).await;
+        assert_eq!((status, &again["result"]), (200, &done["result"]));
+    }
+    let (status, refused) = request(&s, reqwest::Method::POST, call, "k-bot").await;
+    assert_ne!(status, 200, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("sign-in token"), "{refused}");
 }

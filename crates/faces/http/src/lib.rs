@@ -413,7 +413,11 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     match state.auth.authenticate(headers).await {
         Ok(Who::Principal(p)) => Ok(state.engine.caller(&p, Face::Http)),
-        Ok(Who::SignedIn(s)) => Ok(state.engine.signed_in(&s.principal, &s.roles, Face::Http)),
+        Ok(Who::SignedIn(s)) => {
+            Ok(state
+                .engine
+                .signed_in(&s.principal, &s.roles, &s.token, Face::Http))
+        }
         Err(e) => Err(ApiError(
             e.status(),
             json!({"code": e.code(), "message": e.to_string()}),

@@ -118,7 +118,9 @@ impl ToolshedMcp {
                 match who {
                     Some(Who::Principal(p)) => Ok(self.engine.caller(p, Face::Mcp)),
                     Some(Who::SignedIn(s)) => {
-                        Ok(self.engine.signed_in(&s.principal, &s.roles, Face::Mcp))
+                        Ok(self
+                            .engine
+                            .signed_in(&s.principal, &s.roles, &s.token, Face::Mcp))
                     }
                     None => Err(McpError::invalid_request(
                         "the request was not authenticated",

@@ -202,7 +202,7 @@ impl OpenApiHandler {
         let Some(user) = auth.iter().find_map(AuthConfig::user_connection) else {
             return Ok((std::borrow::Cow::Borrowed(auth.as_slice()), None));
         };
-        let token = ctx.user_token(&user.connection).await?;
+        let token = ctx.user_token(user).await?;
         let with_grant = auth.iter().map(|a| a.for_user(&token)).collect();
         Ok((std::borrow::Cow::Owned(with_grant), Some(token)))
     }

@@ -14,7 +14,9 @@ use toolshed_graphql::{GraphqlOptions, SchemaInput};
 use toolshed_mcp_source::{Transport, Upstream, UpstreamConfig};
 pub use toolshed_openapi::import::ImportProgress;
 use toolshed_openapi::{ImportOptions, SchemeCredentials};
-use toolshed_outbound::{ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret, UserOAuth};
+use toolshed_outbound::{
+    ApiKeyLocation, AuthConfig, Outbound, OutboundConfig, Secret, TokenExchange, UserOAuth,
+};
 
 use crate::error::SourcesError;
 use crate::secrets::resolve;
@@ -244,6 +246,22 @@ pub fn auth_config(name: &str, auth: &AuthSpec) -> Result<AuthConfig, SourcesErr
             scopes: scopes.clone(),
             resource: resource.clone(),
         }),
+        AuthSpec::TokenExchange {
+            token_url,
+            client_id,
+            client_secret,
+            audience,
+            resource,
+            scopes,
+        } => AuthConfig::TokenExchange(TokenExchange {
+            connection: name.to_string(),
+            token_url: token_url.clone(),
+            client_id: client_id.clone(),
+            client_secret: client_secret.as_deref().map(secret).transpose()?,
+            audience: audience.clone(),
+            resource: resource.clone(),
+            scopes: scopes.clone(),
+        }),
         AuthSpec::Schemes { .. } => {
             return Err(SourcesError::invalid(
                 name,
@@ -374,10 +392,10 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<LoadedSource, SourcesError> {
     }
     opts.auth = match &s.auth {
         None => AuthConfig::None,
-        Some(AuthSpec::Oauth2User { .. }) => {
+        Some(AuthSpec::Oauth2User { .. } | AuthSpec::TokenExchange { .. }) => {
             return Err(SourcesError::invalid(
                 name,
-                "per-user grants ('oauth2_user') apply to OpenAPI sources only",
+                "the caller's own credentials ('oauth2_user', 'token_exchange') apply to OpenAPI sources only",
             ))
         }
         Some(a) => auth_config(name, a)?,

@@ -197,6 +197,21 @@ pub enum AuthSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resource: Option<String>,
     },
+    /// The calling principal's own sign-in token (the OAuth token it called Toolshed with)
+    /// exchanged for a token of this API (RFC 8693), cached until it expires. OpenAPI sources
+    /// only.
+    TokenExchange {
+        token_url: String,
+        client_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_secret: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audience: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resource: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        scopes: Vec<String>,
+    },
     /// OpenAPI sources only: credentials per security scheme name of the document; each
     /// operation sends those its `security` requirement asks for.
     Schemes {
@@ -562,7 +577,8 @@ impl AuthSpec {
             AuthSpec::ApiKey { value, .. } => vec![value],
             AuthSpec::Basic { password, .. } => vec![password],
             AuthSpec::Oauth2ClientCredentials { client_secret, .. } => vec![client_secret],
-            AuthSpec::Oauth2User { client_secret, .. } => client_secret.iter_mut().collect(),
+            AuthSpec::Oauth2User { client_secret, .. }
+            | AuthSpec::TokenExchange { client_secret, .. } => client_secret.iter_mut().collect(),
             AuthSpec::Schemes { schemes } => schemes
                 .values_mut()
                 .flat_map(SchemeAuthSpec::secrets_mut)
