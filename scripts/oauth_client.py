@@ -53,29 +53,27 @@ class Memory(TokenStorage):
 
 
 class Browser:
-    """Follows the authorization URL through the provider's login and consent forms."""
+    """Follows an authorization URL through the provider's login and consent forms, like a
+    person's browser, until the provider redirects to `redirect`."""
 
-    def __init__(self, login: str) -> None:
+    def __init__(self, login: str, redirect: str = REDIRECT) -> None:
         self.login = login
+        self.target = redirect
         self.url: str | None = None
 
     async def redirect(self, url: str) -> None:
         self.url = url
 
-    async def callback(self) -> AuthorizationCodeResult:
+    async def follow(self) -> str:
+        """The URL the provider finally redirects to (not opened)."""
         assert self.url, "no authorization URL"
         async with httpx2.AsyncClient(follow_redirects=False) as http:
             response = await http.get(self.url)
             for _ in range(20):
                 if response.is_redirect:
                     target = urljoin(str(response.url), response.headers["location"])
-                    if target.startswith(REDIRECT):
-                        query = parse_qs(urlparse(target).query)
-                        if "error" in query:
-                            raise RuntimeError(f"authorization refused: {query}")
-                        return AuthorizationCodeResult(
-                            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
-                        )
+                    if target.startswith(self.target):
+                        return target
                     try:
                         response = await http.get(target)
                     except httpx2.HTTPError as e:
@@ -90,7 +88,15 @@ class Browser:
                 if prompt.group(1) == "login":
                     form.update(login=self.login, password="any")
                 response = await http.post(urljoin(str(response.url), action.group(1)), data=form)
-        raise RuntimeError("the authorization flow did not end at the redirect URI")
+        raise RuntimeError(f"the flow did not end at {self.target}")
+
+    async def callback(self) -> AuthorizationCodeResult:
+        query = parse_qs(urlparse(await self.follow()).query)
+        if "error" in query:
+            raise RuntimeError(f"authorization refused: {query}")
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
 
 
 async def main() -> int:

@@ -155,6 +155,31 @@ pub enum Outcome {
 impl Outcome {
     /// The pause of `execution_id` on `waits`: `tool_call_required` when every wait is a client
     /// tool call, else `paused`.
+    /// The outcome an execution stands at, from what [`crate::Engine::execution`] shows: its
+    /// result, error or open waits (a running or expired one as paused on what it shows).
+    pub fn from_info(info: ExecutionInfo) -> Self {
+        let id = info.execution_id;
+        match info.status.as_str() {
+            "completed" => Self::Completed {
+                execution_id: id,
+                result: info.result.unwrap_or(Value::Null),
+                logs: vec![],
+            },
+            "failed" | "expired" => Self::Failed {
+                execution_id: id,
+                error: info
+                    .error
+                    .unwrap_or_else(|| serde_json::json!({"code": info.status})),
+                logs: vec![],
+            },
+            "cancelled" => Self::Cancelled {
+                execution_id: id,
+                logs: vec![],
+            },
+            _ => Self::paused(id, info.waits, vec![]),
+        }
+    }
+
     pub fn paused(execution_id: String, waits: Vec<Wait>, logs: Vec<LogEntry>) -> Self {
         let message = pause_message(&execution_id, &waits);
         if !waits.is_empty() && waits.iter().all(|w| w.kind == WaitKind::ToolResult) {

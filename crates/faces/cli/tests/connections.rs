@@ -189,7 +189,7 @@ auth = {{ type = "oauth2_user", authorization_url = "{issuer}/auth", token_url =
         ),
     )
     .unwrap();
-    let server = Server::start_on(dir.path(), Some(&config), &[], port);
+    let server = Server::start_on(dir.path(), Some(&config), &["--direct"], port);
     let config = config.to_path_buf();
     Some(Setup {
         dir,
@@ -394,4 +394,53 @@ api_keys = ["k-bot"]
     assert_ne!(status, 200, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("sign-in token"), "{refused}");
+}
+
+/// Over MCP, a client that supports URL-mode elicitation (the Python `mcp` SDK,
+/// `scripts/url_elicitation_client.py`) is asked to open the grant link; once the person went
+/// through it, the same `tools/call` answers with the API's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_is_asked_to_open_the_link_by_url_elicitation() {
+    let python = crate::oauth::tools_dir().join("venv/bin/python");
+    if !python.exists() {
+        eprintln!("skip: no Python with the mcp SDK under $MCP_TOOLS/venv (run scripts/peers.sh)");
+        return;
+    }
+    let Some(s) = setup("").await else { return };
+    let carol = s.provider.token("alice-client", &s.resource).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../scripts/url_elicitation_client.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(script)
+        .arg(s.server.url("/mcp"))
+        .arg(&carol)
+        .arg("api__me__whoami")
+        .arg("carol")
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        &err[err.len().saturating_sub(2000)..]
+    );
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("{text}"));
+    assert_eq!(v["elicited"][0]["mode"], "url", "{v}");
+    assert!(
+        v["elicited"][0]["url"]
+            .as_str()
+            .unwrap()
+            .contains("/connect/api?nonce="),
+        "{v}"
+    );
+    // The grant is the signed-in caller's (alice-client), made by the person who signed in
+    // at the provider (carol): the API sees carol's token.
+    assert_eq!(v["result"]["status"], "completed", "{v}");
+    assert_eq!(
+        v["result"]["result"]["user"],
+        format!("{}#carol", s.provider.issuer),
+        "{v}"
+    );
 }

@@ -1,7 +1,10 @@
-//! Waits put to the human through MCP elicitation (`elicitation/create`, form mode) when the
-//! client supports it: an approval (accept approves, decline denies) and a question in form
-//! mode (the question's schema is the requested schema when MCP's flat form schemas can carry
-//! it). Cancel, no support, or any failure leaves the execution paused, to be answered later
+//! Waits put to the human through MCP elicitation (`elicitation/create`) when the client
+//! supports it: an approval (accept approves, decline denies) and a question in form mode (the
+//! question's schema is the requested schema when MCP's flat form schemas can carry it), in
+//! form mode; a question in url mode (a link to open, such as the grant link of a per-user
+//! connection) in url mode, where accept means the person went through the link: the call then
+//! waits (up to [`URL_WAIT`]) for the execution to go on, which the link's completion does.
+//! Cancel, no support, or any failure leaves the execution paused, to be answered later
 //! with `resume`, the HTTP API or the CLI. Answers are a person's ([`DecisionChannel::Human`]);
 //! a caller whose policy does not let it decide an approval is not asked. Client tool calls
 //! are never elicited: they go back to the client.
@@ -21,10 +24,16 @@ const CHANNEL: DecisionChannel = DecisionChannel::Human(Face::Mcp);
 /// At most this many waits are asked in a row for one execution.
 const MAX_ROUNDS: usize = 20;
 
+/// How long a call waits, after a person accepted a url-mode elicitation, for the execution to
+/// go on (the link's own completion answers the wait).
+const URL_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// A human's reply to one elicited wait.
 enum Reply {
     Decision(Decision),
     Answer(AnswerAction, Option<Value>),
+    /// The person went through the link of a url-mode wait.
+    Opened,
 }
 
 fn shorten(v: &Value) -> String {
@@ -38,6 +47,29 @@ fn shorten(v: &Value) -> String {
 
 /// Asks the human about one wait; `None` when it cannot or should not be asked.
 async fn ask(peer: &Peer<RoleServer>, caller: &Caller, wait: &Wait) -> Option<Reply> {
+    let modes = peer.supported_elicitation_modes();
+    if wait.kind == WaitKind::Input && wait.mode == Some(InputMode::Url) {
+        if !modes.contains(&ElicitationMode::Url) {
+            return None;
+        }
+        let reply = peer
+            .create_elicitation(ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: wait.message.clone().unwrap_or_default(),
+                url: wait.url.clone()?,
+                elicitation_id: wait.wait_id.clone(),
+            })
+            .await
+            .ok()?;
+        return match reply.action {
+            ElicitationAction::Accept => Some(Reply::Opened),
+            ElicitationAction::Decline => Some(Reply::Answer(AnswerAction::Decline, None)),
+            _ => None,
+        };
+    }
+    if !modes.contains(&ElicitationMode::Form) {
+        return None;
+    }
     let (message, schema) = match wait.kind {
         WaitKind::Approval => {
             if refusal(caller, &caller.principal, wait.decision_path(), CHANNEL).is_some() {
@@ -97,6 +129,28 @@ async fn apply(
                 .answer(caller, id, &wait.wait_id, action, content, CHANNEL)
                 .await
         }
+        Reply::Opened => Ok(gone_on(engine, caller, id, &wait.wait_id).await),
+    }
+}
+
+/// The execution's outcome once it no longer waits on `wait_id` (or as it stands after
+/// [`URL_WAIT`]).
+async fn gone_on(engine: &Engine, caller: &Caller, id: &str, wait_id: &str) -> Outcome {
+    let deadline = tokio::time::Instant::now() + URL_WAIT;
+    loop {
+        let info = engine.execution(caller, id).await;
+        let waiting = |i: &toolshed_engine::ExecutionInfo| {
+            i.status == "running" || i.waits.iter().any(|w| w.wait_id == wait_id)
+        };
+        match info {
+            Ok(i) if !waiting(&i) || tokio::time::Instant::now() >= deadline => {
+                return Outcome::from_info(i)
+            }
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Outcome::paused(id.to_string(), vec![], vec![])
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+        }
     }
 }
 
@@ -111,10 +165,8 @@ pub(crate) async fn settle(
     let Some(peer) = peer else {
         return outcome;
     };
-    if !peer
-        .supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
-    {
+    let modes = peer.supported_elicitation_modes();
+    if !modes.contains(&ElicitationMode::Form) && !modes.contains(&ElicitationMode::Url) {
         return outcome;
     }
     for _ in 0..MAX_ROUNDS {

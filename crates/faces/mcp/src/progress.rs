@@ -17,6 +17,10 @@ use toolshed_engine::Engine;
 /// How long the result waits for the last notifications to go out.
 const DRAIN: Duration = Duration::from_millis(500);
 
+/// How long a relayed progress report waits for reports that arrive with it, to be sent in
+/// order with them.
+const REORDER_WINDOW: Duration = Duration::from_millis(10);
+
 /// Forwards one run's events as progress notifications.
 pub(crate) struct ProgressRelay {
     pub execution_id: String,
@@ -61,14 +65,25 @@ impl Forward {
     pub fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<toolshed_core::Progress>();
         let task = tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
-                let mut note = ProgressNotificationParam::new(token.clone(), p.progress);
-                note.total = p.total;
-                if let Some(m) = p.message {
-                    note = note.with_message(m);
+            while let Some(first) = rx.recv().await {
+                // Reports that arrive together go out in the order of their progress values,
+                // which MCP makes increase: the upstream's client handles each notification in
+                // a task of its own, so reports sent in order can reach here out of order.
+                let mut batch = vec![first];
+                let until = tokio::time::Instant::now() + REORDER_WINDOW;
+                while let Ok(Some(p)) = tokio::time::timeout_at(until, rx.recv()).await {
+                    batch.push(p);
                 }
-                if peer.notify_progress(note).await.is_err() {
-                    break;
+                batch.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+                for p in batch {
+                    let mut note = ProgressNotificationParam::new(token.clone(), p.progress);
+                    note.total = p.total;
+                    if let Some(m) = p.message {
+                        note = note.with_message(m);
+                    }
+                    if peer.notify_progress(note).await.is_err() {
+                        return;
+                    }
                 }
             }
         });
