@@ -91,29 +91,33 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
 }
 
 /// The per-user connections the sources declare (`auth` of type `oauth2_user` or
-/// `token_exchange`).
-fn connection_specs(
+/// `token_exchange`); a source whose connection cannot be read is reported and gets none.
+async fn connection_specs(
     declared: &[toolshed_registry::registry::Declared],
 ) -> Vec<toolshed_engine::connections::ConnectionSpec> {
-    declared
-        .iter()
-        .filter_map(|d| match &d.spec {
-            toolshed_registry::SourceSpec::Openapi(s) => {
-                let auth = s.auth.as_ref()?;
-                use toolshed_engine::connections::{ConnectionAuth, ConnectionSpec};
-                let auth = match toolshed_registry::load::auth_config(&s.name, auth).ok()? {
-                    toolshed_outbound::AuthConfig::OAuth2User(u) => ConnectionAuth::Grant(u),
-                    toolshed_outbound::AuthConfig::TokenExchange(x) => ConnectionAuth::Exchange(x),
-                    _ => return None,
-                };
-                Some(ConnectionSpec {
-                    auth,
-                    allow_private: s.allow_private,
-                })
+    use toolshed_engine::connections::{ConnectionAuth, ConnectionSpec};
+    let mut specs = Vec::new();
+    for d in declared {
+        let toolshed_registry::SourceSpec::Openapi(s) = &d.spec else {
+            continue;
+        };
+        let auth = match toolshed_registry::load::user_connection(s).await {
+            Ok(Some(toolshed_outbound::AuthConfig::OAuth2User(u))) => ConnectionAuth::Grant(u),
+            Ok(Some(toolshed_outbound::AuthConfig::TokenExchange(x))) => {
+                ConnectionAuth::Exchange(x)
             }
-            _ => None,
-        })
-        .collect()
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("source {} (openapi): per-user connection: {e}", s.name);
+                continue;
+            }
+        };
+        specs.push(ConnectionSpec {
+            auth,
+            allow_private: s.allow_private,
+        });
+    }
+    specs
 }
 
 /// The connections' grant store: tokens sealed with the key that seals stored sources.
@@ -247,7 +251,7 @@ impl App {
         let (declared, rejected) = declare_with_store(&config.sources, &sources)
             .await
             .context("reading stored sources")?;
-        let connection_specs = connection_specs(&declared);
+        let connection_specs = connection_specs(&declared).await;
         registry.sync(declared, rejected).await;
         let catalog = Arc::new(SharedCatalog::default());
         registry

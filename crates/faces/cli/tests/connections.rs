@@ -43,6 +43,11 @@ async fn start_api(issuer: &str) -> (String, tokio::task::JoinHandle<()>) {
         "openapi": "3.0.3",
         "info": {"title": "People", "version": "1"},
         "servers": [{"url": base}],
+        "components": {"securitySchemes": {"people": {"type": "oauth2", "flows": {
+            "authorizationCode": {
+                "authorizationUrl": format!("{issuer}/auth"),
+                "tokenUrl": format!("{issuer}/token"),
+                "scopes": {"api": "read who you are"}}}}}},
         "paths": {"/me": {"get": {
             "operationId": "whoami",
             "summary": "Who the caller is",
@@ -169,7 +174,7 @@ async fn setup(extra: &str) -> Option<Setup> {
 public_url = "{resource}"
 [[roles]]
 id = "user"
-patterns = ["api.**", "exchanged.**"]
+patterns = ["api.**", "exchanged.**", "fromdoc.**"]
 [oauth]
 resource = "{resource}"
 default_roles = ["user"]
@@ -442,5 +447,43 @@ async fn an_mcp_client_is_asked_to_open_the_link_by_url_elicitation() {
         v["result"]["result"]["user"],
         format!("{}#carol", s.provider.issuer),
         "{v}"
+    );
+}
+
+/// An `oauth2_user` source without endpoints takes them (and its scopes) from the document's
+/// `authorizationCode` flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documents_authorization_code_flow_supplies_the_endpoints() {
+    let extra = r#"
+[[sources]]
+kind = "openapi"
+name = "fromdoc"
+spec = "{api}/openapi.json"
+allow_private = true
+auth = { type = "oauth2_user", client_id = "toolshed-connect", client_secret = "toolshed-connect-secret", resource = "{api}" }
+"#;
+    let Some(s) = setup(extra).await else { return };
+    let alice = s.provider.token("alice-client", &s.resource).await;
+    let call = "/v1/tools/fromdoc.me.whoami/call";
+    let (status, paused) = request(&s, reqwest::Method::POST, call, &alice).await;
+    assert_eq!(status, 202, "{paused}");
+    let link = link_of(&paused);
+    let (status, _, location) = open(&link).await;
+    assert_eq!(status, 302);
+    let location = location.unwrap();
+    assert!(
+        location.starts_with(&format!("{}/auth?", s.provider.issuer))
+            && location.contains("scope=api"),
+        "{location}"
+    );
+    let (_, paused) = request(&s, reqwest::Method::POST, call, &alice).await;
+    let back = Browser::new()
+        .grant(&link_of(&paused), "dora", &s.callback)
+        .await;
+    let (status, done, _) = open(&back).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["outcome"]["result"]["user"],
+        format!("{}#dora", s.provider.issuer)
     );
 }

@@ -311,6 +311,105 @@ pub fn scheme_credentials(
         .collect()
 }
 
+/// The per-user connection an OpenAPI source declares (`oauth2_user` or `token_exchange`),
+/// secrets resolved. An `oauth2_user` connection without `authorization_url` or `token_url`
+/// takes them (and, without `scopes`, the scopes) from the document's `oauth2`
+/// `authorizationCode` flow; the client secret goes to a token URL from the document only on
+/// the host the operator trusts (the `base_url`'s, or the document URL's), as for per-scheme
+/// credentials.
+pub async fn user_connection(s: &OpenApiSpec) -> Result<Option<AuthConfig>, SourcesError> {
+    let name = s.name.as_str();
+    let config = match &s.auth {
+        Some(a @ (AuthSpec::Oauth2User { .. } | AuthSpec::TokenExchange { .. })) => {
+            auth_config(name, a)?
+        }
+        _ => return Ok(None),
+    };
+    let AuthConfig::OAuth2User(mut user) = config else {
+        return Ok(Some(config));
+    };
+    if !user.authorization_url.is_empty() && !user.token_url.is_empty() {
+        return Ok(Some(AuthConfig::OAuth2User(user)));
+    }
+    let outbound = Outbound::new(OutboundConfig {
+        timeout: timeout(s.timeout_ms),
+        allow_private: s.allow_private,
+        ..OutboundConfig::default()
+    })
+    .map_err(|e| SourcesError::import(name, e))?;
+    let doc = toolshed_openapi::load_document(&s.location, &outbound)
+        .await
+        .map_err(|e| SourcesError::import(name, e))?;
+    let flow = authorization_code_flow(&doc).ok_or_else(|| {
+        SourcesError::invalid(
+            name,
+            "auth 'oauth2_user': the document declares no oauth2 authorizationCode flow; give authorization_url and token_url",
+        )
+    })?;
+    if user.token_url.is_empty() {
+        let trusted = [s.base_url.as_deref(), Some(s.location.as_str())]
+            .into_iter()
+            .flatten()
+            .filter_map(|u| url::Url::parse(u).ok())
+            .filter_map(|u| u.host_str().map(str::to_string))
+            .collect::<Vec<_>>();
+        let host = url::Url::parse(&flow.1)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string));
+        let trusted_host = host.as_ref().is_some_and(|h| trusted.contains(h));
+        if user.client_secret.is_some() && !trusted_host {
+            return Err(SourcesError::invalid(
+                name,
+                format!(
+                    "auth 'oauth2_user': the document's tokenUrl {} is not on the API's host ({}): set token_url to send the client secret there",
+                    flow.1,
+                    trusted.join(", ")
+                ),
+            ));
+        }
+        user.token_url = flow.1;
+    }
+    if user.authorization_url.is_empty() {
+        user.authorization_url = flow.0;
+    }
+    if user.scopes.is_empty() {
+        user.scopes = flow.2;
+    }
+    Ok(Some(AuthConfig::OAuth2User(user)))
+}
+
+/// The first `oauth2` authorization-code flow of a document: authorization URL, token URL and
+/// scope names (3.x `flows.authorizationCode`, 2.0 `flow: accessCode`). Both URLs must be
+/// absolute.
+fn authorization_code_flow(doc: &serde_json::Value) -> Option<(String, String, Vec<String>)> {
+    let schemes = doc
+        .pointer("/components/securitySchemes")
+        .or_else(|| doc.get("securityDefinitions"))?
+        .as_object()?;
+    schemes.values().find_map(|scheme| {
+        if scheme.get("type")?.as_str()? != "oauth2" {
+            return None;
+        }
+        let flow = match scheme.pointer("/flows/authorizationCode") {
+            Some(f) => f,
+            None if scheme.get("flow")?.as_str()? == "accessCode" => scheme,
+            None => return None,
+        };
+        let absolute = |k: &str| {
+            flow.get(k)?
+                .as_str()
+                .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+                .map(str::to_string)
+        };
+        let scopes = flow
+            .get("scopes")
+            .and_then(serde_json::Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        Some((absolute("authorizationUrl")?, absolute("tokenUrl")?, scopes))
+    })
+}
+
 async fn load_openapi(
     s: &OpenApiSpec,
     progress: Option<ImportProgress>,
@@ -495,6 +594,34 @@ async fn load_mcp(s: &McpSpec) -> Result<LoadedSource, SourcesError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The document's authorization-code flow (3.x and 2.0); none when it has none or its
+    /// URLs are relative.
+    #[test]
+    fn the_authorization_code_flow_of_a_document() {
+        let v3 = serde_json::json!({"components": {"securitySchemes": {
+            "key": {"type": "apiKey", "in": "header", "name": "k"},
+            "oauth": {"type": "oauth2", "flows": {"authorizationCode": {
+                "authorizationUrl": "https://id.example/auth", "tokenUrl": "https://id.example/token",
+                "scopes": {"read": "", "write": ""}}}}}}});
+        assert_eq!(
+            authorization_code_flow(&v3),
+            Some((
+                "https://id.example/auth".into(),
+                "https://id.example/token".into(),
+                vec!["read".into(), "write".into()]
+            ))
+        );
+        let v2 = serde_json::json!({"securityDefinitions": {"o": {"type": "oauth2", "flow": "accessCode",
+            "authorizationUrl": "https://a/x", "tokenUrl": "https://a/t", "scopes": {}}}});
+        assert_eq!(authorization_code_flow(&v2).unwrap().1, "https://a/t");
+        let relative = serde_json::json!({"components": {"securitySchemes": {"o": {"type": "oauth2",
+            "flows": {"authorizationCode": {"authorizationUrl": "/auth", "tokenUrl": "/token"}}}}}});
+        assert_eq!(authorization_code_flow(&relative), None);
+        let cc = serde_json::json!({"components": {"securitySchemes": {"o": {"type": "oauth2",
+            "flows": {"clientCredentials": {"tokenUrl": "https://a/t"}}}}}});
+        assert_eq!(authorization_code_flow(&cc), None);
+    }
     use toolshed_core::{Annotations, ToolDef, ToolError, ToolPath};
 
     fn tool(path: &str, a: Annotations) -> Tool {

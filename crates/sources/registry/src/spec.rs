@@ -185,8 +185,12 @@ pub enum AuthSpec {
     /// Each principal's own grant: the authorization-code flow with PKCE, run once per
     /// principal through Toolshed's `/connect/{source}`; until a principal has granted access,
     /// its calls pause with a link to do so. OpenAPI sources only.
+    /// `authorization_url`, `token_url` and `scopes` default to the document's `oauth2`
+    /// `authorizationCode` flow.
     Oauth2User {
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         authorization_url: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         token_url: String,
         client_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
