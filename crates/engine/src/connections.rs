@@ -143,7 +143,8 @@ const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// The configured connections, with the store of grants.
 pub struct Connections {
     public_url: String,
-    by_id: HashMap<String, Connection>,
+    /// By connection id; replaced when the sources change.
+    by_id: parking_lot::RwLock<HashMap<String, Arc<Connection>>>,
     sealer: Arc<SecretBox>,
     store: Store,
     /// One refresh at a time per (principal, connection).
@@ -169,6 +170,21 @@ impl Connections {
         public_url: &str,
         specs: Vec<ConnectionSpec>,
     ) -> Result<Self, String> {
+        let this = Self {
+            public_url: public_url.trim_end_matches('/').to_string(),
+            by_id: parking_lot::RwLock::new(HashMap::new()),
+            sealer,
+            store,
+            refreshing: tokio::sync::Mutex::new(()),
+            exchanged: parking_lot::Mutex::new(HashMap::new()),
+        };
+        this.replace(specs)?;
+        Ok(this)
+    }
+
+    /// Replaces the connections (the sources changed). Grants stay stored: a connection that
+    /// comes back finds its principals' grants.
+    pub fn replace(&self, specs: Vec<ConnectionSpec>) -> Result<(), String> {
         let mut by_id = HashMap::new();
         for s in specs {
             let http = Outbound::new(OutboundConfig {
@@ -178,16 +194,20 @@ impl Connections {
                 ..OutboundConfig::default()
             })
             .map_err(|e| format!("connection '{}': {e}", s.auth.id()))?;
-            by_id.insert(s.auth.id().to_string(), Connection { auth: s.auth, http });
+            let id = s.auth.id().to_string();
+            by_id.insert(id, Arc::new(Connection { auth: s.auth, http }));
         }
-        Ok(Self {
-            public_url: public_url.trim_end_matches('/').to_string(),
-            by_id,
-            sealer,
-            store,
-            refreshing: tokio::sync::Mutex::new(()),
-            exchanged: parking_lot::Mutex::new(HashMap::new()),
-        })
+        *self.by_id.write() = by_id;
+        Ok(())
+    }
+
+    /// Whether no connection is configured.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.read().is_empty()
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Connection>> {
+        self.by_id.read().get(id).cloned()
     }
 
     /// The redirect URI registered at providers.
@@ -196,18 +216,14 @@ impl Connections {
     }
 
     /// A connection whose principals grant access through `/connect`.
-    fn granted(&self, id: &str) -> Result<(&Connection, &UserOAuth), ConnectError> {
-        match self.by_id.get(id) {
-            Some(
-                c @ Connection {
-                    auth: ConnectionAuth::Grant(u),
-                    ..
-                },
-            ) => Ok((c, u)),
-            _ => Err(ConnectError::UnknownConnection(crate::audit::truncated(
-                id, 128,
-            ))),
-        }
+    fn granted(&self, id: &str) -> Result<(Arc<Connection>, UserOAuth), ConnectError> {
+        let unknown = || ConnectError::UnknownConnection(crate::audit::truncated(id, 128));
+        let c = self.get(id).ok_or_else(unknown)?;
+        let oauth = match &c.auth {
+            ConnectionAuth::Grant(u) => u.clone(),
+            ConnectionAuth::Exchange(_) => return Err(unknown()),
+        };
+        Ok((c, oauth))
     }
 
     /// A new link for `principal` to grant access at `connection`, bound to the paused
@@ -242,6 +258,7 @@ impl Connections {
     /// `GET /connect/{connection}?nonce=…`: the provider's authorization URL to redirect to.
     pub async fn start(&self, connection: &str, nonce: &str) -> Result<String, ConnectError> {
         let (_, oauth) = self.granted(connection)?;
+        let oauth = &oauth;
         let request = self
             .store
             .connect_request(&hash(nonce))
@@ -293,6 +310,7 @@ impl Connections {
         state: &str,
         code: Option<&str>,
         error: Option<&str>,
+        iss: Option<&str>,
     ) -> Result<ConnectRequest, ConnectError> {
         let request = self
             .store
@@ -308,6 +326,20 @@ impl Connections {
         }
         let code = code.ok_or_else(|| ConnectError::Refused("no code in the answer".into()))?;
         let (c, oauth) = self.granted(&request.connection)?;
+        let (c, oauth) = (c.as_ref(), &oauth);
+        // RFC 9207: an answer that names its issuer must name this connection's provider
+        // (the one its authorization URL belongs to), against mix-up attacks.
+        if let Some(iss) = iss {
+            let base = iss.trim_end_matches('/');
+            let ours = oauth.authorization_url == base
+                || oauth.authorization_url.starts_with(&format!("{base}/"));
+            if base.is_empty() || !ours {
+                return Err(ConnectError::Refused(format!(
+                    "the answer names issuer '{}', which is not this connection's provider",
+                    crate::audit::truncated(iss, 200)
+                )));
+            }
+        }
         let verifier = request
             .verifier
             .as_deref()
@@ -416,12 +448,12 @@ impl Connections {
         connection: &str,
         subject: Option<&toolshed_outbound::Secret>,
     ) -> Result<String, ToolError> {
-        let c = self.by_id.get(connection).ok_or_else(|| {
+        let c = self.get(connection).ok_or_else(|| {
             ToolError::internal(format!("no connection '{connection}' is configured"))
         })?;
         match &c.auth {
-            ConnectionAuth::Grant(oauth) => self.granted_token(principal, c, oauth).await,
-            ConnectionAuth::Exchange(x) => self.exchange(c, x, subject).await,
+            ConnectionAuth::Grant(oauth) => self.granted_token(principal, &c, oauth).await,
+            ConnectionAuth::Exchange(x) => self.exchange(&c, x, subject).await,
         }
     }
 
@@ -700,13 +732,14 @@ impl crate::Engine {
         state: &str,
         code: Option<&str>,
         error: Option<&str>,
+        iss: Option<&str>,
     ) -> Result<Option<Result<crate::Outcome, crate::EngineError>>, ConnectError> {
         let connections = self
             .inner
             .connections
             .as_ref()
             .ok_or(ConnectError::UnknownState)?;
-        let request = connections.finish(state, code, error).await?;
+        let request = connections.finish(state, code, error, iss).await?;
         if request.wait_id.is_empty() {
             return Ok(None);
         }

@@ -185,7 +185,8 @@ impl Engine {
             .credentials
             .as_ref()
             .map(|c| c.scoped(&def.origin));
-        let tokens = match &self.inner.connections {
+        let connections = self.inner.connections.as_ref().filter(|c| !c.is_empty());
+        let tokens = match connections {
             Some(connections) => Some(Arc::new(crate::connections::CallTokens {
                 plugin: plugin_tokens,
                 connections: connections.clone(),
@@ -195,7 +196,7 @@ impl Engine {
             None => plugin_tokens,
         };
         // Kept for a pause on a missing grant (only where connections exist).
-        let kept_args = self.inner.connections.as_ref().map(|_| args.clone());
+        let kept_args = connections.map(|_| args.clone());
         let mut inner_caller = caller.clone();
         let wire = inner_caller.wire.take();
         let progress = inner_caller.progress.take();

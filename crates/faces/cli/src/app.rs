@@ -271,9 +271,8 @@ impl App {
         let mut engine = Engine::new(catalog, policy, store.clone(), engine_config)
             .with_credentials(credentials)
             .with_models(models);
-        if !connection_specs.is_empty() {
-            engine = engine.with_connections(connections(&config, &store, connection_specs)?);
-        }
+        // Always present, so that a source added at runtime gets its connection.
+        engine = engine.with_connections(connections(&config, &store, connection_specs)?);
         if let Some(dir) = &config.search.model {
             let vectors = config.data_dir().join("tool-vectors.bin");
             engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));
@@ -318,14 +317,33 @@ impl App {
 
     /// Keeps the catalog in step with the store's sources while serving.
     pub fn watch_stored_sources(&self) -> tokio::task::JoinHandle<()> {
+        let refresh = self.engine.connections().cloned().map(|connections| {
+            (
+                connections,
+                self.sources.clone(),
+                self.config.sources.clone(),
+            )
+        });
         toolshed_registry::spawn_store_poll(
             self.registry.clone(),
             self.sources.clone(),
             self.config.sources.clone(),
             STORE_POLL,
-            |reports| {
+            move |reports| {
                 eprintln!("stored sources changed; catalog re-assembled:");
                 print_reports(reports);
+                // The per-user connections follow the sources.
+                if let Some((connections, store, configured)) = refresh.clone() {
+                    tokio::spawn(async move {
+                        let Ok((declared, _)) = declare_with_store(&configured, &store).await
+                        else {
+                            return;
+                        };
+                        if let Err(e) = connections.replace(connection_specs(&declared).await) {
+                            eprintln!("per-user connections: {e}");
+                        }
+                    });
+                }
             },
         )
     }

@@ -476,6 +476,27 @@ auth = { type = "oauth2_user", client_id = "toolshed-connect", client_secret = "
             && location.contains("scope=api"),
         "{location}"
     );
+    // An answer naming another issuer (RFC 9207 mix-up) is refused, and uses the state up.
+    let state = url::Url::parse(&location)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .unwrap()
+        .1
+        .to_string();
+    let mixed = format!(
+        "{}?state={state}&code=x&iss=http%3A%2F%2Fevil.example",
+        s.callback
+    );
+    let (status, refused, _) = open(&mixed).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("not this connection's provider"),
+        "{refused}"
+    );
+    assert_eq!(open(&mixed).await.0, 400, "the state was used up");
     let (_, paused) = request(&s, reqwest::Method::POST, call, &alice).await;
     let back = Browser::new()
         .grant(&link_of(&paused), "dora", &s.callback)
@@ -485,5 +506,31 @@ auth = { type = "oauth2_user", client_id = "toolshed-connect", client_secret = "
     assert_eq!(
         done["outcome"]["result"]["user"],
         format!("{}#dora", s.provider.issuer)
+    );
+}
+
+/// A script's call that needs a grant pauses the script; the grant continues it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_pauses_for_the_grant_and_goes_on() {
+    let Some(s) = setup("").await else { return };
+    let alice = s.provider.token("alice-client", &s.resource).await;
+    let r = reqwest::Client::new()
+        .post(s.server.url("/v1/scripts"))
+        .bearer_auth(&alice)
+        .json(&json!({"script": "const me = await tools.api.me.whoami({}); return {me};"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let paused: Value = r.json().await.unwrap();
+    let back = Browser::new()
+        .grant(&link_of(&paused), "erin", &s.callback)
+        .await;
+    let (status, done, _) = open(&back).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["outcome"]["status"], "completed", "{done}");
+    assert_eq!(
+        done["outcome"]["result"]["me"]["user"],
+        format!("{}#erin", s.provider.issuer)
     );
 }

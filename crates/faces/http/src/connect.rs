@@ -78,6 +78,8 @@ struct CallbackParams {
     code: Option<String>,
     /// The provider's refusal.
     error: Option<String>,
+    /// The issuer of the answer (RFC 9207), checked when present.
+    iss: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -125,7 +127,12 @@ async fn callback(
         .ok_or_else(|| refused(ConnectError::UnknownState))?;
     let done = s
         .engine
-        .complete_grant(state, q.code.as_deref(), q.error.as_deref())
+        .complete_grant(
+            state,
+            q.code.as_deref(),
+            q.error.as_deref(),
+            q.iss.as_deref(),
+        )
         .await
         .map_err(refused)?;
     let body = match done {
