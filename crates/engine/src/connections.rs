@@ -36,6 +36,8 @@ use toolshed_store::{now_ms, Store};
 
 /// How long a link in a paused call may be used.
 pub const LINK_TTL_MS: i64 = 10 * 60 * 1000;
+/// Longest scope list kept with a grant, in bytes (the provider's answer is capped at 1 MiB).
+const MAX_SCOPES_BYTES: usize = 2_048;
 /// A token this close to expiry is refreshed before use (less for short-lived tokens).
 const REFRESH_MARGIN_MS: i64 = 30_000;
 
@@ -428,7 +430,10 @@ impl Connections {
                 principal: principal.to_string(),
                 connection: oauth.connection.clone(),
                 sealed,
-                scopes: text("scope").unwrap_or_else(|| oauth.scopes.join(" ")),
+                scopes: crate::audit::truncated(
+                    &text("scope").unwrap_or_else(|| oauth.scopes.join(" ")),
+                    MAX_SCOPES_BYTES,
+                ),
                 expires_at: answer
                     .get("expires_in")
                     .and_then(Value::as_i64)
