@@ -360,3 +360,45 @@ async fn a_virtual_server_over_stdio_and_clear_config_errors() {
         assert!(v.to_string().contains(expected), "{servers}: {v}");
     }
 }
+
+/// A client's `notifications/cancelled` for a call on a virtual server reaches the upstream:
+/// the test upstream's `sleep` sees its own request cancelled and leaves a marker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_cancellation_reaches_the_upstream() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+        .auth_header("k-admin".to_string());
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let marker = dir.path().join("cancelled");
+    let args = json!({"ms": 30_000, "cancelled_marker": marker});
+    let params =
+        CallToolRequestParams::new("sleep").with_arguments(args.as_object().cloned().unwrap());
+    let started = std::time::Instant::now();
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    for _ in 0..100 {
+        if marker.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("cancelled"),
+        "the upstream never heard of the cancellation"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let _ = client.cancel().await;
+}

@@ -355,7 +355,12 @@ impl ServerHandler for ToolshedMcp {
                 peer,
                 progress: progress.as_ref(),
             };
-            let r = self.call_virtual(server, &caller, name, args, how).await;
+            // A client's `notifications/cancelled` drops the call, and with it the upstream
+            // request, which then hears of the cancellation too.
+            let r = tokio::select! {
+                r = self.call_virtual(server, &caller, name, args, how) => r,
+                _ = ctx.ct.cancelled() => Err(McpError::invalid_request("the call was cancelled", None)),
+            };
             if let Some(p) = progress {
                 p.finish().await;
             }

@@ -180,6 +180,31 @@ const REPORTS_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 /// Sends one `tools/call`. When the caller relays progress, the request is sent as a handle so
 /// that the progress token rmcp gives it is known, and the upstream's reports for that token
 /// reach the caller ([`ProgressRoutes`](crate::connect::ProgressRoutes)) until the answer.
+/// Sends `notifications/cancelled` for a request whose answer nobody waits for any more.
+struct Abandoned(Option<(rmcp::Peer<rmcp::RoleClient>, rmcp::model::RequestId)>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        let cancelled =
+            rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("the caller cancelled the call".into()),
+            ));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = peer
+                    .send_notification(rmcp::model::ClientNotification::CancelledNotification(
+                        cancelled,
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
 async fn send(
     shared: &crate::upstream::Shared,
     session: &Session,
@@ -200,7 +225,12 @@ async fn send(
     let ctx = ctx.clone();
     let sink = toolshed_core::ProgressSink::new(move |p| ctx.report_progress(p));
     let _route = crate::connect::open_route(&shared.progress, &handle.progress_token, sink);
-    let answer = handle.await_response().await?;
+    // Dropped before the answer (the caller cancelled or gave up): the upstream hears of it,
+    // as `call_tool_once` does for calls without progress.
+    let mut abandoned = Abandoned(Some((session.peer.clone(), handle.id.clone())));
+    let answer = handle.await_response().await;
+    abandoned.0 = None;
+    let answer = answer?;
     // rmcp hands notifications to tasks of their own, so the answer can overtake the last
     // reports sent before it: let those land before the route closes.
     tokio::time::sleep(REPORTS_GRACE).await;

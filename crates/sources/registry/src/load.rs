@@ -311,6 +311,20 @@ pub fn scheme_credentials(
         .collect()
 }
 
+/// The source's guarded client (its timeout and address rule) and its document.
+async fn openapi_document(s: &OpenApiSpec) -> Result<(Outbound, serde_json::Value), SourcesError> {
+    let outbound = Outbound::new(OutboundConfig {
+        timeout: timeout(s.timeout_ms),
+        allow_private: s.allow_private,
+        ..OutboundConfig::default()
+    })
+    .map_err(|e| SourcesError::import(&s.name, e))?;
+    let doc = toolshed_openapi::load_document(&s.location, &outbound)
+        .await
+        .map_err(|e| SourcesError::import(&s.name, e))?;
+    Ok((outbound, doc))
+}
+
 /// The per-user connection an OpenAPI source declares (`oauth2_user` or `token_exchange`),
 /// secrets resolved. An `oauth2_user` connection without `authorization_url` or `token_url`
 /// takes them (and, without `scopes`, the scopes) from the document's `oauth2`
@@ -331,15 +345,7 @@ pub async fn user_connection(s: &OpenApiSpec) -> Result<Option<AuthConfig>, Sour
     if !user.authorization_url.is_empty() && !user.token_url.is_empty() {
         return Ok(Some(AuthConfig::OAuth2User(user)));
     }
-    let outbound = Outbound::new(OutboundConfig {
-        timeout: timeout(s.timeout_ms),
-        allow_private: s.allow_private,
-        ..OutboundConfig::default()
-    })
-    .map_err(|e| SourcesError::import(name, e))?;
-    let doc = toolshed_openapi::load_document(&s.location, &outbound)
-        .await
-        .map_err(|e| SourcesError::import(name, e))?;
+    let (_, doc) = openapi_document(s).await?;
     let flow = authorization_code_flow(&doc).ok_or_else(|| {
         SourcesError::invalid(
             name,
@@ -422,15 +428,7 @@ async fn load_openapi(
         Some(a) => (auth_config(name, a)?, BTreeMap::new()),
         None => (AuthConfig::None, BTreeMap::new()),
     };
-    let outbound = Outbound::new(OutboundConfig {
-        timeout: timeout(s.timeout_ms),
-        allow_private: s.allow_private,
-        ..OutboundConfig::default()
-    })
-    .map_err(|e| SourcesError::import(name, e))?;
-    let doc = toolshed_openapi::load_document(&s.location, &outbound)
-        .await
-        .map_err(|e| SourcesError::import(name, e))?;
+    let (outbound, doc) = openapi_document(s).await?;
     let (is_remote, base_dir) = match toolshed_core::locate(&s.location) {
         toolshed_core::Location::Url(_) => (true, None),
         toolshed_core::Location::File(f) => (false, Path::new(f).parent().map(Path::to_path_buf)),

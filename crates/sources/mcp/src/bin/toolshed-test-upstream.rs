@@ -115,7 +115,7 @@ impl TestUpstream {
 
         let mut sleep = Tool::new(
             "sleep",
-            "Sleeps for `ms` milliseconds.",
+            "Sleeps for `ms` milliseconds; when the call is cancelled first, writes `cancelled` to the file `cancelled_marker` (if given).",
             schema(json!({"type": "object", "properties": {"ms": {"type": "integer"}}})),
         );
         sleep.annotations = Some(hints(Some(true), None, None));
@@ -282,7 +282,16 @@ impl ServerHandler for TestUpstream {
             ))),
             "sleep" => {
                 let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(ms)) => {}
+                    _ = context.ct.cancelled() => {
+                        // The caller's `notifications/cancelled` arrived: say so where asked.
+                        if let Some(file) = args.get("cancelled_marker").and_then(Value::as_str) {
+                            let _ = std::fs::write(file, "cancelled");
+                        }
+                        return Err(ErrorData::invalid_request("cancelled", None));
+                    }
+                }
                 Ok(text(format!("slept {ms} ms")))
             }
             "toggle_extra" => {
