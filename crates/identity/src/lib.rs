@@ -38,6 +38,11 @@ pub use keys::KeyRing;
 const MAX_CACHED_TOKENS: usize = 10_000;
 /// Longest an introspected token is trusted without asking again, in seconds.
 const INTROSPECTION_TTL_SECS: u64 = 30;
+/// Introspection requests in flight at once: a flood of made-up opaque tokens costs the issuer
+/// at most this many requests at a time.
+const MAX_INTROSPECTIONS: usize = 8;
+/// How long a request waits for an introspection slot before it is refused.
+const INTROSPECTION_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A principal signed in with a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +142,10 @@ struct OAuth {
     issuers: Vec<issuer::Issuer>,
     /// SHA-256 of a verified token → who it is, until it expires.
     verified: parking_lot::Mutex<HashMap<[u8; 32], (SignedIn, u64)>>,
+    /// Bounds the introspection requests in flight.
+    introspections: tokio::sync::Semaphore,
+    /// Opaque tokens the issuer called inactive, for a short while.
+    refused: parking_lot::Mutex<HashMap<[u8; 32], (AuthError, u64)>>,
 }
 
 /// Authenticates requests of the network faces. Cheap to clone.
@@ -181,6 +190,8 @@ impl Authenticator {
                 config,
                 issuers,
                 verified: parking_lot::Mutex::new(HashMap::new()),
+                introspections: tokio::sync::Semaphore::new(MAX_INTROSPECTIONS),
+                refused: parking_lot::Mutex::new(HashMap::new()),
             })),
         })
     }
@@ -297,7 +308,24 @@ impl OAuth {
             let until = who.expires_at.unwrap_or(now);
             (who, until)
         } else {
-            let who = self.introspect(token).await?;
+            if let Some((e, until)) = self.refused.lock().get(&key) {
+                if now < *until {
+                    return Err(e.clone());
+                }
+            }
+            let who = match self.introspect(token).await {
+                Ok(who) => who,
+                Err(e @ AuthError::InvalidToken(_)) => {
+                    // The same made-up token again is answered without asking the issuer.
+                    let mut refused = self.refused.lock();
+                    if refused.len() >= MAX_CACHED_TOKENS {
+                        refused.clear();
+                    }
+                    refused.insert(key, (e.clone(), now + INTROSPECTION_TTL_SECS));
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let until = who
                 .expires_at
                 .unwrap_or(u64::MAX)
@@ -328,6 +356,14 @@ impl OAuth {
 
     /// An opaque token, asked about at each issuer with introspection configured.
     async fn introspect(&self, token: &str) -> Result<SignedIn, AuthError> {
+        let busy = || AuthError::IssuerUnavailable {
+            issuer: "introspection".into(),
+            reason: "too many opaque tokens are being checked at once; retry shortly".into(),
+        };
+        let _slot = tokio::time::timeout(INTROSPECTION_WAIT, self.introspections.acquire())
+            .await
+            .map_err(|_| busy())?
+            .map_err(|_| busy())?;
         let mut last = None;
         for issuer in &self.issuers {
             let Some(answer) = issuer.introspect(token).await else {
