@@ -329,9 +329,11 @@ impl App {
             self.sources.clone(),
             self.config.sources.clone(),
             STORE_POLL,
-            move |reports| {
-                eprintln!("stored sources changed; catalog re-assembled:");
-                print_reports(reports);
+            move |reports, first| {
+                if !first {
+                    eprintln!("stored sources changed; catalog re-assembled:");
+                    print_reports(reports);
+                }
                 // The per-user connections follow the sources.
                 if let Some((connections, store, configured)) = refresh.clone() {
                     tokio::spawn(async move {

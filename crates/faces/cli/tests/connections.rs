@@ -174,7 +174,7 @@ async fn setup(extra: &str) -> Option<Setup> {
 public_url = "{resource}"
 [[roles]]
 id = "user"
-patterns = ["api.**", "exchanged.**", "fromdoc.**"]
+patterns = ["api.**", "exchanged.**", "fromdoc.**", "later.**"]
 [oauth]
 resource = "{resource}"
 default_roles = ["user"]
@@ -532,5 +532,70 @@ async fn a_script_pauses_for_the_grant_and_goes_on() {
     assert_eq!(
         done["outcome"]["result"]["me"]["user"],
         format!("{}#erin", s.provider.issuer)
+    );
+}
+
+/// A source added at runtime (`toolshed sources add ... --oauth2-user`, endpoints from its
+/// document) gets its connection while the server runs: its first call pauses with a link
+/// that completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_added_at_runtime_gets_its_connection() {
+    let Some(s) = setup("").await else { return };
+    let api = {
+        // The API's base URL: where `api`'s document lives.
+        let config = std::fs::read_to_string(&s.config).unwrap();
+        let line = config.lines().find(|l| l.starts_with("spec = ")).unwrap();
+        line.trim_start_matches("spec = \"")
+            .trim_end_matches("/openapi.json\"")
+            .to_string()
+    };
+    let spec = format!("{api}/openapi.json");
+    let (code, out) = crate::support::cli(
+        s.dir.path(),
+        Some(&s.config),
+        &[
+            "sources",
+            "add",
+            "openapi",
+            "later",
+            "--spec",
+            &spec,
+            "--allow-private",
+            "--oauth2-user",
+            "--oauth2-client-id",
+            "toolshed-connect",
+            "--oauth2-client-secret",
+            "toolshed-connect-secret",
+            "--oauth2-resource",
+            &api,
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let alice = s.provider.token("alice-client", &s.resource).await;
+    // The server's store poll picks the source (and its connection) up.
+    let mut paused = Value::Null;
+    for _ in 0..50 {
+        let (status, v) = request(
+            &s,
+            reqwest::Method::POST,
+            "/v1/tools/later.me.whoami/call",
+            &alice,
+        )
+        .await;
+        if status == 202 {
+            paused = v;
+            break;
+        }
+        paused = json!({"last": status, "answer": v});
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let back = Browser::new()
+        .grant(&link_of(&paused), "fred", &s.callback)
+        .await;
+    let (status, done, _) = open(&back).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["outcome"]["result"]["user"],
+        format!("{}#fred", s.provider.issuer)
     );
 }

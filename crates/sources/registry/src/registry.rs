@@ -557,17 +557,18 @@ impl Registry {
 }
 
 /// Polls the store every `every` and re-syncs `registry` when the stored sources change
-/// (another process ran `toolshed sources add/remove`). `on_change` gets the new reports.
+/// (another process ran `toolshed sources add/remove`). `on_change` gets the new reports after
+/// every sync, with `first` set for the first one.
 ///
-/// The first tick always syncs (without calling `on_change`), so a change made between the
-/// caller's own assembly and the task's first run is never missed; sources already loaded with
-/// the same spec are left alone by [`Registry::sync`].
+/// The first tick always syncs, so a change made between the caller's own assembly and the
+/// task's first run is never missed; sources already loaded with the same spec are left alone
+/// by [`Registry::sync`] (which is why a caller may not want to report the first sync).
 pub fn spawn_store_poll(
     registry: Registry,
     store: SourceStore,
     config: Vec<SourceSpec>,
     every: Duration,
-    on_change: impl Fn(&[SourceReport]) + Send + Sync + 'static,
+    on_change: impl Fn(&[SourceReport], bool) + Send + Sync + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut last: Option<Fingerprint> = None;
@@ -590,9 +591,7 @@ pub fn spawn_store_poll(
             match declare_with_store(&config, &store).await {
                 Ok((declared, rejected)) => {
                     let reports = registry.sync(declared, rejected).await;
-                    if !first {
-                        on_change(&reports);
-                    }
+                    on_change(&reports, first);
                 }
                 Err(e) => tracing::warn!(error = %e, "reading stored sources failed"),
             }

@@ -260,8 +260,10 @@ async fn the_store_poll_picks_up_added_and_removed_sources() {
         sources.clone(),
         vec![],
         Duration::from_millis(50),
-        move |_| {
-            counter.fetch_add(1, Ordering::SeqCst);
+        move |_, first| {
+            if !first {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
         },
     );
     sources

@@ -118,6 +118,18 @@ pub struct AuthArgs {
     oauth2_scopes: Vec<String>,
     #[arg(long, value_name = "AUDIENCE")]
     oauth2_audience: Option<String>,
+    /// Each principal's own grant instead of client credentials (OpenAPI): calls pause until
+    /// the caller grants access through Toolshed's `/connect`. Uses --oauth2-client-id,
+    /// --oauth2-client-secret (optional), --oauth2-scope, and the endpoints below or, without
+    /// them, the document's authorizationCode flow.
+    #[arg(long)]
+    oauth2_user: bool,
+    /// With --oauth2-user: the provider's authorization endpoint.
+    #[arg(long, value_name = "URL", requires = "oauth2_user")]
+    oauth2_authorization_url: Option<String>,
+    /// With --oauth2-user: the API's resource indicator (RFC 8707).
+    #[arg(long, value_name = "URI", requires = "oauth2_user")]
+    oauth2_resource: Option<String>,
 }
 
 /// Names the auth forms given, never their values.
@@ -135,6 +147,7 @@ impl std::fmt::Debug for AuthArgs {
             .field("oauth2_client_secret", &given(&self.oauth2_client_secret))
             .field("oauth2_scopes", &self.oauth2_scopes)
             .field("oauth2_audience", &self.oauth2_audience)
+            .field("oauth2_user", &self.oauth2_user)
             .finish()
     }
 }
@@ -158,7 +171,18 @@ impl AuthArgs {
             || self.oauth2_client_secret.is_some()
             || !self.oauth2_scopes.is_empty()
             || self.oauth2_audience.is_some();
-        let oauth2 = if oauth2_given {
+        let oauth2 = if self.oauth2_user {
+            Some(AuthSpec::Oauth2User {
+                authorization_url: self.oauth2_authorization_url.clone().unwrap_or_default(),
+                token_url: self.oauth2_token_url.clone().unwrap_or_default(),
+                client_id: self.oauth2_client_id.clone().context(
+                    "--oauth2-user needs --oauth2-client-id (the client registered at the provider)",
+                )?,
+                client_secret: self.oauth2_client_secret.clone(),
+                scopes: split_list(&self.oauth2_scopes),
+                resource: self.oauth2_resource.clone(),
+            })
+        } else if oauth2_given {
             let need = |v: &Option<String>, flag: &str| {
                 v.clone().with_context(|| {
                     format!("OAuth2 client credentials need {flag} (with --oauth2-token-url, --oauth2-client-id and --oauth2-client-secret)")
