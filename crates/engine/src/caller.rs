@@ -91,15 +91,24 @@ impl Caller {
 const MAX_SIGNED_IN: usize = 100_000;
 
 /// The roles of principals signed in with a token, as their newest token granted them: a run
-/// such a principal owns is resumed (by whoever answers its wait) with these roles.
+/// such a principal owns is resumed (by whoever answers its wait) with these roles. The access
+/// compiled from them is kept too, for the policy it was compiled under, so a signed-in
+/// request does not compile glob sets again.
 #[derive(Default)]
 pub(crate) struct SignedInRoles {
-    map: parking_lot::RwLock<HashMap<String, Arc<[String]>>>,
+    map: parking_lot::RwLock<HashMap<String, Known>>,
+}
+
+struct Known {
+    roles: Arc<[String]>,
+    /// The access of these roles, with the policy it was compiled under (held, so that its
+    /// address cannot be reused by a later policy).
+    access: Option<(Arc<toolshed_core::Policy>, Access)>,
 }
 
 impl SignedInRoles {
     pub(crate) fn get(&self, principal: &str) -> Option<Arc<[String]>> {
-        self.map.read().get(principal).cloned()
+        self.map.read().get(principal).map(|k| k.roles.clone())
     }
 
     /// Records `roles` for `principal`; true when they differ from what was recorded.
@@ -111,7 +120,69 @@ impl SignedInRoles {
         if map.len() >= MAX_SIGNED_IN && !map.contains_key(principal) {
             map.clear();
         }
-        map.insert(principal.to_string(), Arc::from(roles));
+        let known = Known {
+            roles: Arc::from(roles),
+            access: None,
+        };
+        map.insert(principal.to_string(), known);
         true
+    }
+
+    /// The access of `principal` with its recorded roles under `policy` (compiled once per
+    /// roles and policy); `None` when the principal never signed in.
+    pub(crate) fn access(
+        &self,
+        principal: &str,
+        policy: &Arc<toolshed_core::Policy>,
+    ) -> Option<Access> {
+        let roles = {
+            let map = self.map.read();
+            let known = map.get(principal)?;
+            if let Some((p, access)) = &known.access {
+                if Arc::ptr_eq(p, policy) {
+                    return Some(access.clone());
+                }
+            }
+            known.roles.clone()
+        };
+        let access = policy.access_with_roles(principal, &roles);
+        if let Some(known) = self.map.write().get_mut(principal) {
+            if known.roles == roles {
+                known.access = Some((policy.clone(), access.clone()));
+            }
+        }
+        Some(access)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolshed_core::{Policy, Role};
+
+    fn policy(pattern: &str) -> Arc<Policy> {
+        let role = Role {
+            id: "rows".into(),
+            patterns: vec![pattern.into()],
+            ..Role::default()
+        };
+        Arc::new(Policy::new(vec![role], vec![]).unwrap())
+    }
+
+    /// The access follows the recorded roles and the current policy.
+    #[test]
+    fn signed_in_access_follows_roles_and_policy() {
+        let known = SignedInRoles::default();
+        let tables = policy("tables.**");
+        assert!(known.access("iss#a", &tables).is_none(), "never signed in");
+        known.remember("iss#a", &["rows".into()]);
+        assert!(known.access("iss#a", &tables).unwrap().allows("tables.list"));
+        let again = known.access("iss#a", &tables).unwrap();
+        assert!(again.allows("tables.list"), "from the cache");
+        let github = policy("github.**");
+        let changed = known.access("iss#a", &github).unwrap();
+        assert!(changed.allows("github.issues") && !changed.allows("tables.list"));
+        assert!(known.remember("iss#a", &[]), "new roles");
+        assert!(!known.access("iss#a", &github).unwrap().allows("github.issues"));
     }
 }

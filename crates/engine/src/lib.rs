@@ -259,10 +259,11 @@ impl Engine {
     /// principal signed in with a token, the roles its newest token granted).
     pub fn caller(&self, principal: &str, face: Face) -> Caller {
         let policy = self.inner.policy.load();
-        let access = match self.inner.signed_in.get(principal) {
-            Some(roles) => policy.access_with_roles(principal, &roles),
-            None => policy.access(principal),
-        };
+        let access = self
+            .inner
+            .signed_in
+            .access(principal, &policy)
+            .unwrap_or_else(|| policy.access(principal));
         Caller::new(principal, access, face)
     }
 
@@ -291,7 +292,12 @@ impl Engine {
                 });
             }
         }
-        let access = self.inner.policy.load().access_with_roles(principal, roles);
+        let policy = self.inner.policy.load_full();
+        let access = self
+            .inner
+            .signed_in
+            .access(principal, &policy)
+            .unwrap_or_else(|| policy.access_with_roles(principal, roles));
         let mut caller = Caller::new(principal, access, face);
         caller.subject_token = (!token.is_empty()).then(|| token.clone());
         caller
