@@ -203,9 +203,11 @@ impl Connections {
         Ok(())
     }
 
-    /// Whether no connection is configured.
-    pub fn is_empty(&self) -> bool {
-        self.by_id.read().is_empty()
+    /// Whether a tool of `origin` (`source:<name>`) calls with a connection's token.
+    pub(crate) fn covers(&self, origin: &str) -> bool {
+        origin
+            .strip_prefix("source:")
+            .is_some_and(|name| self.by_id.read().contains_key(name))
     }
 
     fn get(&self, id: &str) -> Option<Arc<Connection>> {

@@ -185,7 +185,13 @@ impl Engine {
             .credentials
             .as_ref()
             .map(|c| c.scoped(&def.origin));
-        let connections = self.inner.connections.as_ref().filter(|c| !c.is_empty());
+        // Only a source with a per-user connection gets the caller's own tokens (and only its
+        // calls keep their arguments for a pause on a missing grant).
+        let connections = self
+            .inner
+            .connections
+            .as_ref()
+            .filter(|c| c.covers(&def.origin));
         let tokens = match connections {
             Some(connections) => Some(Arc::new(crate::connections::CallTokens {
                 plugin: plugin_tokens,
