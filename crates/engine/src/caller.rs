@@ -176,13 +176,19 @@ mod tests {
         let tables = policy("tables.**");
         assert!(known.access("iss#a", &tables).is_none(), "never signed in");
         known.remember("iss#a", &["rows".into()]);
-        assert!(known.access("iss#a", &tables).unwrap().allows("tables.list"));
+        assert!(known
+            .access("iss#a", &tables)
+            .unwrap()
+            .allows("tables.list"));
         let again = known.access("iss#a", &tables).unwrap();
         assert!(again.allows("tables.list"), "from the cache");
         let github = policy("github.**");
         let changed = known.access("iss#a", &github).unwrap();
         assert!(changed.allows("github.issues") && !changed.allows("tables.list"));
         assert!(known.remember("iss#a", &[]), "new roles");
-        assert!(!known.access("iss#a", &github).unwrap().allows("github.issues"));
+        assert!(!known
+            .access("iss#a", &github)
+            .unwrap()
+            .allows("github.issues"));
     }
 }

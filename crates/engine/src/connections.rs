@@ -160,6 +160,14 @@ fn random_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// Whether two URLs share scheme, host and port.
+fn same_origin(a: &str, b: &str) -> bool {
+    match (url::Url::parse(a), url::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
+}
+
 fn hash(s: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(s.as_bytes()))
 }
@@ -460,7 +468,7 @@ impl Connections {
         })?;
         match &c.auth {
             ConnectionAuth::Grant(oauth) => self.granted_token(principal, &c, oauth).await,
-            ConnectionAuth::Exchange(x) => self.exchange(&c, x, subject).await,
+            ConnectionAuth::Exchange(x) => self.exchange(&c, x, principal, subject).await,
         }
     }
 
@@ -469,6 +477,7 @@ impl Connections {
         &self,
         c: &Connection,
         x: &TokenExchange,
+        principal: &str,
         subject: Option<&toolshed_outbound::Secret>,
     ) -> Result<String, ToolError> {
         let subject = subject.filter(|s| !s.is_empty()).ok_or_else(|| {
@@ -477,6 +486,15 @@ impl Connections {
                 x.connection
             ))
         })?;
+        // The sign-in token goes only to its own issuer (the `{iss}` of `{iss}#{sub}`).
+        let issuer = principal.split_once('#').map_or("", |(iss, _)| iss);
+        if !same_origin(issuer, &x.token_url) {
+            return Err(ToolError::unauthorized(format!(
+                "'{}' would send your sign-in token to {}, which is not its issuer ({issuer}): the token stays with its issuer",
+                x.connection,
+                crate::audit::truncated(&x.token_url, 200)
+            )));
+        }
         let key = (x.connection.clone(), hash(subject.expose()));
         let now = now_ms();
         if let Some((token, until)) = self.exchanged.lock().get(&key) {
@@ -768,6 +786,23 @@ impl crate::Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        assert!(same_origin(
+            "http://127.0.0.1:5",
+            "http://127.0.0.1:5/token"
+        ));
+        assert!(!same_origin(
+            "http://127.0.0.1:5",
+            "http://127.0.0.1:6/token"
+        ));
+        assert!(!same_origin(
+            "https://id.example",
+            "https://evil.example/token"
+        ));
+        assert!(!same_origin("", "https://id.example/token"));
+    }
 
     #[test]
     fn tokens_are_random_and_hashes_stable() {

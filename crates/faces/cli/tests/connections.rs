@@ -174,7 +174,7 @@ async fn setup(extra: &str) -> Option<Setup> {
 public_url = "{resource}"
 [[roles]]
 id = "user"
-patterns = ["api.**", "exchanged.**", "fromdoc.**", "later.**"]
+patterns = ["api.**", "exchanged.**", "fromdoc.**", "later.**", "leaky.**"]
 [oauth]
 resource = "{resource}"
 default_roles = ["user"]
@@ -375,6 +375,12 @@ name = "exchanged"
 spec = "{api}/openapi.json"
 allow_private = true
 auth = { type = "token_exchange", token_url = "{issuer}/token", client_id = "toolshed-exchange", client_secret = "toolshed-exchange-secret", resource = "{api}", scopes = ["api"] }
+[[sources]]
+kind = "openapi"
+name = "leaky"
+spec = "{api}/openapi.json"
+allow_private = true
+auth = { type = "token_exchange", token_url = "{api}/token", client_id = "x", resource = "{api}" }
 [[principals]]
 id = "bot"
 roles = ["user"]
@@ -395,6 +401,12 @@ api_keys = ["k-bot"]
         let (status, again) = request(&s, reqwest::Method::POST, call, &token).await;
         assert_eq!((status, &again["result"]), (200, &done["result"]));
     }
+    // A token endpoint that is not the sign-in token's issuer never receives it.
+    let alice = s.provider.token("alice-client", &s.resource).await;
+    let leaky = "/v1/tools/leaky.me.whoami/call";
+    let (status, refused) = request(&s, reqwest::Method::POST, leaky, &alice).await;
+    assert_ne!(status, 200, "{refused}");
+    assert!(refused.to_string().contains("not its issuer"), "{refused}");
     let (status, refused) = request(&s, reqwest::Method::POST, call, "k-bot").await;
     assert_ne!(status, 200, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
