@@ -90,34 +90,25 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
-/// The per-user connections the sources declare (`auth` of type `oauth2_user` or
-/// `token_exchange`); a source whose connection cannot be read is reported and gets none.
-async fn connection_specs(
-    declared: &[toolshed_registry::registry::Declared],
-) -> Vec<toolshed_engine::connections::ConnectionSpec> {
+/// The per-user connections of the sources the registry serves (`auth` of type `oauth2_user`
+/// or `token_exchange`, read when each source loaded).
+fn connection_specs(registry: &Registry) -> Vec<toolshed_engine::connections::ConnectionSpec> {
     use toolshed_engine::connections::{ConnectionAuth, ConnectionSpec};
-    let mut specs = Vec::new();
-    for d in declared {
-        let toolshed_registry::SourceSpec::Openapi(s) = &d.spec else {
-            continue;
-        };
-        let auth = match toolshed_registry::load::user_connection(s).await {
-            Ok(Some(toolshed_outbound::AuthConfig::OAuth2User(u))) => ConnectionAuth::Grant(u),
-            Ok(Some(toolshed_outbound::AuthConfig::TokenExchange(x))) => {
-                ConnectionAuth::Exchange(x)
-            }
-            Ok(_) => continue,
-            Err(e) => {
-                eprintln!("source {} (openapi): per-user connection: {e}", s.name);
-                continue;
-            }
-        };
-        specs.push(ConnectionSpec {
-            auth,
-            allow_private: s.allow_private,
-        });
-    }
-    specs
+    registry
+        .connections()
+        .into_iter()
+        .filter_map(|(auth, allow_private)| {
+            let auth = match auth {
+                toolshed_outbound::AuthConfig::OAuth2User(u) => ConnectionAuth::Grant(u),
+                toolshed_outbound::AuthConfig::TokenExchange(x) => ConnectionAuth::Exchange(x),
+                _ => return None,
+            };
+            Some(ConnectionSpec {
+                auth,
+                allow_private,
+            })
+        })
+        .collect()
 }
 
 /// The connections' grant store: tokens sealed with the key that seals stored sources.
@@ -251,7 +242,6 @@ impl App {
         let (declared, rejected) = declare_with_store(&config.sources, &sources)
             .await
             .context("reading stored sources")?;
-        let connection_specs = connection_specs(&declared).await;
         registry.sync(declared, rejected).await;
         let catalog = Arc::new(SharedCatalog::default());
         registry
@@ -272,7 +262,8 @@ impl App {
             .with_credentials(credentials)
             .with_models(models);
         // Always present, so that a source added at runtime gets its connection.
-        engine = engine.with_connections(connections(&config, &store, connection_specs)?);
+        engine =
+            engine.with_connections(connections(&config, &store, connection_specs(&registry))?);
         if let Some(dir) = &config.search.model {
             let vectors = config.data_dir().join("tool-vectors.bin");
             engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));
@@ -317,13 +308,8 @@ impl App {
 
     /// Keeps the catalog in step with the store's sources while serving.
     pub fn watch_stored_sources(&self) -> tokio::task::JoinHandle<()> {
-        let refresh = self.engine.connections().cloned().map(|connections| {
-            (
-                connections,
-                self.sources.clone(),
-                self.config.sources.clone(),
-            )
-        });
+        let connections = self.engine.connections().cloned();
+        let registry = self.registry.clone();
         toolshed_registry::spawn_store_poll(
             self.registry.clone(),
             self.sources.clone(),
@@ -335,16 +321,10 @@ impl App {
                     print_reports(reports);
                 }
                 // The per-user connections follow the sources.
-                if let Some((connections, store, configured)) = refresh.clone() {
-                    tokio::spawn(async move {
-                        let Ok((declared, _)) = declare_with_store(&configured, &store).await
-                        else {
-                            return;
-                        };
-                        if let Err(e) = connections.replace(connection_specs(&declared).await) {
-                            eprintln!("per-user connections: {e}");
-                        }
-                    });
+                if let Some(c) = &connections {
+                    if let Err(e) = c.replace(connection_specs(&registry)) {
+                        eprintln!("per-user connections: {e}");
+                    }
                 }
             },
         )

@@ -34,6 +34,9 @@ pub struct LoadedSource {
     pub warnings: Vec<String>,
     /// Kept alive while the source is served; its change counter triggers re-listing.
     pub upstream: Option<Upstream>,
+    /// The per-user connection its calls use ([`user_connection`]), and whether its provider
+    /// may be on a private address.
+    pub connection: Option<(AuthConfig, bool)>,
 }
 
 impl std::fmt::Debug for LoadedSource {
@@ -326,12 +329,15 @@ async fn openapi_document(s: &OpenApiSpec) -> Result<(Outbound, serde_json::Valu
 }
 
 /// The per-user connection an OpenAPI source declares (`oauth2_user` or `token_exchange`),
-/// secrets resolved. An `oauth2_user` connection without `authorization_url` or `token_url`
-/// takes them (and, without `scopes`, the scopes) from the document's `oauth2`
-/// `authorizationCode` flow; the client secret goes to a token URL from the document only on
-/// the host the operator trusts (the `base_url`'s, or the document URL's), as for per-scheme
-/// credentials.
-pub async fn user_connection(s: &OpenApiSpec) -> Result<Option<AuthConfig>, SourcesError> {
+/// secrets resolved, read when the source loads. An `oauth2_user` connection without
+/// `authorization_url` or `token_url` takes them (and, without `scopes`, the scopes) from the
+/// document's `oauth2` `authorizationCode` flow; the client secret goes to a token URL from the
+/// document only on the host the operator trusts (the `base_url`'s, or the document URL's), as
+/// for per-scheme credentials.
+pub fn user_connection(
+    s: &OpenApiSpec,
+    doc: &serde_json::Value,
+) -> Result<Option<AuthConfig>, SourcesError> {
     let name = s.name.as_str();
     let config = match &s.auth {
         Some(a @ (AuthSpec::Oauth2User { .. } | AuthSpec::TokenExchange { .. })) => {
@@ -345,8 +351,7 @@ pub async fn user_connection(s: &OpenApiSpec) -> Result<Option<AuthConfig>, Sour
     if !user.authorization_url.is_empty() && !user.token_url.is_empty() {
         return Ok(Some(AuthConfig::OAuth2User(user)));
     }
-    let (_, doc) = openapi_document(s).await?;
-    let flow = authorization_code_flow(&doc).ok_or_else(|| {
+    let flow = authorization_code_flow(doc).ok_or_else(|| {
         SourcesError::invalid(
             name,
             "auth 'oauth2_user': the document declares no oauth2 authorizationCode flow; give authorization_url and token_url",
@@ -429,6 +434,7 @@ async fn load_openapi(
         None => (AuthConfig::None, BTreeMap::new()),
     };
     let (outbound, doc) = openapi_document(s).await?;
+    let connection = user_connection(s, &doc)?.map(|auth| (auth, s.allow_private));
     let (is_remote, base_dir) = match toolshed_core::locate(&s.location) {
         toolshed_core::Location::Url(_) => (true, None),
         toolshed_core::Location::File(f) => (false, Path::new(f).parent().map(Path::to_path_buf)),
@@ -443,7 +449,9 @@ async fn load_openapi(
         base_dir,
         progress,
     };
-    import_openapi_blocking(name, doc, opts).await
+    let mut loaded = import_openapi_blocking(name, doc, opts).await?;
+    loaded.connection = connection;
+    Ok(loaded)
 }
 
 /// Runs the (CPU-bound) OpenAPI import of `doc` off the async workers; skipped operations
@@ -468,6 +476,7 @@ pub async fn import_openapi_blocking(
         tools: imported.tools,
         warnings,
         upstream: None,
+        connection: None,
     })
 }
 
@@ -519,6 +528,7 @@ async fn load_graphql(s: &GraphqlSpec) -> Result<LoadedSource, SourcesError> {
         tools: imported.tools,
         warnings: imported.warnings,
         upstream: None,
+        connection: None,
     })
 }
 
@@ -581,6 +591,7 @@ async fn load_mcp(s: &McpSpec) -> Result<LoadedSource, SourcesError> {
             tools,
             warnings: Vec::new(),
             upstream: Some(upstream),
+            connection: None,
         }),
         Err(e) => {
             upstream.shutdown().await;

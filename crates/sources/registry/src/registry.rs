@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use toolshed_core::{CatalogBuilder, CatalogError, Plugin, SharedCatalog, Tool};
 use toolshed_mcp_source::Upstream;
+use toolshed_outbound::AuthConfig;
 
 use crate::error::SourcesError;
 use crate::load::{apply_overrides, load};
@@ -170,6 +171,8 @@ enum State {
         tools: Vec<Tool>,
         warnings: Vec<String>,
         upstream: Option<Upstream>,
+        /// The per-user connection of its calls (with `allow_private`).
+        connection: Option<Box<(AuthConfig, bool)>>,
     },
     Failed(String),
 }
@@ -327,6 +330,7 @@ impl Registry {
                             tools: l.tools,
                             warnings: l.warnings,
                             upstream: l.upstream,
+                            connection: l.connection.map(Box::new),
                         },
                         Err(e) => State::Failed(e.to_string()),
                     },
@@ -370,6 +374,19 @@ impl Registry {
             .collect();
         out.extend(lock(&self.inner.rejected).iter().cloned());
         out
+    }
+
+    /// The per-user connections of the sources being served (read from each source when it
+    /// loaded), each with whether its provider may be on a private address.
+    pub fn connections(&self) -> Vec<(AuthConfig, bool)> {
+        lock(&self.inner.entries)
+            .values()
+            .filter(|e| e.conflict.is_none())
+            .filter_map(|e| match &e.state {
+                State::Ready { connection, .. } => connection.as_deref().cloned(),
+                State::Failed(_) => None,
+            })
+            .collect()
     }
 
     /// The tools of the ready sources, by source name.
