@@ -11,7 +11,6 @@
 //! The interpreter comes from `$MCP_TOOLS/venv` (default `/tmp/mcp-tools`), installed by
 //! `scripts/peers.sh`; without it the tests print a skip line.
 
-
 use crate::support::{peers_python, Server, BIN};
 
 #[test]
