@@ -6,7 +6,8 @@
 //!   of the event stream reconnects with `Last-Event-ID` without gaps;
 //! - MCP Tasks with the Python `mcp` SDK ([`fixtures/tasks_client.py`]): `run_script` becomes a
 //!   task in `input_required`; after the restart another session reads it with `tasks/get`,
-//!   approves with `tasks/update` and reads the completed result.
+//!   finds it with `tasks/list`, approves with `tasks/update`, waits for the result with
+//!   `tasks/result` and reads the completed result.
 //!
 //! The interpreter comes from `$MCP_TOOLS/venv` (default `/tmp/mcp-tools`), installed by
 //! `scripts/peers.sh`; without it the tests print a skip line.
@@ -89,6 +90,14 @@ fn the_python_mcp_sdk_answers_a_task_after_the_server_restarted() {
     );
     assert!(
         finished.contains("ASKS elicitation/create form"),
+        "{finished}"
+    );
+    assert!(
+        finished.contains("LISTED input_required ttl=True"),
+        "{finished}"
+    );
+    assert!(
+        finished.contains(r#"TASK_RESULT True {"status":"completed""#),
         "{finished}"
     );
     assert!(finished.contains("STATUS completed"), "{finished}");

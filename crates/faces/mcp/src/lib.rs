@@ -36,10 +36,11 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations, UpdateTaskParams,
+    CreateTaskResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -516,6 +517,47 @@ impl ServerHandler for ToolshedMcp {
     ) -> Result<(), McpError> {
         let caller = self.caller(&ctx)?;
         tasks::cancel(&self.engine, &caller, &request.task_id).await
+    }
+
+    /// `tasks/result` and `tasks/list` (the 2025-11-25 Tasks utility's requests, see
+    /// [`tasks`]); any other method is not found.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        match request.method.as_str() {
+            "tasks/result" => {
+                let task_id = request
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("taskId"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        McpError::invalid_params(
+                            "tasks/result needs params.taskId (a string)",
+                            None,
+                        )
+                    })?;
+                // A client of the tasks extension answers with tasks/update, not elicitation.
+                let as_task = ctx
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks());
+                let peer = (!as_task).then_some(&ctx.peer);
+                let r = tokio::select! {
+                    r = tasks::result(&self.engine, &caller, task_id, peer) => r,
+                    _ = ctx.ct.cancelled() => Err(McpError::invalid_request("the request was cancelled", None)),
+                };
+                r.map(CustomResult)
+            }
+            "tasks/list" => tasks::list(&self.engine, &caller).await.map(CustomResult),
+            other => Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: '{}'", truncate(other, 100)),
+                None,
+            )),
+        }
     }
 }
 

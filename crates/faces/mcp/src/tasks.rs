@@ -16,6 +16,14 @@
 //!
 //! Client tool calls (`tool_result` waits) are not MCP requests: the `statusMessage` lists them
 //! and the client answers them with the `resume` tool (`executionId` = `taskId`, `results`).
+//!
+//! Two requests of the 2025-11-25 Tasks utility are served beside the extension, for any
+//! protocol revision: `tasks/result` waits until the task ends and answers the call's own
+//! result (a client without the extension is asked the task's open questions by elicitation
+//! meanwhile, as for a call), and `tasks/list` lists the tasks that wait or run, in the
+//! 2025-11-25 task shape. The 2025-11-25 way of *creating* a task (a `task` field in
+//! `tools/call` and a `tasks` server capability) is not in the MCP SDK this face is built on, so
+//! tasks are created through the extension only.
 //! `tasks/update` answers elicitations as a person would ([`DecisionChannel::Human`]): the
 //! caller's policy decides whether it may.
 
@@ -138,6 +146,82 @@ pub(crate) async fn cancel(
         .await
         .map(|_| ())
         .map_err(|e| error(task_id, &e))
+}
+
+/// How often `tasks/result` looks at a task that has not ended.
+const RESULT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// `tasks/result`: waits until the task ends, then answers the result of the call it stands
+/// for, marked with the task (`_meta["io.modelcontextprotocol/related-task"]`). While the task
+/// waits, open questions are put to `peer` by elicitation (once each) when one is given; an
+/// unanswered task is waited for until it is answered elsewhere, cancelled or expires. A task
+/// that was cancelled or expired has no result and answers an error saying so.
+pub(crate) async fn result(
+    engine: &Engine,
+    caller: &Caller,
+    task_id: &str,
+    peer: Option<&rmcp::Peer<rmcp::RoleServer>>,
+) -> Result<Value, McpError> {
+    let mut asked = std::collections::HashSet::new();
+    loop {
+        let info = engine
+            .execution(caller, task_id)
+            .await
+            .map_err(|e| error(task_id, &e))?;
+        match info.status.as_str() {
+            "completed" | "failed" => {
+                let mut result =
+                    serde_json::to_value(crate::outcome_result(&Outcome::from_info(info)))
+                        .unwrap_or_default();
+                result["_meta"] = serde_json::json!({RELATED_TASK: {"taskId": task_id}});
+                return Ok(result);
+            }
+            "cancelled" | "expired" => {
+                return Err(McpError::invalid_request(
+                    format!("task '{task_id}' was {}: it has no result", info.status),
+                    Some(serde_json::json!({"taskId": task_id, "status": info.status})),
+                ))
+            }
+            "paused"
+                if peer.is_some() && info.waits.iter().any(|w| !asked.contains(&w.wait_id)) =>
+            {
+                asked.extend(info.waits.iter().map(|w| w.wait_id.clone()));
+                crate::elicit::settle(engine, caller, Outcome::from_info(info), peer).await;
+            }
+            _ => tokio::time::sleep(RESULT_POLL).await,
+        }
+    }
+}
+
+/// The `_meta` key that ties a message to its task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// `tasks/list`: the tasks the caller may act on (waiting, running or interrupted executions
+/// it owns or may answer), newest first, in the 2025-11-25 task shape.
+pub(crate) async fn list(engine: &Engine, caller: &Caller) -> Result<Value, McpError> {
+    let pending = engine
+        .pending(caller)
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let tasks: Vec<Value> = pending
+        .into_iter()
+        .map(|p| {
+            let (status, message) = match p.status.as_str() {
+                "paused" => ("input_required", status_message(&p.waits)),
+                other => ("working", other.to_string()),
+            };
+            serde_json::json!({
+                "taskId": p.execution_id,
+                "status": status,
+                "statusMessage": message,
+                "createdAt": iso(p.created_at),
+                "lastUpdatedAt": iso(p.created_at),
+                "ttl": p.expires_at.map(|e| (e - p.created_at).max(0)),
+                "pollInterval": POLL_INTERVAL_MS,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({"tasks": tasks}))
 }
 
 fn error(task_id: &str, e: &EngineError) -> McpError {

@@ -156,3 +156,124 @@ async fn a_paused_script_is_a_task_answered_after_a_restart() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     client.cancel().await.unwrap();
 }
+
+/// Sends a request outside the SDK's typed set (the 2025-11-25 `tasks/result` and
+/// `tasks/list`); answers its result or the error's text.
+async fn custom(
+    client: &Client,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let request = rmcp::model::ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
+        method,
+        Some(params),
+    ));
+    // The SDK reads an answer as the first result type it fits (a `CallToolResult` here).
+    match client.send_request(request).await {
+        Ok(r) => Ok(serde_json::to_value(r).unwrap()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[tokio::test]
+async fn tasks_result_waits_for_the_end_and_tasks_list_shows_what_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let client = connect(dir.path(), ran.clone()).await;
+    let id = start_task(&client).await;
+
+    let listed = custom(&client, "tasks/list", json!({})).await.unwrap();
+    let task = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["taskId"] == id.as_str())
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(task["status"], "input_required", "{task}");
+    assert!(task["statusMessage"]
+        .as_str()
+        .unwrap()
+        .contains("danger.drop"));
+    assert!(task["createdAt"].as_str().unwrap().ends_with('Z'));
+
+    // tasks/result waits while the task waits for its approval ...
+    let waiting = {
+        let peer = client.peer().clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let request = rmcp::model::ClientRequest::CustomRequest(
+                rmcp::model::CustomRequest::new("tasks/result", Some(json!({"taskId": id}))),
+            );
+            peer.send_request(request).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        !waiting.is_finished(),
+        "tasks/result answered before the task ended"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // ... and answers the call's result, tied to the task, once it is approved.
+    let accept = BTreeMap::from([("approval_0".to_string(), json!({"action": "accept"}))]);
+    client
+        .update_task(UpdateTaskParams::new(&id, accept))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+        .await
+        .expect("tasks/result answers once the task ended")
+        .unwrap()
+        .unwrap();
+    let result = serde_json::to_value(answer).unwrap();
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"r\":\"dropped\""),
+        "{result}"
+    );
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "ran once");
+    // An ended task is no longer listed; a second tasks/result answers the same result.
+    let listed = custom(&client, "tasks/list", json!({})).await.unwrap();
+    assert!(
+        !listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == id.as_str()),
+        "{listed}"
+    );
+    let again = custom(&client, "tasks/result", json!({"taskId": id}))
+        .await
+        .unwrap();
+    assert_eq!(again["content"], result["content"]);
+
+    // A cancelled task has no result; unknown tasks, missing ids and unknown methods are errors.
+    let other = start_task(&client).await;
+    client
+        .cancel_task(CancelTaskParams::new(&other))
+        .await
+        .unwrap();
+    let err = custom(&client, "tasks/result", json!({"taskId": other}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("was cancelled"), "{err}");
+    let err = custom(&client, "tasks/result", json!({"taskId": "ex_nope"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("unknown task"), "{err}");
+    let err = custom(&client, "tasks/result", json!({}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("params.taskId"), "{err}");
+    let err = custom(&client, "tasks/frobnicate", json!({}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("method not found"), "{err}");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
