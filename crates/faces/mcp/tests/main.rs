@@ -4,5 +4,6 @@ mod decisions;
 mod elicitation;
 mod list_changed;
 mod progress;
+mod refusals;
 mod sessions;
 mod tasks;
