@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use toolshed_core::catalog::CatalogEntry;
-use toolshed_core::ToolContext;
+use toolshed_core::{CallRule, ToolContext, ToolDef};
 use toolshed_store::AuditEntry;
 
 use crate::audit::audit_args;
@@ -109,6 +109,7 @@ impl Engine {
         result
     }
 
+    /// The steps of [`Engine::invoke`] between the rate limit and the audit entry.
     async fn invoke_inner(
         &self,
         caller: &Caller,
@@ -117,76 +118,69 @@ impl Engine {
         approval: Approval,
         execution_id: Option<Arc<str>>,
     ) -> CallResult {
+        self.call_steps(caller, path, args, approval, execution_id)
+            .await
+            .unwrap_or_else(CallResult::Failed)
+    }
+
+    async fn call_steps(
+        &self,
+        caller: &Caller,
+        path: &str,
+        args: Value,
+        approval: Approval,
+        execution_id: Option<Arc<str>>,
+    ) -> Result<CallResult, EngineError> {
         // A call a human approved already counted when it was first made.
         if approval == Approval::Required {
-            if let Err(e) = self.inner.rates.check(&caller.principal, RateKind::Calls) {
-                return CallResult::Failed(e);
-            }
+            self.inner.rates.check(&caller.principal, RateKind::Calls)?;
         }
-        let entry = match self.resolve(caller, path) {
-            Ok(e) => e,
-            Err(e) => return CallResult::Failed(e),
-        };
+        let entry = self.resolve(caller, path)?;
         let def = &entry.tool.def;
-        // Saved code (custom tools) is gated call by call inside; the default does not ask to
-        // confirm the whole as well, an explicit rule still applies.
-        let rule = match def
-            .origin
-            .starts_with(crate::executions::listing::SCRIPT_ORIGIN)
-        {
-            true => caller
-                .access
-                .explicit_call_rule(path, &def.annotations)
-                .unwrap_or(toolshed_core::CallRule::Allow),
-            false => caller.access.call_rule(path, &def.annotations),
-        };
-        if rule == toolshed_core::CallRule::Deny {
-            return CallResult::Failed(EngineError::DeniedByPolicy {
-                path: path.to_string(),
-            });
-        }
-        if !args.is_object() {
-            return CallResult::Failed(EngineError::InvalidArguments {
-                path: path.to_string(),
-                violations: vec![toolshed_core::Violation {
-                    pointer: String::new(),
-                    rule: "type".into(),
-                    message: format!("arguments must be a JSON object, got {}", json_type(&args)),
-                }],
-            });
-        }
-        match entry.input_validator() {
-            Ok(v) => {
-                if let Err(violations) = v.validate(&args) {
-                    return CallResult::Failed(EngineError::InvalidArguments {
-                        path: path.to_string(),
-                        violations,
-                    });
-                }
-            }
-            Err(e) => {
-                return CallResult::Failed(EngineError::BrokenSchema {
-                    path: path.to_string(),
-                    which: "input",
-                    reason: e.to_string(),
-                })
-            }
-        }
-        if rule == toolshed_core::CallRule::Confirm && approval == Approval::Required {
-            return CallResult::NeedsApproval {
+        let rule = call_rule(caller, path, def)?;
+        check_input(&entry, path, &args)?;
+        if rule == CallRule::Confirm && approval == Approval::Required {
+            return Ok(CallResult::NeedsApproval {
                 path: path.to_string(),
                 name: def.name.clone(),
                 args,
-            };
+            });
         }
+        let prepared = self.prepare(caller, def, &args, execution_id);
+        let timeout = prepared.ctx.timeout;
+        let out = match tokio::time::timeout(timeout, entry.tool.handler.call(prepared.ctx, args))
+            .await
+        {
+            Err(_) => {
+                return Err(EngineError::Timeout {
+                    path: path.to_string(),
+                    after: timeout,
+                })
+            }
+            Ok(Err(error)) => return grant_pause(error, path, prepared.kept_args),
+            Ok(Ok(v)) => v,
+        };
+        check_output(&entry, path, &out)?;
+        Ok(CallResult::Done(out))
+    }
+
+    /// The handler's context: the caller's engine access (as the caller, tied to the
+    /// execution), its progress and wire slots, the credentials the tool's origin may use, and
+    /// the timeout. Only a source with a per-user connection gets the caller's own tokens, and
+    /// only its calls keep their arguments for a pause on a missing grant.
+    fn prepare(
+        &self,
+        caller: &Caller,
+        def: &ToolDef,
+        args: &Value,
+        execution_id: Option<Arc<str>>,
+    ) -> Prepared {
         let timeout = self.inner.config.timeout_of(def);
         let plugin_tokens = self
             .inner
             .credentials
             .as_ref()
             .map(|c| c.scoped(&def.origin));
-        // Only a source with a per-user connection gets the caller's own tokens (and only its
-        // calls keep their arguments for a pause on a missing grant).
         let connections = self
             .inner
             .connections
@@ -201,7 +195,6 @@ impl Engine {
             }) as Arc<dyn toolshed_core::TokenSource>),
             None => plugin_tokens,
         };
-        // Kept for a pause on a missing grant (only where connections exist).
         let kept_args = connections.map(|_| args.clone());
         let mut inner_caller = caller.clone();
         let wire = inner_caller.wire.take();
@@ -218,59 +211,109 @@ impl Engine {
             .with_execution(execution_id)
             .with_tokens(tokens)
             .with_timeout(timeout);
-        let out = match tokio::time::timeout(timeout, entry.tool.handler.call(ctx, args)).await {
-            Err(_) => {
-                return CallResult::Failed(EngineError::Timeout {
-                    path: path.to_string(),
-                    after: timeout,
-                })
-            }
-            Ok(Err(error)) if error.kind == toolshed_core::ToolErrorKind::GrantRequired => {
-                let connection = error
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("connection"))
-                    .and_then(Value::as_str);
-                if let (Some(connection), Some(args)) = (connection, kept_args) {
-                    return CallResult::NeedsGrant {
-                        connection: connection.to_string(),
-                        path: path.to_string(),
-                        args,
-                    };
-                }
-                return CallResult::Failed(EngineError::Tool {
-                    path: path.to_string(),
-                    error: Box::new(error),
-                });
-            }
-            Ok(Err(error)) => {
-                return CallResult::Failed(EngineError::Tool {
-                    path: path.to_string(),
-                    error: Box::new(error),
-                })
-            }
-            Ok(Ok(v)) => v,
-        };
-        match entry.output_validator() {
-            None => {}
-            Some(Ok(v)) => {
-                if let Err(violations) = v.validate(&out) {
-                    return CallResult::Failed(EngineError::InvalidOutput {
-                        path: path.to_string(),
-                        violations,
-                    });
-                }
-            }
-            Some(Err(e)) => {
-                return CallResult::Failed(EngineError::BrokenSchema {
-                    path: path.to_string(),
-                    which: "output",
-                    reason: e.to_string(),
-                })
-            }
-        }
-        CallResult::Done(out)
+        Prepared { ctx, kept_args }
     }
+}
+
+/// A handler's context, and the arguments kept for a grant pause.
+struct Prepared {
+    ctx: ToolContext,
+    kept_args: Option<Value>,
+}
+
+/// The caller's rule for the call; `deny` refuses it. Saved code (custom tools) is gated call
+/// by call inside: the default does not ask to confirm the whole as well, an explicit rule
+/// still applies.
+fn call_rule(caller: &Caller, path: &str, def: &ToolDef) -> Result<CallRule, EngineError> {
+    let rule = if def
+        .origin
+        .starts_with(crate::executions::listing::SCRIPT_ORIGIN)
+    {
+        caller
+            .access
+            .explicit_call_rule(path, &def.annotations)
+            .unwrap_or(CallRule::Allow)
+    } else {
+        caller.access.call_rule(path, &def.annotations)
+    };
+    match rule {
+        CallRule::Deny => Err(EngineError::DeniedByPolicy {
+            path: path.to_string(),
+        }),
+        rule => Ok(rule),
+    }
+}
+
+/// The arguments are an object that meets the tool's input schema.
+fn check_input(entry: &CatalogEntry, path: &str, args: &Value) -> Result<(), EngineError> {
+    if !args.is_object() {
+        return Err(EngineError::InvalidArguments {
+            path: path.to_string(),
+            violations: vec![toolshed_core::Violation {
+                pointer: String::new(),
+                rule: "type".into(),
+                message: format!("arguments must be a JSON object, got {}", json_type(args)),
+            }],
+        });
+    }
+    let validator = entry
+        .input_validator()
+        .map_err(|e| EngineError::BrokenSchema {
+            path: path.to_string(),
+            which: "input",
+            reason: e.to_string(),
+        })?;
+    validator
+        .validate(args)
+        .map_err(|violations| EngineError::InvalidArguments {
+            path: path.to_string(),
+            violations,
+        })
+}
+
+/// The result meets the tool's output schema, when it declares one.
+fn check_output(entry: &CatalogEntry, path: &str, out: &Value) -> Result<(), EngineError> {
+    match entry.output_validator() {
+        None => Ok(()),
+        Some(Ok(v)) => v
+            .validate(out)
+            .map_err(|violations| EngineError::InvalidOutput {
+                path: path.to_string(),
+                violations,
+            }),
+        Some(Err(e)) => Err(EngineError::BrokenSchema {
+            path: path.to_string(),
+            which: "output",
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// A handler's error: a missing grant at a connection pauses the call (when its arguments were
+/// kept); anything else fails it.
+fn grant_pause(
+    error: toolshed_core::ToolError,
+    path: &str,
+    kept_args: Option<Value>,
+) -> Result<CallResult, EngineError> {
+    if error.kind == toolshed_core::ToolErrorKind::GrantRequired {
+        let connection = error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("connection"))
+            .and_then(Value::as_str);
+        if let (Some(connection), Some(args)) = (connection, kept_args) {
+            return Ok(CallResult::NeedsGrant {
+                connection: connection.to_string(),
+                path: path.to_string(),
+                args,
+            });
+        }
+    }
+    Err(EngineError::Tool {
+        path: path.to_string(),
+        error: Box::new(error),
+    })
 }
 
 pub(crate) fn json_type(v: &Value) -> &'static str {

@@ -67,13 +67,42 @@ pub enum NodeError {
 /// The detail of one node run. See the module docs.
 pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
     let e = Execution::new(raw);
-    let id = e.id();
+    let node = pick_run(&e, req)?;
+    let (head, params) = describe(&e, req, &node);
+    let (sources, input_items) = e.input_of(&req.node_name, node.run_index);
+    let error_output = node.def.and_then(|d| d["onError"].as_str()) == Some("continueErrorOutput");
+    let items = Items {
+        sources: json!(sources),
+        redacted: node.run.is_some_and(|r| {
+            r["redactedError"].is_object()
+                || input_items
+                    .first()
+                    .is_some_and(|i| i["redaction"]["redacted"] == true)
+        }),
+        input: input_items,
+        branches: output_branches(node.run, error_output),
+    };
+    Ok(fit_to_budget(head, &params, &items, req))
+}
+
+/// The node's definition and the run to show.
+#[derive(Clone, Copy)]
+struct NodeRun<'a> {
+    def: Option<&'a Value>,
+    runs: &'a [Value],
+    run: Option<&'a Value>,
+    run_index: usize,
+}
+
+/// Finds the node and the requested run (the last one by default); an unknown node or run
+/// index is an error that says what exists.
+fn pick_run<'a>(e: &Execution<'a>, req: &NodeRequest) -> Result<NodeRun<'a>, NodeError> {
     let def = e.node_def(&req.node_name);
     let runs = e.runs(&req.node_name);
     if def.is_none() && runs.is_empty() {
         return Err(NodeError::NotFound {
             node: req.node_name.clone(),
-            execution: id,
+            execution: e.id(),
             available: e.nodes().iter().map(|n| n.name.to_string()).collect(),
         });
     }
@@ -82,7 +111,7 @@ pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
         Some(r) if r >= total_runs && total_runs > 0 => {
             return Err(NodeError::NoSuchRun {
                 node: req.node_name.clone(),
-                execution: id,
+                execution: e.id(),
                 run: r,
                 runs: total_runs,
             })
@@ -90,11 +119,30 @@ pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
         Some(r) => r,
         None => total_runs.saturating_sub(1),
     };
-    let run = runs.get(run_index);
-    let limit = req.limit.clamp(1, MAX_LIMIT);
+    Ok(NodeRun {
+        def,
+        runs,
+        run: runs.get(run_index),
+        run_index,
+    })
+}
 
+/// Everything of the answer but the items: type, status, runs, timing, settings, scrubbed
+/// parameters (also returned apart, to be shrunk if the answer is too big) and the error.
+fn describe(
+    e: &Execution<'_>,
+    req: &NodeRequest,
+    node: &NodeRun<'_>,
+) -> (Map<String, Value>, Value) {
+    let NodeRun {
+        def,
+        runs,
+        run,
+        run_index,
+    } = *node;
+    let total_runs = runs.len();
     let mut out = Map::new();
-    out.insert("executionId".into(), json!(id));
+    out.insert("executionId".into(), json!(e.id()));
     out.insert("nodeName".into(), json!(req.node_name));
     out.insert(
         "nodeType".into(),
@@ -123,23 +171,7 @@ pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
             )),
         );
     }
-    if let Some(r) = run {
-        let start = r["startTime"].as_i64();
-        let took = r["executionTime"].as_i64();
-        out.insert("executionTime".into(), json!(took));
-        out.insert("startTime".into(), json!(start.and_then(millis_to_iso)));
-        out.insert(
-            "endTime".into(),
-            json!(start
-                .zip(took)
-                .and_then(|(s, t)| millis_to_iso(s.saturating_add(t)))),
-        );
-    } else {
-        out.insert(
-            "note".into(),
-            json!("this node did not run in this execution"),
-        );
-    }
+    timing(&mut out, run);
     if let Some(on_error) = def.and_then(|d| d["onError"].as_str()) {
         out.insert("onError".into(), json!(on_error));
     }
@@ -156,12 +188,47 @@ pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
             out.insert("error".into(), err);
         }
     }
+    (out, params)
+}
 
-    let (sources, input_items) = e.input_of(&req.node_name, run_index);
-    let error_output = def.and_then(|d| d["onError"].as_str()) == Some("continueErrorOutput");
-    let branches = output_branches(run, error_output);
+/// When the run started, how long it took and when it ended; a note when it did not run.
+fn timing(out: &mut Map<String, Value>, run: Option<&Value>) {
+    let Some(r) = run else {
+        out.insert(
+            "note".into(),
+            json!("this node did not run in this execution"),
+        );
+        return;
+    };
+    let start = r["startTime"].as_i64();
+    let took = r["executionTime"].as_i64();
+    out.insert("executionTime".into(), json!(took));
+    out.insert("startTime".into(), json!(start.and_then(millis_to_iso)));
+    out.insert(
+        "endTime".into(),
+        json!(start
+            .zip(took)
+            .and_then(|(s, t)| millis_to_iso(s.saturating_add(t)))),
+    );
+}
 
-    // Shrink until the budget holds: first per-item caps, then page size, then parameters.
+/// The node's items: its input (with the branches it came from) and its output branches.
+struct Items<'a> {
+    sources: Value,
+    redacted: bool,
+    input: Vec<&'a Value>,
+    branches: Vec<Branch<'a>>,
+}
+
+/// The answer with as many items as fit the budget: first per-item caps shrink, then the page
+/// size, then the parameters.
+fn fit_to_budget(
+    head: Map<String, Value>,
+    params: &Value,
+    items: &Items<'_>,
+    req: &NodeRequest,
+) -> Value {
+    let limit = req.limit.clamp(1, MAX_LIMIT);
     let attempts: [(usize, Limits); 6] = [
         (limit, Limits::new(2_000, 50, 8)),
         (limit, Limits::new(500, 20, 6)),
@@ -172,44 +239,24 @@ pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
     ];
     let mut last = Value::Null;
     for (i, (page, item_limits)) in attempts.iter().enumerate() {
-        let mut candidate = Value::Object(out.clone());
+        let mut candidate = Value::Object(head.clone());
         if i >= 3 {
-            candidate["parameters"] = shrink(&params, Limits::new(200 / (i - 1), 20, 4));
+            candidate["parameters"] = shrink(params, Limits::new(200 / (i - 1), 20, 4));
         }
         candidate["input"] = page_items(
-            &input_items,
+            &items.input,
             req.offset,
             *page,
             *item_limits,
-            Some(json!(sources)),
+            Some(items.sources.clone()),
         );
-        if let Some(r) = run {
-            if r["redactedError"].is_object()
-                || input_items
-                    .first()
-                    .is_some_and(|i| i["redaction"]["redacted"] == true)
-            {
-                candidate["redacted"] = json!(true);
-            }
+        if items.redacted {
+            candidate["redacted"] = json!(true);
         }
-        let out_branches: Vec<Value> = branches
+        let out_branches: Vec<Value> = items
+            .branches
             .iter()
-            .map(|b| {
-                let mut page_v = page_items(&b.items, req.offset, *page, *item_limits, None);
-                let obj = page_v.as_object_mut().expect("page is an object");
-                obj.remove("_untrusted");
-                obj.remove("note");
-                let mut head = Map::new();
-                head.insert("index".into(), json!(b.index));
-                if b.kind != "main" {
-                    head.insert("type".into(), json!(b.kind));
-                }
-                if b.is_error {
-                    head.insert("isErrorOutput".into(), json!(true));
-                }
-                head.extend(std::mem::take(obj));
-                Value::Object(head)
-            })
+            .map(|b| branch_page(b, req.offset, *page, *item_limits))
             .collect();
         candidate["output"] = json!({
             "_untrusted": true,
@@ -228,7 +275,25 @@ pub fn node_detail(raw: &Value, req: &NodeRequest) -> Result<Value, NodeError> {
             break;
         }
     }
-    Ok(last)
+    last
+}
+
+/// One output branch's page of items, headed by its index, type and error mark.
+fn branch_page(b: &Branch<'_>, offset: usize, page: usize, limits: Limits) -> Value {
+    let mut page_v = page_items(&b.items, offset, page, limits, None);
+    let obj = page_v.as_object_mut().expect("page is an object");
+    obj.remove("_untrusted");
+    obj.remove("note");
+    let mut head = Map::new();
+    head.insert("index".into(), json!(b.index));
+    if b.kind != "main" {
+        head.insert("type".into(), json!(b.kind));
+    }
+    if b.is_error {
+        head.insert("isErrorOutput".into(), json!(true));
+    }
+    head.extend(std::mem::take(obj));
+    Value::Object(head)
 }
 
 struct Branch<'a> {

@@ -284,73 +284,14 @@ fn build(
             if field.name.starts_with("__") {
                 continue;
             }
-            let base = to_segment(&field.name);
-            let mut segment = base.clone();
-            let mut n = 2;
-            while !used.insert(segment.clone()) {
-                segment = format!("{base}_{n}");
-                n += 1;
-            }
+            let segment = unique_segment(&mut used, &field.name);
             let path = ToolPath::join(&opts.namespace, &format!("{}.{segment}", kind.keyword()))
                 .map_err(|e| GraphqlError::InvalidNamespace {
                     namespace: opts.namespace.clone(),
                     reason: e.to_string(),
                 })?;
-            let return_type = field.ty.inner_named_type();
-            let composite = selections.is_composite(return_type);
-            let (selection_text, value_schema) = if composite {
-                let sel = selections.for_root(return_type);
-                (Some(sel.text.clone()), sel.schema.clone())
-            } else {
-                (None, selections.leaf_schema(return_type))
-            };
-            let extra = composite.then(|| {
-                (
-                    SELECTION_ARG,
-                    json!({
-                        "type": "string",
-                        "description": format!(
-                            "Optional GraphQL selection set on `{return_type}` replacing the default one, e.g. `{{ id }}`."
-                        )
-                    }),
-                )
-            });
-            let input_schema = inputs.arguments(&field.arguments, extra);
-            let mut output_props = Map::new();
-            output_props.insert(
-                field.name.to_string(),
-                selection::wrap(&field.ty, value_schema),
-            );
-            let output_schema = json!({
-                "type": "object",
-                "description": "The GraphQL `data` object; its shape follows the default selection unless `_selection` is given.",
-                "properties": output_props,
-            });
-            let mut description = field
-                .description
-                .as_ref()
-                .map(|d| d.trim().to_string())
-                .filter(|d| !d.is_empty())
-                .unwrap_or_else(|| {
-                    format!(
-                        "Calls the GraphQL {} field `{}`.",
-                        kind.keyword(),
-                        field.name
-                    )
-                });
-            description.push_str(&format!("\n\nReturns `{}`.", field.ty));
-            if let Some(reason) = input::deprecation(&field.directives) {
-                description.push_str(&format!(" Deprecated: {reason}"));
-            }
-            let annotations = match kind {
-                OperationKind::Query => Annotations::READ_ONLY,
-                OperationKind::Mutation => Annotations::DESTRUCTIVE,
-            };
-            let mut def = ToolDef::new(path.clone(), title_case(&field.name), description)
-                .with_input(input_schema)
-                .with_output(output_schema)
-                .with_annotations(annotations);
-            def.origin = origin.clone();
+            let mut def = field_def(field, kind, path.clone(), &mut inputs, &mut selections);
+            def.def.origin = origin.clone();
             let op = Arc::new(GraphqlOperation {
                 path,
                 kind,
@@ -363,13 +304,13 @@ fn build(
                         graphql_type: a.ty.to_string(),
                     })
                     .collect(),
-                default_selection: selection_text,
+                default_selection: def.selection,
             });
             let handler = GraphqlHandler {
                 op: op.clone(),
                 client: client.clone(),
             };
-            tools.push(Tool::new(def, Arc::new(handler)));
+            tools.push(Tool::new(def.def, Arc::new(handler)));
             operations.push(op);
         }
     }
@@ -386,6 +327,105 @@ fn build(
         warnings,
         operations,
     })
+}
+
+/// The tool segment of a root field: its name in the path grammar, numbered when two fields
+/// map to the same segment.
+fn unique_segment(used: &mut HashSet<String>, field: &str) -> String {
+    let base = to_segment(field);
+    let mut segment = base.clone();
+    let mut n = 2;
+    while !used.insert(segment.clone()) {
+        segment = format!("{base}_{n}");
+        n += 1;
+    }
+    segment
+}
+
+/// A root field's tool definition, and its default selection set when it returns a composite
+/// type.
+struct FieldTool {
+    def: ToolDef,
+    selection: Option<String>,
+}
+
+/// The tool of one root field: its arguments (and `_selection` for a composite result) as the
+/// input schema, the `data` object as the output schema, the field's description, read-only for
+/// a query and destructive for a mutation.
+fn field_def(
+    field: &apollo_compiler::schema::FieldDefinition,
+    kind: OperationKind,
+    path: ToolPath,
+    inputs: &mut InputSchemas<'_>,
+    selections: &mut Selections<'_>,
+) -> FieldTool {
+    let return_type = field.ty.inner_named_type();
+    let composite = selections.is_composite(return_type);
+    let (selection, value_schema) = if composite {
+        let sel = selections.for_root(return_type);
+        (Some(sel.text.clone()), sel.schema.clone())
+    } else {
+        (None, selections.leaf_schema(return_type))
+    };
+    let extra = composite.then(|| {
+        (
+            SELECTION_ARG,
+            json!({
+                "type": "string",
+                "description": format!(
+                    "Optional GraphQL selection set on `{return_type}` replacing the default one, e.g. `{{ id }}`."
+                )
+            }),
+        )
+    });
+    let input_schema = inputs.arguments(&field.arguments, extra);
+    let mut output_props = Map::new();
+    output_props.insert(
+        field.name.to_string(),
+        selection::wrap(&field.ty, value_schema),
+    );
+    let output_schema = json!({
+        "type": "object",
+        "description": "The GraphQL `data` object; its shape follows the default selection unless `_selection` is given.",
+        "properties": output_props,
+    });
+    let annotations = match kind {
+        OperationKind::Query => Annotations::READ_ONLY,
+        OperationKind::Mutation => Annotations::DESTRUCTIVE,
+    };
+    let def = ToolDef::new(
+        path,
+        title_case(&field.name),
+        field_description(field, kind),
+    )
+    .with_input(input_schema)
+    .with_output(output_schema)
+    .with_annotations(annotations);
+    FieldTool { def, selection }
+}
+
+/// The field's own description (or a line naming it), its return type and any deprecation.
+fn field_description(
+    field: &apollo_compiler::schema::FieldDefinition,
+    kind: OperationKind,
+) -> String {
+    let mut description = field
+        .description
+        .as_ref()
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| {
+            format!(
+                "Calls the GraphQL {} field `{}`.",
+                kind.keyword(),
+                field.name
+            )
+        });
+    description.push_str(&format!("\n\nReturns `{}`.", field.ty));
+    if let Some(reason) = input::deprecation(&field.directives) {
+        description.push_str(&format!(" Deprecated: {reason}"));
+    }
+    description
 }
 
 /// Calls one root field over HTTP.

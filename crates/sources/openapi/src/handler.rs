@@ -244,47 +244,12 @@ impl OpenApiHandler {
                 "this API has no server URL: the document names none (or only a relative one); set base_url when importing",
             )
         })?;
-        let mut path = plan.path.clone();
-        let mut query = Vec::new();
-        let mut headers = Vec::new();
-        let mut cookies = Vec::new();
-        for b in &plan.params {
-            let v = args.get(&b.prop);
-            match b.location {
-                Location::Path => {
-                    let v = v.filter(|v| !v.is_null()).ok_or_else(|| {
-                        ToolError::invalid(format!("missing path parameter '{}'", b.prop))
-                    })?;
-                    let text = if b.style == Style::Json {
-                        v.to_string()
-                    } else {
-                        joined(v)
-                    };
-                    path = path.replace(&format!("{{{}}}", b.name), &path_value(&text));
-                    if path.split('/').any(is_dot_segment) {
-                        return Err(ToolError::invalid(format!(
-                            "path parameter '{}' may not be '.' or '..': it would change the path",
-                            b.prop
-                        )));
-                    }
-                }
-                Location::Query => {
-                    if let Some(v) = v.filter(|v| !v.is_null()) {
-                        query.extend(pairs_for(b, v));
-                    }
-                }
-                Location::Header => {
-                    if let Some(v) = v.filter(|v| !v.is_null()) {
-                        headers.push((b.name.clone(), joined(v)));
-                    }
-                }
-                Location::Cookie => {
-                    if let Some(v) = v.filter(|v| !v.is_null()) {
-                        cookies.push((b.name.clone(), joined(v)));
-                    }
-                }
-            }
-        }
+        let Parts {
+            path,
+            query,
+            headers,
+            cookies,
+        } = bind_params(plan, args)?;
         let url = format!("{}{}", base.trim_end_matches('/'), path);
         let ob = &self.shared.outbound;
         let mut req = ob.request(plan.method.clone(), &url)?;
@@ -297,44 +262,7 @@ impl OpenApiHandler {
         let (auth, user_token) = self.auth_for(&ctx).await?;
         req = AuthConfig::apply_all(&auth, req, ob, cookies).await?;
         if let Some(body) = &plan.body {
-            let (value, kind) = match body {
-                BodyBinding::Whole { prop, kind } => (args.get(prop).cloned(), kind),
-                BodyBinding::Fields { fields, kind } => {
-                    let mut m = Map::new();
-                    for (prop, name) in fields {
-                        if let Some(v) = args.get(prop) {
-                            m.insert(name.clone(), v.clone());
-                        }
-                    }
-                    ((!m.is_empty()).then_some(Value::Object(m)), kind)
-                }
-            };
-            if let Some(value) = value {
-                req = match kind {
-                    BodyKind::Json => req.json(&value),
-                    BodyKind::Form => {
-                        let pairs: Vec<(String, String)> = match &value {
-                            Value::Object(m) => {
-                                m.iter().map(|(k, v)| (k.clone(), scalar(v))).collect()
-                            }
-                            other => vec![("body".into(), scalar(other))],
-                        };
-                        req.form(&pairs)
-                    }
-                    BodyKind::Multipart => {
-                        let mut form = reqwest::multipart::Form::new();
-                        if let Value::Object(m) = &value {
-                            for (k, v) in m {
-                                form = form.text(k.clone(), scalar(v));
-                            }
-                        }
-                        req.multipart(form)
-                    }
-                    BodyKind::Raw(ct) => req
-                        .header(reqwest::header::CONTENT_TYPE, ct.as_str())
-                        .body(scalar(&value)),
-                };
-            }
+            req = with_body(req, body, args);
         }
         let resp = ob.send(req.timeout(ctx.timeout)).await?;
         let resp = match &user_token {
@@ -361,6 +289,101 @@ impl OpenApiHandler {
             Value::Null => json!({"status": status}),
             v => v,
         })
+    }
+}
+
+/// Where the arguments go in the request: the path with its parameters filled in, the query
+/// pairs, headers and cookies.
+struct Parts {
+    path: String,
+    query: Vec<(String, String)>,
+    headers: Vec<(String, String)>,
+    cookies: Vec<(String, String)>,
+}
+
+/// Puts each parameter argument where the operation declares it. A missing path parameter, or
+/// one that would make a `.` or `..` segment, is refused.
+fn bind_params(plan: &OperationPlan, args: &Map<String, Value>) -> Result<Parts, ToolError> {
+    let mut parts = Parts {
+        path: plan.path.clone(),
+        query: Vec::new(),
+        headers: Vec::new(),
+        cookies: Vec::new(),
+    };
+    for b in &plan.params {
+        let v = args.get(&b.prop).filter(|v| !v.is_null());
+        match (b.location, v) {
+            (Location::Path, v) => {
+                let v = v.ok_or_else(|| {
+                    ToolError::invalid(format!("missing path parameter '{}'", b.prop))
+                })?;
+                let text = if b.style == Style::Json {
+                    v.to_string()
+                } else {
+                    joined(v)
+                };
+                parts.path = parts
+                    .path
+                    .replace(&format!("{{{}}}", b.name), &path_value(&text));
+                if parts.path.split('/').any(is_dot_segment) {
+                    return Err(ToolError::invalid(format!(
+                        "path parameter '{}' may not be '.' or '..': it would change the path",
+                        b.prop
+                    )));
+                }
+            }
+            (_, None) => {}
+            (Location::Query, Some(v)) => parts.query.extend(pairs_for(b, v)),
+            (Location::Header, Some(v)) => parts.headers.push((b.name.clone(), joined(v))),
+            (Location::Cookie, Some(v)) => parts.cookies.push((b.name.clone(), joined(v))),
+        }
+    }
+    Ok(parts)
+}
+
+/// The request body from the arguments, encoded as the operation declares (nothing when the
+/// arguments carry none).
+fn with_body(
+    req: reqwest::RequestBuilder,
+    body: &BodyBinding,
+    args: &Map<String, Value>,
+) -> reqwest::RequestBuilder {
+    let (value, kind) = match body {
+        BodyBinding::Whole { prop, kind } => (args.get(prop).cloned(), kind),
+        BodyBinding::Fields { fields, kind } => {
+            let mut m = Map::new();
+            for (prop, name) in fields {
+                if let Some(v) = args.get(prop) {
+                    m.insert(name.clone(), v.clone());
+                }
+            }
+            ((!m.is_empty()).then_some(Value::Object(m)), kind)
+        }
+    };
+    let Some(value) = value else {
+        return req;
+    };
+    match kind {
+        BodyKind::Json => req.json(&value),
+        BodyKind::Form => {
+            let pairs: Vec<(String, String)> = match &value {
+                Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), scalar(v))).collect(),
+                other => vec![("body".into(), scalar(other))],
+            };
+            req.form(&pairs)
+        }
+        BodyKind::Multipart => {
+            let mut form = reqwest::multipart::Form::new();
+            if let Value::Object(m) = &value {
+                for (k, v) in m {
+                    form = form.text(k.clone(), scalar(v));
+                }
+            }
+            req.multipart(form)
+        }
+        BodyKind::Raw(ct) => req
+            .header(reqwest::header::CONTENT_TYPE, ct.as_str())
+            .body(scalar(&value)),
     }
 }
 

@@ -366,6 +366,125 @@ fn absolute_url(url: &str, base: Option<&str>) -> Option<String> {
         .map(|u| u.to_string())
 }
 
+/// The document's security schemes by name; a scheme that cannot be read is noted in
+/// `malformed` and left out.
+fn read_schemes(
+    doc: &Value,
+    version: Version,
+    docs: &Docs<'_>,
+    malformed: &mut Vec<String>,
+) -> BTreeMap<String, SchemeKind> {
+    let defs = if version == Version::Swagger2 {
+        doc.get("securityDefinitions")
+    } else {
+        doc.get("components").and_then(|c| c.get("securitySchemes"))
+    };
+    let mut schemes = BTreeMap::new();
+    for (name, s) in defs.and_then(Value::as_object).into_iter().flatten() {
+        match docs.deref(0, s) {
+            Ok((_, s)) => {
+                schemes.insert(name.clone(), parse_scheme(version, s));
+            }
+            Err(e) => malformed.push(format!("security scheme \"{name}\": {e}")),
+        }
+    }
+    schemes
+}
+
+/// What configured credentials become for their scheme.
+enum Bound {
+    Ready(Binding),
+    /// Not bound, and why: the document's token URL is on a host the client secret may not go to.
+    Refused(String),
+}
+
+/// Binds one scheme's configured credentials; credentials of another type than the scheme's
+/// are an error, and so is a client-credentials scheme without a usable token URL.
+fn bind(
+    name: &str,
+    kind: &SchemeKind,
+    cred: &SchemeCredentials,
+    base_url: Option<&str>,
+    trusted: Option<(&str, &str)>,
+) -> Result<Bound, OpenApiError> {
+    let binding = match (kind, cred) {
+        (SchemeKind::ApiKey { location, name }, SchemeCredentials::ApiKey { value }) => {
+            Binding::Ready(AuthConfig::ApiKey {
+                location: *location,
+                name: name.clone(),
+                value: value.clone(),
+            })
+        }
+        (
+            SchemeKind::Bearer | SchemeKind::OAuth2 { .. } | SchemeKind::OpenIdConnect,
+            SchemeCredentials::Bearer { token },
+        ) => Binding::Ready(AuthConfig::Bearer {
+            token: token.clone(),
+        }),
+        (SchemeKind::Basic, SchemeCredentials::Basic { username, password }) => {
+            Binding::Ready(AuthConfig::Basic {
+                username: username.clone(),
+                password: password.clone(),
+            })
+        }
+        (
+            SchemeKind::OAuth2 { token_url, flows },
+            SchemeCredentials::OAuth2ClientCredentials {
+                client_id,
+                client_secret,
+                token_url: configured,
+                scopes,
+                audience,
+            },
+        ) => {
+            let url = match (configured, token_url) {
+                (Some(u), _) => u.clone(),
+                (None, Some(u)) => {
+                    let url = absolute_url(u, base_url).ok_or_else(|| OpenApiError::TokenUrl {
+                        scheme: name.to_string(),
+                        reason: format!(
+                            "its tokenUrl '{u}' is relative and the document names no absolute server URL; set token_url in its credentials"
+                        ),
+                    })?;
+                    if let Some(reason) = foreign_token_url(name, &url, trusted) {
+                        return Ok(Bound::Refused(reason));
+                    }
+                    url
+                }
+                (None, None) => {
+                    return Err(OpenApiError::TokenUrl {
+                        scheme: name.to_string(),
+                        reason: format!(
+                            "it has no client credentials flow (its flows: {}); set token_url in its credentials",
+                            if flows.is_empty() {
+                                "none".to_string()
+                            } else {
+                                flows.join(", ")
+                            }
+                        ),
+                    })
+                }
+            };
+            Binding::OAuth2 {
+                token_url: url,
+                client_id: client_id.clone(),
+                client_secret: client_secret.clone(),
+                scopes: scopes.clone(),
+                audience: audience.clone(),
+            }
+        }
+        _ => {
+            return Err(OpenApiError::SchemeCredentials {
+                scheme: name.to_string(),
+                scheme_kind: kind.describe(),
+                expected: kind.expected().into(),
+                got: cred.kind().into(),
+            })
+        }
+    };
+    Ok(Bound::Ready(binding))
+}
+
 impl Security {
     /// Reads the document's schemes and default requirement and binds `credentials` to them.
     /// Credentials for a scheme the document does not define, or that do not fit the scheme's
@@ -380,22 +499,7 @@ impl Security {
         trusted: Option<(&str, &str)>,
     ) -> Result<Self, OpenApiError> {
         let mut malformed = Vec::new();
-        let defs = if version == Version::Swagger2 {
-            doc.get("securityDefinitions")
-        } else {
-            doc.get("components").and_then(|c| c.get("securitySchemes"))
-        };
-        let mut schemes = BTreeMap::new();
-        if let Some(defs) = defs.and_then(Value::as_object) {
-            for (name, s) in defs {
-                match docs.deref(0, s) {
-                    Ok((_, s)) => {
-                        schemes.insert(name.clone(), parse_scheme(version, s));
-                    }
-                    Err(e) => malformed.push(format!("security scheme \"{name}\": {e}")),
-                }
-            }
-        }
+        let schemes = read_schemes(doc, version, docs, &mut malformed);
         let mut bindings = HashMap::new();
         let mut refused = HashMap::new();
         for (name, cred) in credentials {
@@ -409,84 +513,14 @@ impl Security {
                     },
                 });
             };
-            let mismatch = || OpenApiError::SchemeCredentials {
-                scheme: name.clone(),
-                scheme_kind: kind.describe(),
-                expected: kind.expected().into(),
-                got: cred.kind().into(),
-            };
-            let binding = match (kind, cred) {
-                (SchemeKind::ApiKey { location, name }, SchemeCredentials::ApiKey { value }) => {
-                    Binding::Ready(AuthConfig::ApiKey {
-                        location: *location,
-                        name: name.clone(),
-                        value: value.clone(),
-                    })
+            match bind(name, kind, cred, base_url, trusted)? {
+                Bound::Ready(binding) => {
+                    bindings.insert(name.clone(), binding);
                 }
-                (
-                    SchemeKind::Bearer | SchemeKind::OAuth2 { .. } | SchemeKind::OpenIdConnect,
-                    SchemeCredentials::Bearer { token },
-                ) => Binding::Ready(AuthConfig::Bearer {
-                    token: token.clone(),
-                }),
-                (SchemeKind::Basic, SchemeCredentials::Basic { username, password }) => {
-                    Binding::Ready(AuthConfig::Basic {
-                        username: username.clone(),
-                        password: password.clone(),
-                    })
+                Bound::Refused(reason) => {
+                    refused.insert(name.clone(), reason);
                 }
-                (
-                    SchemeKind::OAuth2 { token_url, flows },
-                    SchemeCredentials::OAuth2ClientCredentials {
-                        client_id,
-                        client_secret,
-                        token_url: configured,
-                        scopes,
-                        audience,
-                    },
-                ) => {
-                    let url = match (configured, token_url) {
-                        (Some(u), _) => u.clone(),
-                        (None, Some(u)) => {
-                            let url = absolute_url(u, base_url).ok_or_else(|| {
-                                OpenApiError::TokenUrl {
-                                    scheme: name.clone(),
-                                    reason: format!(
-                                        "its tokenUrl '{u}' is relative and the document names no absolute server URL; set token_url in its credentials"
-                                    ),
-                                }
-                            })?;
-                            if let Some(reason) = foreign_token_url(name, &url, trusted) {
-                                refused.insert(name.clone(), reason);
-                                continue;
-                            }
-                            url
-                        }
-                        (None, None) => {
-                            return Err(OpenApiError::TokenUrl {
-                                scheme: name.clone(),
-                                reason: format!(
-                                    "it has no client credentials flow (its flows: {}); set token_url in its credentials",
-                                    if flows.is_empty() {
-                                        "none".to_string()
-                                    } else {
-                                        flows.join(", ")
-                                    }
-                                ),
-                            })
-                        }
-                    };
-                    Binding::OAuth2 {
-                        token_url: url,
-                        client_id: client_id.clone(),
-                        client_secret: client_secret.clone(),
-                        scopes: scopes.clone(),
-                        audience: audience.clone(),
-                    }
-                }
-                _ => return Err(mismatch()),
-            };
-            bindings.insert(name.clone(), binding);
+            }
         }
         let default = doc
             .get("security")
