@@ -81,6 +81,11 @@ impl SearchCache {
         }
     }
 
+    /// The embedding model, when the server has one (also used by agent thread memory).
+    pub(crate) fn embedder(&self) -> Option<Arc<dyn TextEmbedder>> {
+        self.semantic.as_ref().map(|s| s.embedder.clone())
+    }
+
     fn get(&self, catalog: &Catalog) -> Ranker {
         let mut slot = self.slot.lock();
         if let Some(b) = slot.as_ref() {

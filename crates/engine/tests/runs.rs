@@ -573,3 +573,265 @@ async fn a_run_with_an_unknown_credential_or_empty_input_is_refused_before_it_st
         .unwrap_err();
     assert!(err.to_string().contains("tools[0]"), "{err}");
 }
+
+/// A test embedder: words hashed into 64 buckets, unit length. Texts that share words are near;
+/// it stands in for the search model so recall can be checked without model weights.
+#[derive(Debug)]
+struct Words;
+
+impl toolshed_search::TextEmbedder for Words {
+    fn dim(&self) -> usize {
+        64
+    }
+    fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, toolshed_search::EmbedError> {
+        let mut out = Vec::new();
+        for t in texts {
+            let mut v = vec![0f32; 64];
+            for w in t
+                .to_lowercase()
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() > 3)
+            {
+                let h = w
+                    .bytes()
+                    .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+                v[(h % 64) as usize] += 1.0;
+            }
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+            out.extend(v.iter().map(|x| x / n));
+        }
+        Ok(out)
+    }
+}
+
+fn with_memory(p: Provider, memory: Value) -> Value {
+    let mut d = definition(p, json!([]), json!({}));
+    d["memory"] = memory;
+    d
+}
+
+fn thread_request(def: Value, input: &str, thread: &str) -> RunRequest {
+    RunRequest {
+        thread_id: Some(thread.into()),
+        ..request(def, input)
+    }
+}
+
+/// The user and assistant texts of a model request, in order.
+fn conversation(p: Provider, body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user" || m["role"] == "assistant")
+        .map(|m| match (&m["content"], p) {
+            (Value::String(s), _) => s.clone(),
+            (Value::Array(parts), _) => parts
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+/// The system instructions of a model request.
+fn instructions(p: Provider, body: &Value) -> String {
+    match p {
+        Provider::Openai => body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        Provider::Anthropic => match &body["system"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts.iter().filter_map(|b| b["text"].as_str()).collect(),
+            _ => String::new(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn a_thread_remembers_across_runs_and_stays_its_owners() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![
+                Turn::text("Nice to meet you, Ada."),
+                Turn::text("Your name is Ada."),
+                Turn::text("I do not know your name."),
+            ],
+            ..Default::default()
+        };
+        let (server, engine, _) = setup(p, script).await;
+        let alice = engine.caller("alice", Face::Http);
+        let def = with_memory(p, json!({"enabled": true, "lastMessages": 10}));
+        let first = engine
+            .start_run(
+                &alice,
+                thread_request(def.clone(), "My name is Ada.", "chat-1"),
+            )
+            .await
+            .unwrap();
+        let Outcome::Completed { result, .. } = first else {
+            panic!("{p:?}: {first:?}")
+        };
+        assert_eq!(
+            result["memory"],
+            json!({"threadId": "chat-1", "messages": 0})
+        );
+        let second = engine
+            .start_run(
+                &alice,
+                thread_request(def.clone(), "What is my name?", "chat-1"),
+            )
+            .await
+            .unwrap();
+        let Outcome::Completed { result, .. } = second else {
+            panic!("{p:?}: {second:?}")
+        };
+        assert_eq!(result["memory"]["messages"], 2, "{p:?}");
+        let reqs = server.requests();
+        assert_eq!(
+            conversation(p, &reqs[1].2),
+            [
+                "My name is Ada.",
+                "Nice to meet you, Ada.",
+                "What is my name?"
+            ],
+            "{p:?}"
+        );
+        // The same thread id of another principal is another thread.
+        let carol = engine.caller("carol", Face::Http);
+        engine
+            .start_run(
+                &carol,
+                thread_request(def.clone(), "What is my name?", "chat-1"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            conversation(p, &server.requests()[2].2),
+            ["What is my name?"],
+            "{p:?}"
+        );
+        // A bad thread id, and a thread for an agent without memory, are refused up front.
+        let err = engine
+            .start_run(&alice, thread_request(def.clone(), "hi", "no spaces"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("threadId"), "{err}");
+        let plain = definition(p, json!([]), json!({}));
+        let err = engine
+            .start_run(&alice, thread_request(plain, "hi", "chat-1"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("memory.enabled"), "{err}");
+        assert_eq!(server.requests().len(), 3, "refused runs asked no model");
+    }
+}
+
+#[tokio::test]
+async fn semantic_recall_brings_back_older_messages_and_says_when_it_cannot() {
+    let p = Provider::Openai;
+    let script = ModelScript {
+        turns: (0..6).map(|i| Turn::text(&format!("answer {i}"))).collect(),
+        ..Default::default()
+    };
+    let server = ModelServer::start(script).await;
+    let store = Store::open("sqlite::memory:").await.unwrap();
+    let engine = engine_on(store, models(&server, p, KEY), Arc::default())
+        .with_embedder(Arc::new(Words), None);
+    let alice = engine.caller("alice", Face::Http);
+    let memory = json!({"enabled": true, "lastMessages": 1,
+        "semanticRecall": {"topK": 1, "scope": "resource", "messageRange": {"before": 0, "after": 1}}});
+    let def = with_memory(p, memory.clone());
+    for (thread, input) in [
+        (
+            "trip",
+            "Remember: the lighthouse keeper lives on Skerry island.",
+        ),
+        ("work", "The quarterly budget review is on Friday."),
+        ("work", "Please draft the meeting agenda."),
+    ] {
+        engine
+            .start_run(&alice, thread_request(def.clone(), input, thread))
+            .await
+            .unwrap();
+    }
+    let out = engine
+        .start_run(
+            &alice,
+            thread_request(
+                def.clone(),
+                "Where does the lighthouse keeper live?",
+                "work",
+            ),
+        )
+        .await
+        .unwrap();
+    let Outcome::Completed { result, .. } = out else {
+        panic!("{out:?}")
+    };
+    // Scope resource: the hit comes from the other thread, with the answer after it.
+    assert_eq!(result["memory"]["recalled"], 2, "{result}");
+    let system = instructions(p, &server.requests()[3].2);
+    assert!(system.starts_with("Answer from the rows."), "{system}");
+    assert!(
+        system.contains("[thread trip #1, user] Remember: the lighthouse keeper"),
+        "{system}"
+    );
+    assert!(
+        system.contains("[thread trip #2, assistant] answer 0"),
+        "{system}"
+    );
+    assert!(!system.contains("budget"), "{system}");
+    // The window (lastMessages 1) holds the work thread's newest message only: the answer
+    // to the agenda request.
+    let window = conversation(p, &server.requests()[3].2);
+    assert_eq!(window.len(), 2, "{window:?}");
+    assert!(window[0].starts_with("answer "), "{window:?}");
+    assert_eq!(window[1], "Where does the lighthouse keeper live?");
+
+    // Without an embedding model the run says so and uses the newest messages.
+    let plain = engine_on(
+        Store::open("sqlite::memory:").await.unwrap(),
+        models(&server, p, KEY),
+        Arc::default(),
+    );
+    let alice = plain.caller("alice", Face::Http);
+    let out = plain
+        .start_run(
+            &alice,
+            thread_request(def, "Where does the keeper live?", "trip"),
+        )
+        .await
+        .unwrap();
+    let Outcome::Completed {
+        execution_id,
+        result,
+        ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert!(
+        result["memory"]["recall"]
+            .as_str()
+            .unwrap()
+            .contains("no embedding model"),
+        "{result}"
+    );
+    let logs: Vec<String> = plain
+        .store()
+        .events_after(&execution_id, 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "log")
+        .map(|e| e.data.to_string())
+        .collect();
+    assert!(
+        logs.iter().any(|l| l.contains("no embedding model")),
+        "{logs:?}"
+    );
+}

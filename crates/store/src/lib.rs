@@ -22,6 +22,7 @@ pub mod plugin_state;
 pub mod settings;
 pub mod signed_in;
 pub mod sources;
+pub mod threads;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -34,6 +35,7 @@ pub use audit::AuditEntry;
 pub use events::StoredEvent;
 pub use executions::{ExecutionRecord, ExecutionStatus};
 pub use sources::SourceRecord;
+pub use threads::{NewThreadMessage, ThreadKey, ThreadMessage};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

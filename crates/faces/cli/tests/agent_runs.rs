@@ -140,7 +140,7 @@ async fn a_published_agent_runs_over_http_as_json_and_as_a_stream() {
         }
         assert!(!text.contains(KEY));
 
-        // Unknown agent, missing input, unsupported thread memory: clear errors.
+        // Unknown agent, missing input, a thread for an agent without memory: clear errors.
         let (s, v) = post(
             &http,
             server.url("/v1/agents/nobody/runs"),
@@ -163,9 +163,41 @@ async fn a_published_agent_runs_over_http_as_json_and_as_a_stream() {
         .await;
         assert_eq!(s, 400, "{v}");
         assert!(
-            v["error"]["message"].as_str().unwrap().contains("threadId"),
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("memory.enabled"),
             "{v}"
         );
+
+        // With memory enabled and published, a thread carries the first run into the second.
+        let r = http
+            .patch(server.url("/v1/agents/helper"))
+            .header("content-type", "application/json-patch+json")
+            .body(r#"[{"op": "add", "path": "/memory", "value": {"enabled": true, "lastMessages": 20}}]"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let (s, v) = post(&http, server.url("/v1/agents/helper/publish"), json!({})).await;
+        assert_eq!(s, 200, "{v}");
+        let before = model.requests().len();
+        for input in ["Remember the walrus.", "What should you remember?"] {
+            let (s, v) = post(
+                &http,
+                server.url("/v1/agents/helper/runs"),
+                json!({"input": input, "threadId": "t1"}),
+            )
+            .await;
+            assert_eq!(s, 200, "{kind}: {v}");
+            assert_eq!(v["result"]["memory"]["threadId"], "t1", "{v}");
+        }
+        let last = model.requests().last().unwrap().2.to_string();
+        assert!(
+            last.contains("Remember the walrus.") && last.contains("What should you remember?"),
+            "{kind}: the thread's first run reached the second: {last}"
+        );
+        assert!(model.requests().len() > before + 1);
     }
 }
 

@@ -107,8 +107,8 @@ struct RunBody {
     /// Tools the client executes itself (MCP, OpenAI or Anthropic declarations).
     #[serde(default)]
     client_tools: Vec<Value>,
-    /// Thread memory is not served yet: a run with a threadId is refused rather than run
-    /// without the memory it asks for.
+    /// The thread whose memory the run reads and extends (the agent must enable memory): its
+    /// newest messages precede the input, and the input and answer are added when it completes.
     #[serde(default)]
     thread_id: Option<String>,
 }
@@ -122,24 +122,33 @@ async fn run(
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers).await?;
     let body: RunBody = crate::json_body(&body)?;
-    if body.thread_id.is_some() {
-        return Err(bad_request(
-            "threadId: thread memory is not available in this version; start the run without it",
-        ));
-    }
     if crate::events::wants_stream(&headers) {
         return Ok(crate::events::stream_execution(
             s.engine.clone(),
             move |engine, id| async move {
                 engine
-                    .run_agent(&caller, &name, body.input, &body.client_tools, Some(id))
+                    .run_agent(
+                        &caller,
+                        &name,
+                        body.input,
+                        &body.client_tools,
+                        body.thread_id,
+                        Some(id),
+                    )
                     .await
             },
         ));
     }
     let out = s
         .engine
-        .run_agent(&caller, &name, body.input, &body.client_tools, None)
+        .run_agent(
+            &caller,
+            &name,
+            body.input,
+            &body.client_tools,
+            body.thread_id,
+            None,
+        )
         .await?;
     Ok(outcome_response(out))
 }

@@ -24,6 +24,7 @@
 //!
 //! The run keeps the definition version it started with (the spec is stored with it).
 
+pub mod memory;
 pub mod prepare;
 pub mod step;
 
@@ -56,6 +57,8 @@ pub struct RunRequest {
     pub client_tools: Vec<ClientTool>,
     /// The execution id, chosen ahead so a client can follow the events from the first one.
     pub execution_id: Option<String>,
+    /// The thread whose memory the run reads and extends (needs `memory.enabled`).
+    pub thread_id: Option<String>,
 }
 
 /// Limits of one run, from the definition's `config` (defaults when absent).
@@ -116,6 +119,12 @@ pub struct RunSpec {
     /// Earlier messages of the thread, before `input`.
     #[serde(default)]
     pub history: Vec<Message>,
+    /// The thread the run's input and answer are added to when it completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    /// What the run remembered (thread, messages, recall), reported in its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Value>,
 }
 
 impl RunSpec {
@@ -137,8 +146,12 @@ impl Engine {
         name: &str,
         input: String,
         client_tools: &[Value],
+        thread_id: Option<String>,
         execution_id: Option<String>,
     ) -> Result<Outcome, EngineError> {
+        if let Some(t) = &thread_id {
+            memory::check_thread_id(t)?;
+        }
         let client_tools = toolshed_core::formats::parse_client_tools(client_tools)?;
         let got = match self.call(caller, AGENTS_GET, json!({ "name": name })).await {
             Ok(Outcome::Completed { result, .. }) => result,
@@ -173,6 +186,7 @@ impl Engine {
                 input,
                 client_tools,
                 execution_id,
+                thread_id,
             },
         )
         .await
@@ -189,7 +203,28 @@ impl Engine {
         self.inner
             .rates
             .check(&caller.principal, RateKind::Scripts)?;
-        let (spec, client_tools) = prepare::spec(self, caller, &req)?;
+        let (mut spec, client_tools) = prepare::spec(self, caller, &req)?;
+        if let Some(thread) = &req.thread_id {
+            memory::check_thread_id(thread)?;
+            let Some(config) = memory::memory_config(&req.definition) else {
+                return Err(EngineError::InvalidRun(format!(
+                    "threadId: agent '{}' does not enable memory (set memory.enabled in its definition), so it keeps no threads",
+                    spec.agent
+                )));
+            };
+            let remembered = self
+                .remember(&caller.principal, &spec.agent, thread, &config, &spec.input)
+                .await?;
+            spec.history = remembered.history;
+            if let Some(text) = remembered.recalled {
+                spec.instructions = match spec.instructions.trim() {
+                    "" => text,
+                    i => format!("{i}\n\n{text}"),
+                };
+            }
+            spec.memory = Some(remembered.report);
+            spec.thread = Some(thread.clone());
+        }
         if !self.inner.models.has(&spec.credential) {
             return Err(EngineError::InvalidRun(format!(
                 "model credential '{}' is not configured ([models.{}] in toolshed.toml)",
@@ -265,6 +300,16 @@ impl Engine {
                 true => Event::Resumed {},
             },
         );
+        let recall_note = spec.memory.as_ref().and_then(|m| m["recall"].as_str());
+        if let (false, Some(note)) = (resumed, recall_note) {
+            self.inner.events.emit(
+                &rec.id,
+                Event::Log {
+                    level: "warn".into(),
+                    message: format!("semanticRecall {note}"),
+                },
+            );
+        }
         let cancel = self.inner.running.register(&rec.id, &rec.principal);
         let started = std::time::Instant::now();
         let ended = tokio::select! {
@@ -278,7 +323,14 @@ impl Engine {
                 .await;
         };
         tracing::debug!(execution = %rec.id, elapsed_ms = started.elapsed().as_millis() as u64, "run segment ended");
-        self.settle_end(rec, true, ended, Vec::new(), &state, Some(durable))
-            .await
+        let (id, principal) = (rec.id.clone(), rec.principal.clone());
+        let outcome = self
+            .settle_end(rec, true, ended, Vec::new(), &state, Some(durable))
+            .await?;
+        if let Outcome::Completed { result, .. } = &outcome {
+            let output = result["output"].as_str().unwrap_or_default();
+            self.memorize(&spec, &principal, &id, output).await;
+        }
+        Ok(outcome)
     }
 }

@@ -138,6 +138,8 @@ pub(super) fn spec(
             limits,
             input: req.input.clone(),
             history: Vec::new(),
+            thread: None,
+            memory: None,
         },
         client_tools,
     ))

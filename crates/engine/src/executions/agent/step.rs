@@ -51,11 +51,15 @@ pub(crate) async fn run_loop(ctx: &Arc<HostCtx>, spec: &Arc<RunSpec>) -> End {
         usage.input_tokens += answer.usage.input_tokens;
         usage.output_tokens += answer.usage.output_tokens;
         let summary = |status: &str| {
-            json!({
+            let mut s = json!({
                 "status": status, "agent": spec.agent, "version": spec.version,
                 "steps": step + 1, "toolCalls": calls_made,
                 "usage": {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens},
-            })
+            });
+            if let Some(m) = &spec.memory {
+                s["memory"] = m.clone();
+            }
+            s
         };
         if let Some(max) = spec.limits.max_tokens.filter(|m| usage.total() > *m) {
             return failed(

@@ -39,7 +39,14 @@ pub enum AgentsAction {
     Schema,
     /// Run the agent's live version with an input, printing the model's text as it streams
     /// (tool calls on stderr), then the outcome.
-    Run { name: String, input: String },
+    Run {
+        name: String,
+        input: String,
+        /// Continue thread ID: its newest messages precede the input, and the input and answer
+        /// are added to it (the agent must enable memory).
+        #[arg(long)]
+        thread: Option<String>,
+    },
 }
 
 /// The text of a file, or stdin for `-` (kept as text so parse errors name line and column).
@@ -90,8 +97,13 @@ pub async fn run(
     action: AgentsAction,
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
-    if let AgentsAction::Run { name, input } = action {
-        return run_agent(app, caller, &name, input, json_out).await;
+    if let AgentsAction::Run {
+        name,
+        input,
+        thread,
+    } = action
+    {
+        return run_agent(app, caller, &name, input, thread, json_out).await;
     }
     let text_schema = matches!(action, AgentsAction::Schema) && !json_out;
     let (path, args) = call_of(action, json_out)?;
@@ -122,6 +134,7 @@ async fn run_agent(
     caller: &Caller,
     name: &str,
     input: String,
+    thread: Option<String>,
     json_out: bool,
 ) -> anyhow::Result<ExitCode> {
     let id = toolshed_engine::executions::new_execution_id();
@@ -159,7 +172,7 @@ async fn run_agent(
     });
     let outcome = app
         .engine
-        .run_agent(caller, name, input, &[], Some(id.clone()))
+        .run_agent(caller, name, input, &[], thread, Some(id.clone()))
         .await;
     if outcome.is_err() {
         app.engine.events().close(&id, false).await;
