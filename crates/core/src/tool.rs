@@ -397,6 +397,18 @@ pub trait EngineAccess: Send + Sync {
         input: Value,
         how: NestedRun,
     ) -> Result<Value, ToolError>;
+    /// Runs the live version of agent `agent` on `input` as the caller (a sub-agent when the
+    /// caller is itself an execution: its waits pause that execution) and answers the run's
+    /// result `{output, steps, toolCalls, usage, ...}`.
+    async fn run_agent(
+        &self,
+        agent: &str,
+        input: String,
+        thread_id: Option<String>,
+    ) -> Result<Value, ToolError> {
+        let _ = (agent, input, thread_id);
+        Err(ToolError::internal("agent runs are not available here"))
+    }
 }
 
 /// How [`EngineAccess::run_script`] runs saved code.

@@ -30,7 +30,7 @@ pub(crate) struct BoundEngine {
 }
 
 /// An engine error as the tool error a composing handler sees.
-fn tool_error(e: EngineError) -> ToolError {
+pub(crate) fn tool_error(e: EngineError) -> ToolError {
     let kind = match &e {
         EngineError::Tool { error, .. } => error.kind,
         EngineError::NotFound { .. } => ToolErrorKind::NotFound,
@@ -163,6 +163,47 @@ impl EngineAccess for BoundEngine {
             )),
         }
     }
+
+    async fn run_agent(
+        &self,
+        agent: &str,
+        input: String,
+        thread_id: Option<String>,
+    ) -> Result<Value, ToolError> {
+        if self.caller.depth >= MAX_DEPTH {
+            return Err(ToolError::invalid(format!(
+                "agents and saved scripts may run each other at most {MAX_DEPTH} deep"
+            )));
+        }
+        let mut caller = self.caller.clone();
+        caller.depth += 1;
+        // Inside an execution the agent runs in it (its waits pause it); else as a run of its
+        // own, whose pause is reported.
+        if let Some(nest) = caller.nest.take() {
+            return self
+                .engine
+                .run_sub_agent(&nest, &caller, agent, input, thread_id)
+                .await;
+        }
+        match self
+            .engine
+            .run_agent(&caller, agent, input, &[], thread_id, None)
+            .await
+        {
+            Ok(crate::Outcome::Completed { result, .. }) => Ok(result),
+            Ok(crate::Outcome::Failed { error, .. }) => Err(ToolError::upstream(format!(
+                "agent '{agent}' failed: {}",
+                error["message"].as_str().unwrap_or("error")
+            ))
+            .with_data(error)),
+            Ok(other) => Err(ToolError::conflict(format!(
+                "agent '{agent}' waits in execution {}: answer it there",
+                other.execution_id()
+            ))
+            .with_data(other.to_json())),
+            Err(e) => Err(tool_error(e)),
+        }
+    }
 }
 
 /// The host of a nested run: each tool call through the engine as the bound caller, with the
@@ -280,7 +321,12 @@ impl Host for NestedHost {
                 });
             }
             if let Some(n) = &this.nest {
-                let key = nested_key(n.parent, call.seq);
+                let Some(key) = nested_key(n.parent, call.seq) else {
+                    return HostReply::Err(HostError::new(
+                        "too_deep",
+                        "calls nest too deep in this execution to be journaled",
+                    ));
+                };
                 return n.host.answer_at(key, &this.caller, call).await;
             }
             match this.answer(call).await {

@@ -217,10 +217,16 @@ pub(crate) type CallKey = u64;
 /// Calls per level a key can tell apart (`max_tool_calls` stays below it).
 pub(crate) const KEYS_PER_LEVEL: u64 = 1_000_000;
 
-/// The key of call `m` of a saved script run by the call with key `parent`. Keys of own calls
-/// are below [`KEYS_PER_LEVEL`]; nested keys above, and each decodes to one (parent, m).
-pub(crate) fn nested_key(parent: CallKey, m: u32) -> CallKey {
-    (parent + 1) * KEYS_PER_LEVEL + u64::from(m)
+/// The key of call `m` of a saved script (or sub-agent) run by the call with key `parent`.
+/// Keys of own calls are below [`KEYS_PER_LEVEL`]; nested keys above, and each decodes to one
+/// (parent, m). `None` when the key would not fit: nesting that deep is refused.
+pub(crate) fn nested_key(parent: CallKey, m: u32) -> Option<CallKey> {
+    if u64::from(m) >= KEYS_PER_LEVEL {
+        return None;
+    }
+    (parent + 1)
+        .checked_mul(KEYS_PER_LEVEL)?
+        .checked_add(u64::from(m))
 }
 
 /// Whether `key` is `ancestor` or a call made (at any depth) inside it.
@@ -286,6 +292,23 @@ impl HostCtx {
         caller: &Caller,
         call: HostCall,
     ) -> HostReply {
+        // The run's own calls of `requireApproval` tools wait for approval.
+        let approve = match &call.target {
+            CallTarget::Tool(path) => seq < KEYS_PER_LEVEL && self.approval.contains(path),
+            _ => false,
+        };
+        self.answer_in(seq, caller, call, approve).await
+    }
+
+    /// [`Self::answer_at`], with `approve` saying whether the call waits for approval whatever
+    /// the policy says (a sub-agent's `requireApproval` tools).
+    pub(crate) async fn answer_in(
+        self: &Arc<Self>,
+        seq: CallKey,
+        caller: &Caller,
+        call: HostCall,
+        approve: bool,
+    ) -> HostReply {
         let key = target_key(&call.target);
         if let Some(reply) = self.replayed(seq, &key) {
             return reply;
@@ -320,7 +343,7 @@ impl HostCtx {
             CallTarget::Tool(path) if path.starts_with("client.") => {
                 self.client_call(seq, path, call.args).await
             }
-            CallTarget::Tool(path) => self.tool_call(seq, caller, path, call.args).await,
+            CallTarget::Tool(path) => self.tool_call(seq, caller, path, call.args, approve).await,
         };
         let result = match answered {
             Answered::Suspended => return HostReply::Suspend,
@@ -565,6 +588,7 @@ impl HostCtx {
         caller: &Caller,
         path: &str,
         args: Value,
+        approve: bool,
     ) -> Answered {
         let decision = match self.state.lock().answers.get(&seq) {
             Some(Answer::Approval { decision, path: p }) if p == path => Some(*decision),
@@ -575,7 +599,7 @@ impl HostCtx {
                 path: path.to_string(),
             })));
         }
-        if decision.is_none() && seq < KEYS_PER_LEVEL && self.approval.contains(path) {
+        if decision.is_none() && approve {
             let name = self
                 .engine
                 .inner

@@ -344,3 +344,180 @@ async fn toolshed_agents_run_prints_the_streamed_answer() {
     assert_eq!(stdout.trim(), "Hello from the agent.");
     assert!(stderr.contains("completed in 1 steps"), "{stderr}");
 }
+
+/// A config with two model endpoints, `main` and `sub`, on two scripted servers (the scripted
+/// server answers by conversation length, so each agent gets a server of its own).
+fn two_models_config(
+    dir: &std::path::Path,
+    main: &ModelServer,
+    sub: &ModelServer,
+) -> std::path::PathBuf {
+    let f = dir.join("toolshed.toml");
+    std::fs::write(
+        &f,
+        format!(
+            "{ALLOW_WRITES}\n[models.main]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"{KEY}\"\nallow_private = true\n\
+             [models.sub]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"{KEY}\"\nallow_private = true\n",
+            main.openai_url(),
+            sub.anthropic_url()
+        ),
+    )
+    .unwrap();
+    f
+}
+
+/// Writes and publishes an agent definition.
+async fn publish(http: &reqwest::Client, server: &Server, def: Value) {
+    let name = def["name"].as_str().unwrap().to_string();
+    let r = http
+        .put(server.url(&format!("/v1/agents/{name}")))
+        .header("content-type", "application/json")
+        .body(def.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (s, v) = post(
+        http,
+        server.url(&format!("/v1/agents/{name}/publish")),
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+}
+
+/// The sub-agent: asks the user which table, queries it, answers.
+fn researcher_script() -> ModelScript {
+    ModelScript {
+        turns: vec![
+            Turn::calls(&[(
+                "ask_user",
+                json!({"question": "Which table should I read?"}),
+            )]),
+            Turn::calls(&[("tables__rows__query", json!({"table": "orders"}))]),
+            Turn::text("The orders table holds one lamp."),
+        ],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_sub_agent_that_asks_the_user_pauses_the_whole_run_and_the_answer_continues_it() {
+    let main = ModelServer::start(ModelScript {
+        turns: vec![
+            Turn::calls(&[("agent__researcher", json!({"input": "What was ordered?"}))]),
+            Turn::text("Summary: one lamp was ordered."),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let sub = ModelServer::start(researcher_script()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = two_models_config(dir.path(), &main, &sub);
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let http = reqwest::Client::new();
+    prepare(&http, &server, "openai", json!([])).await;
+    publish(&http, &server, json!({"name": "researcher", "model": "anthropic/test-model", "credential": "sub",
+        "instructions": "Read the tables.", "tools": [{"type": "catalog", "pattern": "tables.rows.query"}]})).await;
+    publish(&http, &server, json!({"name": "boss", "model": "openai/test-model", "credential": "main",
+        "instructions": "Delegate research.", "tools": [{"type": "agent", "agent": "researcher", "description": "Finds facts in the tables."}]})).await;
+
+    let (s, v) = post(
+        &http,
+        server.url("/v1/agents/boss/runs"),
+        json!({"input": "Report on orders."}),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["status"], "paused", "{v}");
+    let wait = &v["waits"][0];
+    assert_eq!(wait["kind"], "input", "{v}");
+    assert_eq!(wait["message"], "Which table should I read?", "{v}");
+    let id = v["executionId"].as_str().unwrap().to_string();
+    // The boss offered its sub-agent as a tool.
+    let offered = main.requests()[0].2["tools"].to_string();
+    assert!(
+        offered.contains("agent__researcher") && offered.contains("Finds facts"),
+        "{offered}"
+    );
+
+    // A restart between the pause and the answer changes nothing.
+    server.kill();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let (s, v) = post(
+        &http,
+        server.url(&format!("/v1/executions/{id}/answer")),
+        json!({"waitId": wait["waitId"], "action": "accept", "content": {"answer": "orders"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(
+        v["result"]["output"], "Summary: one lamp was ordered.",
+        "{v}"
+    );
+    // The sub-agent's answer reached the boss; no model step was asked twice.
+    let last = main.requests().last().unwrap().2.to_string();
+    assert!(last.contains("The orders table holds one lamp."), "{last}");
+    assert_eq!(
+        main.requests().len(),
+        2,
+        "the boss's model was asked once per step"
+    );
+    assert_eq!(
+        sub.requests().len(),
+        3,
+        "the sub-agent's model was asked once per step"
+    );
+    let asked = sub.requests()[1].2.to_string();
+    assert!(
+        asked.contains("orders"),
+        "the user's answer reached the sub-agent: {asked}"
+    );
+}
+
+#[tokio::test]
+async fn a_script_runs_an_agent_whose_question_pauses_the_script() {
+    let sub = ModelServer::start(researcher_script()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = two_models_config(dir.path(), &sub, &sub);
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let http = reqwest::Client::new();
+    prepare(&http, &server, "openai", json!([])).await;
+    publish(&http, &server, json!({"name": "researcher", "model": "anthropic/test-model", "credential": "sub",
+        "instructions": "Read the tables.", "tools": [{"type": "catalog", "pattern": "tables.rows.query"}]})).await;
+    let script = "const r = await tools.agents.run({agent: 'researcher', input: 'What was ordered?'}); return r.output;";
+    let (s, v) = post(&http, server.url("/v1/scripts"), json!({"script": script})).await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["waits"][0]["kind"], "input", "{v}");
+    let id = v["executionId"].as_str().unwrap().to_string();
+    let (s, v) = post(
+        &http,
+        server.url(&format!("/v1/executions/{id}/answer")),
+        json!({"waitId": v["waits"][0]["waitId"], "action": "accept", "content": {"answer": "orders"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"], "The orders table holds one lamp.", "{v}");
+    assert_eq!(sub.requests().len(), 3);
+
+    // Called directly (HTTP tool call), agents.run runs as a script execution: the same pause.
+    let (s, v) = post(
+        &http,
+        server.url("/v1/tools/agents.run/call"),
+        json!({"agent": "researcher", "input": "Again?"}),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    assert_eq!(v["waits"][0]["kind"], "input", "{v}");
+    // An unknown agent is a clear error.
+    let (s, v) = post(
+        &http,
+        server.url("/v1/scripts"),
+        json!({"script": "return await tools.agents.run({agent: 'nobody', input: 'x'});"}),
+    )
+    .await;
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["status"], "failed", "{v}");
+    assert!(v.to_string().contains("no agent 'nobody' exists"), "{v}");
+}

@@ -179,10 +179,55 @@ pub(crate) fn plugin(agents: Agents) -> Plugin {
             }
             Ok(json!({"ok": true, "deleted": n.name}))
         }))
+        .with_tool(tool(&agents, run_def(), |_, ctx, r: RunArgs| async move {
+            let engine = ctx
+                .engine()
+                .ok_or_else(|| ToolError::internal("agent runs need the engine"))?
+                .clone();
+            engine.run_agent(&r.agent, r.input, r.thread_id).await
+        }))
         .with_tool(tool(&agents, def("agents.credentials.list", "List Model Credentials", "The model credentials an agent definition may name in `credential` (ids and kinds; never secrets).", read, object(json!({}), &[])), |a, _, _: Empty| async move {
             Ok(json!({"credentials": a.credentials.as_ref()}))
         }));
     p
+}
+
+/// The origin of `agents.run`: its handler runs an agent whose every tool call is governed on
+/// its own, as saved scripts' calls are (`script:` origins: the default policy does not ask to
+/// confirm the whole run, and a direct call runs as a script execution so that the sub-run's
+/// waits pause it).
+const RUN_ORIGIN: &str = "script:agents.run";
+
+/// How long an `agents.run` call may take (a run makes many model requests).
+const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RunArgs {
+    agent: String,
+    input: String,
+    #[serde(default)]
+    thread_id: Option<String>,
+}
+
+fn run_def() -> ToolDef {
+    let mut d = def(
+        "agents.run",
+        "Run Agent",
+        "Runs the live version of an agent on an input and answers its result {output, steps, toolCalls, usage}. The agent's tool calls are governed like any call of the caller: one that needs approval or an answer pauses the calling run or script. With threadId (the agent must enable memory) the run continues that thread.",
+        Annotations::WRITE,
+        object(
+            json!({
+                "agent": name_prop(),
+                "input": {"type": "string", "minLength": 1, "maxLength": 100000, "description": "The message the agent answers."},
+                "threadId": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$", "description": "A thread of the agent's memory to continue."}
+            }),
+            &["agent", "input"],
+        ),
+    )
+    .with_timeout(RUN_TIMEOUT);
+    d.origin = RUN_ORIGIN.to_string();
+    d
 }
 
 async fn get(a: &Agents, name: &str, version: Option<i64>) -> Result<Value, ToolError> {

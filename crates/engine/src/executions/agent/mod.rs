@@ -25,6 +25,7 @@
 //! The run keeps the definition version it started with (the spec is stored with it).
 
 pub mod memory;
+mod nested;
 pub mod prepare;
 pub mod step;
 
@@ -103,6 +104,22 @@ pub const AGENTS_GET: &str = "agents.get";
 /// The offered name and path of the question tool.
 pub const ASK_USER: &str = "ask_user";
 
+/// The catalog tool that runs an agent; `agent` tools of a definition call it.
+pub const AGENTS_RUN: &str = "agents.run";
+
+/// The offered path of a definition's `agent` tool: `agent.<name>` (a call of [`AGENTS_RUN`]).
+pub const AGENT_PREFIX: &str = "agent.";
+
+impl Offered {
+    /// The path the call reaches: the catalog tool, or [`AGENTS_RUN`] for an `agent` tool.
+    pub fn call_path(&self) -> &str {
+        match self.path.starts_with(AGENT_PREFIX) {
+            true => AGENTS_RUN,
+            false => &self.path,
+        }
+    }
+}
+
 /// Everything a run needs, fixed when it starts and stored as the execution's source.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -169,15 +186,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        let live = &got["live"];
-        let (Some(definition), Some(version)) = (
-            live.get("config").filter(|c| c.is_object()),
-            live.get("version").and_then(Value::as_i64),
-        ) else {
-            return Err(EngineError::InvalidRun(format!(
-                "agent '{name}' has no published version: publish its draft first (agents.publish)"
-            )));
-        };
+        let (definition, version) = live_definition(name, &got)?;
         self.start_run(
             caller,
             RunRequest {
@@ -206,24 +215,8 @@ impl Engine {
         let (mut spec, client_tools) = prepare::spec(self, caller, &req)?;
         if let Some(thread) = &req.thread_id {
             memory::check_thread_id(thread)?;
-            let Some(config) = memory::memory_config(&req.definition) else {
-                return Err(EngineError::InvalidRun(format!(
-                    "threadId: agent '{}' does not enable memory (set memory.enabled in its definition), so it keeps no threads",
-                    spec.agent
-                )));
-            };
-            let remembered = self
-                .remember(&caller.principal, &spec.agent, thread, &config, &spec.input)
+            self.apply_memory(caller, &req.definition, thread, &mut spec)
                 .await?;
-            spec.history = remembered.history;
-            if let Some(text) = remembered.recalled {
-                spec.instructions = match spec.instructions.trim() {
-                    "" => text,
-                    i => format!("{i}\n\n{text}"),
-                };
-            }
-            spec.memory = Some(remembered.report);
-            spec.thread = Some(thread.clone());
         }
         if !self.inner.models.has(&spec.credential) {
             return Err(EngineError::InvalidRun(format!(
@@ -250,6 +243,36 @@ impl Engine {
         self.drive_run(caller, rec, false).await
     }
 
+    /// Gives a new run the memory of `thread`: its newest messages, recalled ones in the
+    /// instructions, and the thread to extend when it completes.
+    pub(crate) async fn apply_memory(
+        &self,
+        caller: &Caller,
+        definition: &Value,
+        thread: &str,
+        spec: &mut RunSpec,
+    ) -> Result<(), EngineError> {
+        let Some(config) = memory::memory_config(definition) else {
+            return Err(EngineError::InvalidRun(format!(
+                "threadId: agent '{}' does not enable memory (set memory.enabled in its definition), so it keeps no threads",
+                spec.agent
+            )));
+        };
+        let remembered = self
+            .remember(&caller.principal, &spec.agent, thread, &config, &spec.input)
+            .await?;
+        spec.history = remembered.history;
+        if let Some(text) = remembered.recalled {
+            spec.instructions = match spec.instructions.trim() {
+                "" => text,
+                i => format!("{i}\n\n{text}"),
+            };
+        }
+        spec.memory = Some(remembered.report);
+        spec.thread = Some(thread.to_string());
+        Ok(())
+    }
+
     /// Runs (or, `resumed`, continues) a stored run until it settles.
     pub(super) async fn drive_run(
         &self,
@@ -270,13 +293,13 @@ impl Engine {
             .tools
             .iter()
             .filter(|t| t.path != ASK_USER)
-            .map(|t| t.path.clone())
+            .map(|t| t.call_path().to_string())
             .collect();
         let approval: HashSet<String> = spec
             .tools
             .iter()
             .filter(|t| t.approval)
-            .map(|t| t.path.clone())
+            .map(|t| t.call_path().to_string())
             .collect();
         let ctx = Arc::new(HostCtx {
             engine: self.clone(),
@@ -312,8 +335,13 @@ impl Engine {
         }
         let cancel = self.inner.running.register(&rec.id, &rec.principal);
         let started = std::time::Instant::now();
+        let frame = step::Frame {
+            ctx: ctx.clone(),
+            caller: caller.clone(),
+            parent: None,
+        };
         let ended = tokio::select! {
-            e = step::run_loop(&ctx, &spec) => Some(e),
+            e = step::run_loop(&frame, &spec) => Some(e),
             _ = cancel.notified() => None,
         };
         self.inner.running.remove(&rec.id);
@@ -332,5 +360,22 @@ impl Engine {
             self.memorize(&spec, &principal, &id, output).await;
         }
         Ok(outcome)
+    }
+}
+
+/// The live (published) definition and its version in an `agents.get` answer.
+pub(crate) fn live_definition<'a>(
+    name: &str,
+    got: &'a Value,
+) -> Result<(&'a Value, i64), EngineError> {
+    let live = &got["live"];
+    match (
+        live.get("config").filter(|c| c.is_object()),
+        live.get("version").and_then(Value::as_i64),
+    ) {
+        (Some(definition), Some(version)) => Ok((definition, version)),
+        _ => Err(EngineError::InvalidRun(format!(
+            "agent '{name}' has no published version: publish its draft first (agents.publish)"
+        ))),
     }
 }

@@ -6,7 +6,8 @@
 //! | `catalog {pattern}` | every catalog tool the principal's roles let it see whose path matches the dot-glob |
 //! | `custom {id}` | the custom tool `custom.<id>` (when the principal sees it) |
 //! | `client {name, description, inputSchema}` | `client.<name>`, executed by the caller (a `tool_result` wait) |
-//! | `workflow`, `agent` | refused: a clear error names the entry (not run yet) |
+//! | `agent {agent, description?}` | `agent.<name>`: a call of `agents.run` with that agent (a sub-agent, run inside the run: [`super::nested`]), when the principal sees `agents.run` |
+//! | `workflow` | refused: a clear error names the entry (not run yet) |
 //!
 //! `ask_user` is always offered (an `input` wait). Names follow the OpenAI/Anthropic grammar
 //! ([`toolshed_core::formats::export_names`]: dots become `__`).
@@ -15,7 +16,7 @@ use serde_json::{json, Value};
 use toolshed_core::formats::{export::export_names, parse_client_tools, ClientTool, ExportFormat};
 use toolshed_core::policy::Pattern;
 
-use super::{Offered, RunLimits, RunRequest, RunSpec, ASK_USER};
+use super::{Offered, RunLimits, RunRequest, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER};
 use crate::{Caller, Engine, EngineError};
 
 /// The spec of a new run and every client tool it may call (request's and definition's).
@@ -69,6 +70,35 @@ pub(super) fn spec(
                     m.remove("requireApproval");
                 }
                 client_decls.push(decl);
+            }
+            "agent" => {
+                let agent = t["agent"].as_str().unwrap_or_default();
+                // Offered when the principal may run agents at all; the sub-agent's own tools
+                // are its definition's, in the principal's view.
+                if agent.is_empty() || !visible.iter().any(|d| d.path.as_str() == AGENTS_RUN) {
+                    continue;
+                }
+                let description = t["description"]
+                    .as_str()
+                    .filter(|d| !d.trim().is_empty())
+                    .map_or_else(
+                        || format!("Hands a task to the agent '{agent}' and answers its result."),
+                        str::to_string,
+                    );
+                entries.push((
+                    format!("{AGENT_PREFIX}{agent}"),
+                    Offered {
+                        name: String::new(),
+                        path: format!("{AGENT_PREFIX}{agent}"),
+                        description,
+                        parameters: json!({
+                            "type": "object",
+                            "properties": {"input": {"type": "string", "description": "The task or question for the agent, with everything it needs to know."}},
+                            "required": ["input"]
+                        }),
+                        approval: approve,
+                    },
+                ));
             }
             other => {
                 return Err(EngineError::InvalidRun(format!(

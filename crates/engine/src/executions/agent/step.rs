@@ -15,17 +15,46 @@ use toolshed_models::{ChatRequest, Completion, Message, ModelError, ToolCall, To
 use toolshed_sandbox::{CallTarget, HostCall, HostError, HostReply};
 use toolshed_store::{now_ms, AuditEntry};
 
-use super::{Offered, RunSpec, ASK_USER};
+use super::{Offered, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER};
 use crate::events::Event;
-use crate::executions::host::{CallKey, HostCtx};
+use crate::executions::host::{nested_key, CallKey, HostCtx};
 use crate::executions::run::End;
+use crate::Caller;
 
 /// Longest tool result handed to the model, in characters (about 4,000 tokens); the rest is
 /// cut with a note saying so.
 pub const MAX_RESULT_CHARS: usize = 16_000;
 
+/// A sub-agent's first step key: its local key 0 holds its spec ([`super::nested`]).
+pub(crate) const SUB_AGENT_FIRST_KEY: CallKey = 1;
+
+/// Where a loop runs: on an execution's host, as a caller, with its keys either the
+/// execution's own (a run) or nested under the call that started it (a sub-agent).
+#[derive(Clone)]
+pub(crate) struct Frame {
+    pub ctx: Arc<HostCtx>,
+    pub caller: Caller,
+    /// The key of the call that runs this loop as a sub-agent; `None` for a run's own loop.
+    pub parent: Option<CallKey>,
+}
+
+impl Frame {
+    /// The execution's key of this loop's call `m`; `None` when nesting that deep cannot be
+    /// keyed.
+    fn key(&self, m: CallKey) -> Option<CallKey> {
+        match self.parent {
+            None => Some(m),
+            Some(p) => nested_key(p, u32::try_from(m).ok()?),
+        }
+    }
+
+    fn is_sub_agent(&self) -> bool {
+        self.parent.is_some()
+    }
+}
+
 /// Runs the loop until the run completes, fails or pauses.
-pub(crate) async fn run_loop(ctx: &Arc<HostCtx>, spec: &Arc<RunSpec>) -> End {
+pub(crate) async fn run_loop(frame: &Frame, spec: &Arc<RunSpec>) -> End {
     let mut messages = spec.history.clone();
     messages.push(Message::User {
         content: spec.input.clone(),
@@ -39,11 +68,14 @@ pub(crate) async fn run_loop(ctx: &Arc<HostCtx>, spec: &Arc<RunSpec>) -> End {
             parameters: t.parameters.clone(),
         })
         .collect();
-    let mut seq: CallKey = 0;
+    let mut seq: CallKey = match frame.is_sub_agent() {
+        true => SUB_AGENT_FIRST_KEY,
+        false => 0,
+    };
     let mut usage = Usage::default();
     let mut calls_made: u32 = 0;
     for step in 0..spec.limits.max_steps {
-        let answer = match model_step(ctx, seq, spec, &messages, &tools).await {
+        let answer = match model_step(frame, seq, spec, &messages, &tools).await {
             Ok(c) => c,
             Err(end) => return end,
         };
@@ -99,7 +131,7 @@ pub(crate) async fn run_loop(ctx: &Arc<HostCtx>, spec: &Arc<RunSpec>) -> End {
             .tool_calls
             .iter()
             .enumerate()
-            .map(|(i, call)| tool_step(ctx.clone(), first + i as u64, spec.clone(), call.clone()))
+            .map(|(i, call)| tool_step(frame.clone(), first + i as u64, spec.clone(), call.clone()))
             .collect();
         let replies: Vec<HostReply> = stream::iter(calls)
             .buffered(spec.limits.tool_call_concurrency.max(1))
@@ -145,12 +177,16 @@ fn failed(code: &str, message: String, run: Value) -> End {
 /// The model's answer for step key `seq`: from the journal when replayed, else asked (text
 /// streamed as events) and journaled.
 async fn model_step(
-    ctx: &Arc<HostCtx>,
-    seq: CallKey,
+    frame: &Frame,
+    local: CallKey,
     spec: &RunSpec,
     messages: &[Message],
     tools: &[ToolSpec],
 ) -> Result<Completion, End> {
+    let ctx = &frame.ctx;
+    let Some(seq) = frame.key(local) else {
+        return Err(too_deep());
+    };
     if let Some(reply) = ctx.replayed(seq, MODEL_TARGET) {
         return match reply {
             HostReply::Ok(v) => serde_json::from_value(v).map_err(|e| {
@@ -173,8 +209,10 @@ async fn model_step(
     };
     let events = &ctx.engine.inner.events;
     let id = ctx.execution_id.clone();
+    // A sub-agent's text is its answer to the calling run, not the run's own text.
+    let sub_agent = frame.is_sub_agent();
     let mut on_text = |t: &str| {
-        if !t.is_empty() {
+        if !t.is_empty() && !sub_agent {
             events.emit(
                 &id,
                 Event::TextDelta {
@@ -219,20 +257,19 @@ fn model_failure(spec: &RunSpec, e: &ModelError) -> End {
 /// One tool call of the model: an offered tool through the host (the engine's call path,
 /// pauses, journal), anything else an error the model sees.
 fn tool_step(
-    ctx: Arc<HostCtx>,
-    seq: CallKey,
+    frame: Frame,
+    local: CallKey,
     spec: Arc<RunSpec>,
     call: ToolCall,
 ) -> BoxFuture<'static, HostReply> {
-    Box::pin(async move { tool_reply(&ctx, seq, &spec, &call).await })
+    Box::pin(async move { tool_reply(&frame, local, &spec, &call).await })
 }
 
-async fn tool_reply(
-    ctx: &Arc<HostCtx>,
-    seq: CallKey,
-    spec: &RunSpec,
-    call: &ToolCall,
-) -> HostReply {
+async fn tool_reply(frame: &Frame, local: CallKey, spec: &RunSpec, call: &ToolCall) -> HostReply {
+    let ctx = &frame.ctx;
+    let Some(seq) = frame.key(local) else {
+        return HostReply::Err(HostError::new("too_deep", TOO_DEEP));
+    };
     let Some(tool) = spec.tools.iter().find(|t| t.name == call.name) else {
         return refuse(ctx, seq, call);
     };
@@ -247,16 +284,23 @@ async fn tool_reply(
         ));
     }
     let (target, args) = target_of(tool, &call.arguments);
-    ctx.answer_at(
-        seq,
-        &ctx.caller,
-        HostCall {
-            seq: seq as u32,
-            target,
-            args,
-        },
-    )
-    .await
+    let call = HostCall {
+        seq: seq as u32,
+        target,
+        args,
+    };
+    match frame.is_sub_agent() {
+        // A sub-agent's own `requireApproval` tools wait for approval; the run's are known
+        // to the host.
+        true => ctx.answer_in(seq, &frame.caller, call, tool.approval).await,
+        false => ctx.answer_at(seq, &frame.caller, call).await,
+    }
+}
+
+const TOO_DEEP: &str = "agents and saved scripts nest too deep in this execution";
+
+fn too_deep() -> End {
+    failed("too_deep", TOO_DEEP.to_string(), Value::Null)
 }
 
 fn target_of(tool: &Offered, args: &Value) -> (CallTarget, Value) {
@@ -266,6 +310,14 @@ fn target_of(tool: &Offered, args: &Value) -> (CallTarget, Value) {
             a["schema"] = s.clone();
         }
         return (CallTarget::Ask, a);
+    }
+    if let Some(agent) = tool.path.strip_prefix(AGENT_PREFIX) {
+        let mut a =
+            json!({"agent": agent, "input": args.get("input").cloned().unwrap_or(Value::Null)});
+        if let Some(t) = args.get("threadId") {
+            a["threadId"] = t.clone();
+        }
+        return (CallTarget::Tool(AGENTS_RUN.into()), a);
     }
     (CallTarget::Tool(tool.path.clone()), args.clone())
 }
