@@ -835,3 +835,108 @@ async fn semantic_recall_brings_back_older_messages_and_says_when_it_cannot() {
         "{logs:?}"
     );
 }
+
+#[tokio::test]
+async fn a_delegated_sub_agent_asks_the_user_and_the_whole_run_waits_across_a_restart() {
+    for p in PROVIDERS {
+        let dir = tempfile::tempdir().unwrap();
+        let script = ModelScript {
+            turns: vec![
+                Turn::calls(&[
+                    (
+                        "update_tasks",
+                        json!({"tasks": [{"id": "1", "description": "Count the rows", "status": "in_progress"}]}),
+                    ),
+                    (
+                        "delegate",
+                        json!({"role": "analyst", "instructions": "Count rows.", "tools": ["rows__query"],
+                                        "briefing": "How many rows are there?"}),
+                    ),
+                ]),
+                Turn::text("Done: one row."),
+            ],
+            by_instructions: vec![(
+                "acting as: analyst".into(),
+                vec![
+                    Turn::calls(&[("ask_user", json!({"question": "Which table?"}))]),
+                    Turn::calls(&[("rows__query", json!({"table": "t"}))]),
+                    Turn::text("One row."),
+                ],
+            )],
+            ..Default::default()
+        };
+        let server = ModelServer::start(script).await;
+        let c = Arc::new(Counters::default());
+        let def = definition(p, rows_tools(), json!({"orchestration": true}));
+        let id = {
+            let engine = engine_on(
+                Store::open_dir(dir.path()).await.unwrap(),
+                models(&server, p, KEY),
+                c.clone(),
+            );
+            let alice = engine.caller("alice", Face::Http);
+            let out = engine
+                .start_run(&alice, request(def.clone(), "Count the rows"))
+                .await
+                .unwrap();
+            let Outcome::Paused {
+                execution_id,
+                waits,
+                ..
+            } = out
+            else {
+                panic!("{p:?}: {out:?}")
+            };
+            assert_eq!(waits.len(), 1, "{waits:?}");
+            assert_eq!(waits[0].message.as_deref(), Some("Which table?"));
+            // The orchestration tools were offered to the run, not to its sub-agent.
+            let first = server.requests()[0].2["tools"].to_string();
+            assert!(
+                first.contains("delegate") && first.contains("update_tasks"),
+                "{first}"
+            );
+            let sub = server.requests()[1].2["tools"].to_string();
+            assert!(
+                !sub.contains("delegate")
+                    && sub.contains("rows__query")
+                    && !sub.contains("rows__drop"),
+                "{sub}"
+            );
+            let kinds = event_kinds(&engine, &execution_id).await;
+            assert!(kinds.iter().any(|k| k == "tasks_update"), "{kinds:?}");
+            engine.shutdown().await;
+            execution_id
+        };
+        // A new process on the same store answers the sub-agent's question.
+        let engine = engine_on(
+            Store::open_dir(dir.path()).await.unwrap(),
+            models(&server, p, KEY),
+            c.clone(),
+        );
+        let alice = engine.caller("alice", Face::Http);
+        let info = engine.execution(&alice, &id).await.unwrap();
+        let out = engine
+            .answer(
+                &alice,
+                &id,
+                &info.waits[0].wait_id,
+                AnswerAction::Accept,
+                Some(json!({"answer": "t"})),
+                HUMAN,
+            )
+            .await
+            .unwrap();
+        let Outcome::Completed { result, .. } = out else {
+            panic!("{p:?}: {out:?}")
+        };
+        assert_eq!(result["output"], "Done: one row.", "{p:?}");
+        assert_eq!(c.query.load(Ordering::SeqCst), 1, "{p:?}");
+        // The run asked its model twice and the sub-agent three times: nothing was asked again.
+        assert_eq!(server.requests().len(), 5, "{p:?}");
+        let last = server.requests().last().unwrap().2.to_string();
+        assert!(
+            last.contains("One row."),
+            "{p:?}: the sub-agent's answer reached the run: {last}"
+        );
+    }
+}

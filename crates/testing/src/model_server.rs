@@ -79,6 +79,9 @@ pub struct ModelScript {
     pub failures: Vec<Failure>,
     /// Bytes per piece when arguments and text are split into deltas (default 3).
     pub split: usize,
+    /// Other scripts, each for the conversations whose instructions (system prompt) contain
+    /// its marker text: several agents (a run and its sub-agents) on one server.
+    pub by_instructions: Vec<(String, Vec<Turn>)>,
 }
 
 #[derive(Default)]
@@ -155,9 +158,17 @@ fn next(
     let n = body["messages"]
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-    let turn = s
+    let system = match &body["system"] {
+        Value::Null => body["messages"][0]["content"].to_string(),
+        other => other.to_string(),
+    };
+    let turns = s
         .script
-        .turns
+        .by_instructions
+        .iter()
+        .find(|(marker, _)| system.contains(marker.as_str()))
+        .map_or(&s.script.turns, |(_, turns)| turns);
+    let turn = turns
         .get(n)
         .cloned()
         .unwrap_or_else(|| Turn::text("(the script has no more turns)"));

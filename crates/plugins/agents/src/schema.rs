@@ -124,6 +124,7 @@ pub fn definition_schema() -> &'static Value {
                     "properties": {
                         "toolCallConcurrency": {"type": "integer", "minimum": 1, "maximum": 20},
                         "requireToolApproval": {"type": "boolean"},
+                        "orchestration": {"type": "boolean", "description": "Offer the orchestration tools (delegate, update_tasks) to the agent's own runs; never to its sub-agents."},
                         "maxSteps": {"type": "integer", "minimum": 1, "maximum": 1000},
                         "maxToolCalls": {"type": "integer", "minimum": 1, "maximum": 10000},
                         "maxTokens": {"type": "integer", "minimum": 1, "maximum": 10000000},

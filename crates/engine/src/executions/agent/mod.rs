@@ -26,6 +26,7 @@
 
 pub mod memory;
 mod nested;
+pub mod orchestration;
 pub mod prepare;
 pub mod step;
 
@@ -292,7 +293,7 @@ impl Engine {
         let offered: HashSet<String> = spec
             .tools
             .iter()
-            .filter(|t| t.path != ASK_USER)
+            .filter(|t| t.path != ASK_USER && !orchestration::is_orchestration(&t.path))
             .map(|t| t.call_path().to_string())
             .collect();
         let approval: HashSet<String> = spec

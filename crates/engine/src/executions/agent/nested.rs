@@ -11,8 +11,9 @@
 //! - a wait inside it (an approval, `ask_user`, a `requireApproval` tool) pauses the calling
 //!   execution; answering it continues both.
 //!
-//! Its tools are the definition's, in the principal's view, as for a run; `client` tools are
-//! not offered to sub-agents (the client talks to the calling execution, not to them).
+//! Its tools are the definition's, in the principal's view, as for a run; `client` tools and
+//! the orchestration tools are not offered to sub-agents (the client talks to the calling
+//! execution, not to them).
 
 use std::sync::Arc;
 
@@ -136,7 +137,9 @@ impl Engine {
             ..RunRequest::default()
         };
         let (mut spec, _) = prepare::spec(self, caller, &req)?;
-        spec.tools.retain(|t| !t.path.starts_with("client."));
+        spec.tools.retain(|t| {
+            !t.path.starts_with("client.") && !super::orchestration::is_orchestration(&t.path)
+        });
         if !self.inner.models.has(&spec.credential) {
             return Err(EngineError::InvalidRun(format!(
                 "model credential '{}' is not configured ([models.{}] in toolshed.toml)",

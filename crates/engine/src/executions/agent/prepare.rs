@@ -9,7 +9,8 @@
 //! | `agent {agent, description?}` | `agent.<name>`: a call of `agents.run` with that agent (a sub-agent, run inside the run: [`super::nested`]), when the principal sees `agents.run` |
 //! | `workflow` | refused: a clear error names the entry (not run yet) |
 //!
-//! `ask_user` is always offered (an `input` wait). Names follow the OpenAI/Anthropic grammar
+//! `ask_user` is always offered (an `input` wait); `delegate` and `update_tasks` when the
+//! definition sets `config.orchestration` ([`super::orchestration`]). Names follow the OpenAI/Anthropic grammar
 //! ([`toolshed_core::formats::export_names`]: dots become `__`).
 
 use serde_json::{json, Value};
@@ -120,6 +121,11 @@ pub(super) fn spec(
                 approval: false,
             },
         ));
+    }
+    if config["orchestration"].as_bool() == Some(true) {
+        for o in super::orchestration::offered() {
+            entries.push((o.path.clone(), o));
+        }
     }
     entries.push((
         ASK_USER.into(),

@@ -15,6 +15,7 @@ use toolshed_models::{ChatRequest, Completion, Message, ModelError, ToolCall, To
 use toolshed_sandbox::{CallTarget, HostCall, HostError, HostReply};
 use toolshed_store::{now_ms, AuditEntry};
 
+use super::orchestration::{self, DELEGATE, UPDATE_TASKS};
 use super::{Offered, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER};
 use crate::events::Event;
 use crate::executions::host::{nested_key, CallKey, HostCtx};
@@ -282,6 +283,11 @@ async fn tool_reply(frame: &Frame, local: CallKey, spec: &RunSpec, call: &ToolCa
                 crate::audit::truncated(text, 200)
             ),
         ));
+    }
+    match tool.path.as_str() {
+        DELEGATE => return orchestration::delegate(frame, seq, spec, &call.arguments).await,
+        UPDATE_TASKS => return orchestration::update_tasks(frame, seq, &call.arguments),
+        _ => {}
     }
     let (target, args) = target_of(tool, &call.arguments);
     let call = HostCall {
