@@ -42,6 +42,7 @@ pub mod invoke;
 pub mod notify;
 pub mod ops;
 pub mod rate;
+pub mod runtime_models;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,8 +150,13 @@ pub(crate) struct EngineState {
     pub running: executions::answer::Running,
     pub notifier: Option<notify::Notifier>,
     pub events: events::EventHub,
-    /// Model endpoints agent runs think with (`[models.<id>]`).
+    /// Model endpoints agent runs think with (`[models.<id>]`, and runtime ones as runs need
+    /// them: [`runtime_models`]).
     pub models: toolshed_models::Models,
+    /// The runtime endpoints built into `models`, with the `updated_at` they were built from.
+    pub runtime_models: parking_lot::Mutex<std::collections::HashMap<String, i64>>,
+    /// Opens secrets kept sealed in the store (runtime model keys).
+    pub sealer: Option<Arc<toolshed_sealed::SecretBox>>,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -190,6 +196,8 @@ impl Engine {
                 notifier,
                 events,
                 models: toolshed_models::Models::default(),
+                runtime_models: Default::default(),
+                sealer: None,
                 signed_in: Default::default(),
             }),
         }
@@ -252,6 +260,19 @@ impl Engine {
             .unwrap_or_else(|_| panic!("with_models must be called before the engine is shared"));
         Self {
             inner: Arc::new(EngineState { models, ..inner }),
+        }
+    }
+
+    /// Sets the key that opens secrets sealed in the store (the keys of model endpoints added
+    /// at runtime).
+    pub fn with_sealer(self, sealer: Arc<toolshed_sealed::SecretBox>) -> Self {
+        let inner = Arc::try_unwrap(self.inner)
+            .unwrap_or_else(|_| panic!("with_sealer must be called before the engine is shared"));
+        Self {
+            inner: Arc::new(EngineState {
+                sealer: Some(sealer),
+                ..inner
+            }),
         }
     }
 

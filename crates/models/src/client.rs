@@ -1,7 +1,7 @@
 //! Sending a request to a configured endpoint: retries, the stream, and errors without keys.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -42,19 +42,44 @@ struct Configured {
     client: reqwest::Client,
 }
 
-/// The configured model endpoints. Cheap to clone.
+/// The model endpoints: the configured ones, and those put at runtime. Cheap to clone; clones
+/// share the endpoints.
 #[derive(Clone, Default)]
 pub struct Models {
-    endpoints: Arc<HashMap<String, Configured>>,
+    endpoints: Arc<RwLock<HashMap<String, Arc<Configured>>>>,
     retry: RetryPolicy,
 }
 
 impl std::fmt::Debug for Models {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Models")
-            .field("endpoints", &self.endpoints.keys().collect::<Vec<_>>())
+            .field("endpoints", &self.ids())
             .finish()
     }
+}
+
+/// A client for endpoint `e`: its base URL must parse and the address rule must allow it.
+fn configure(e: Endpoint) -> Result<Configured, ModelError> {
+    let config = |message: String| ModelError::Config {
+        id: e.id.clone(),
+        message,
+    };
+    let url = url::Url::parse(&e.base_url)
+        .map_err(|err| config(format!("base_url is not a URL: {err}")))?;
+    toolshed_outbound::net::check_url(&url, e.allow_private)
+        .map_err(|err| config(err.to_string()))?;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(e.timeout.min(Duration::from_secs(10)))
+        .timeout(e.timeout)
+        .dns_resolver(GuardedResolver::new(AddressRule::new(e.allow_private)))
+        .build()
+        .map_err(|err| config(err.to_string()))?;
+    Ok(Configured {
+        endpoint: e,
+        client,
+    })
 }
 
 impl Models {
@@ -62,34 +87,45 @@ impl Models {
     pub fn new(endpoints: Vec<Endpoint>) -> Result<Self, ModelError> {
         let mut map = HashMap::new();
         for e in endpoints {
-            let config = |message: String| ModelError::Config {
-                id: e.id.clone(),
-                message,
-            };
-            let url = url::Url::parse(&e.base_url)
-                .map_err(|err| config(format!("base_url is not a URL: {err}")))?;
-            toolshed_outbound::net::check_url(&url, e.allow_private)
-                .map_err(|err| config(err.to_string()))?;
-            let client = reqwest::Client::builder()
-                .no_proxy()
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(e.timeout.min(Duration::from_secs(10)))
-                .timeout(e.timeout)
-                .dns_resolver(GuardedResolver::new(AddressRule::new(e.allow_private)))
-                .build()
-                .map_err(|err| config(err.to_string()))?;
-            map.insert(
-                e.id.clone(),
-                Configured {
-                    endpoint: e,
-                    client,
-                },
-            );
+            map.insert(e.id.clone(), Arc::new(configure(e)?));
         }
         Ok(Self {
-            endpoints: Arc::new(map),
+            endpoints: Arc::new(RwLock::new(map)),
             retry: RetryPolicy::default(),
         })
+    }
+
+    /// Checks an endpoint as [`Models::new`] and [`Models::put`] do, without keeping it: its
+    /// base URL parses and the address rule allows it.
+    pub fn check(e: &Endpoint) -> Result<(), ModelError> {
+        configure(e.clone()).map(|_| ())
+    }
+
+    /// Adds or replaces endpoint `e.id` (a runtime endpoint); `Err` when its URL cannot be used.
+    pub fn put(&self, e: Endpoint) -> Result<(), ModelError> {
+        let c = Arc::new(configure(e)?);
+        self.write().insert(c.endpoint.id.clone(), c);
+        Ok(())
+    }
+
+    /// Removes endpoint `id`.
+    pub fn remove(&self, id: &str) {
+        self.write().remove(id);
+    }
+
+    /// The endpoints' ids, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.read().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Configured>>> {
+        self.endpoints.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Configured>>> {
+        self.endpoints.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The same endpoints under another retry policy.
@@ -98,14 +134,14 @@ impl Models {
         self
     }
 
-    /// Whether `id` is configured.
+    /// Whether endpoint `id` exists.
     pub fn has(&self, id: &str) -> bool {
-        self.endpoints.contains_key(id)
+        self.read().contains_key(id)
     }
 
-    /// The configured endpoint `id`.
-    pub fn endpoint(&self, id: &str) -> Option<&Endpoint> {
-        self.endpoints.get(id).map(|c| &c.endpoint)
+    /// Endpoint `id`.
+    pub fn endpoint(&self, id: &str) -> Option<Endpoint> {
+        self.read().get(id).map(|c| c.endpoint.clone())
     }
 
     /// Sends `req` to endpoint `id` and reads the streamed answer; text deltas go to `on_text`
@@ -117,10 +153,15 @@ impl Models {
         req: &ChatRequest,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Completion, ModelError> {
-        let c = self.endpoints.get(id).ok_or_else(|| ModelError::Config {
-            id: id.to_string(),
-            message: "no such model credential is configured ([models.<id>])".into(),
-        })?;
+        let c = self
+            .read()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ModelError::Config {
+                id: id.to_string(),
+                message: "no such model credential is configured ([models.<id>])".into(),
+            })?;
+        let c = c.as_ref();
         if let Some(reason) = &c.endpoint.unavailable {
             return Err(ModelError::Config {
                 id: id.to_string(),

@@ -18,6 +18,7 @@ pub mod audit;
 pub mod events;
 pub mod executions;
 pub mod grants;
+pub mod models;
 pub mod plugin_state;
 pub mod settings;
 pub mod signed_in;

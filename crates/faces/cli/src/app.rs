@@ -90,6 +90,17 @@ pub async fn source_store(config: &Config, store: &Store) -> anyhow::Result<Sour
     Ok(SourceStore::new(store.clone(), sealer))
 }
 
+/// The key that seals secrets kept in the store (grants, runtime model keys): from
+/// `TOOLSHED_SECRET_KEY` when set, else the data directory's `secret.key`. [`source_store`]
+/// checks it against the database.
+pub fn secret_box(config: &Config) -> anyhow::Result<toolshed_sealed::SecretBox> {
+    toolshed_sealed::SecretBox::from_env_or_file(
+        toolshed_registry::secrets::KEY_ENV,
+        &config.data_dir().join(toolshed_registry::secrets::KEY_FILE),
+    )
+    .context("opening the secret key")
+}
+
 /// The per-user connections of the sources the registry serves (`auth` of type `oauth2_user`
 /// or `token_exchange`, read when each source loaded).
 fn connection_specs(registry: &Registry) -> Vec<toolshed_engine::connections::ConnectionSpec> {
@@ -117,11 +128,7 @@ fn connections(
     store: &Store,
     specs: Vec<toolshed_engine::connections::ConnectionSpec>,
 ) -> anyhow::Result<Arc<toolshed_engine::connections::Connections>> {
-    let key = toolshed_sealed::SecretBox::from_env_or_file(
-        toolshed_registry::secrets::KEY_ENV,
-        &config.data_dir().join(toolshed_registry::secrets::KEY_FILE),
-    )
-    .context("opening the secret key")?;
+    let key = secret_box(config)?;
     let public_url = config
         .http
         .public_url
@@ -260,7 +267,8 @@ impl App {
             .context("configuring the model endpoints")?;
         let mut engine = Engine::new(catalog, policy, store.clone(), engine_config)
             .with_credentials(credentials)
-            .with_models(models);
+            .with_models(models)
+            .with_sealer(Arc::new(secret_box(&config)?));
         // Always present, so that a source added at runtime gets its connection.
         engine =
             engine.with_connections(connections(&config, &store, connection_specs(&registry))?);

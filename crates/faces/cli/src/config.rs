@@ -577,6 +577,7 @@ impl Config {
                 id: id.clone(),
                 kind: m.kind.clone(),
                 base_url: m.base_url.clone(),
+                runtime: false,
             })
             .collect()
     }

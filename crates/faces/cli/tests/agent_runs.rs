@@ -521,3 +521,171 @@ async fn a_script_runs_an_agent_whose_question_pauses_the_script() {
     assert_eq!(v["status"], "failed", "{v}");
     assert!(v.to_string().contains("no agent 'nobody' exists"), "{v}");
 }
+
+/// `toolshed models add` with the key in an environment variable; answers (exit code, stdout
+/// and stderr).
+fn models_add(
+    dir: &std::path::Path,
+    cfg: &std::path::Path,
+    id: &str,
+    url: &str,
+    key: &str,
+) -> (i32, String) {
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--config")
+        .arg(cfg)
+        .args(["models", "add", id, "--kind", "openai", "--base-url", url])
+        .args(["--api-key-env", "RUNTIME_MODEL_KEY", "--allow-private"])
+        .env("RUNTIME_MODEL_KEY", key)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn a_model_added_at_runtime_runs_agents_with_its_sealed_key() {
+    let model = ModelServer::start(ModelScript {
+        turns: vec![Turn::text("Runtime answer.")],
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = allow_writes_config(dir.path());
+    let first_key = "sk-runtime-first-key-0123456789";
+    // Refused before anything is stored: an unknown kind, a loopback URL without allow-private.
+    let (code, text) = {
+        let out = std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--config")
+            .arg(&cfg)
+            .args(["models", "add", "rt", "--kind", "gemini"])
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    assert_ne!(code, 0);
+    assert!(text.contains("kind 'gemini' is not known"), "{text}");
+    let (code, text) = {
+        let out = std::process::Command::new(BIN)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--config")
+            .arg(&cfg)
+            .args([
+                "models",
+                "add",
+                "rt",
+                "--kind",
+                "openai",
+                "--base-url",
+                &model.openai_url(),
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    assert_ne!(code, 0, "{text}");
+    assert!(
+        text.contains("loopback") || text.contains("private"),
+        "{text}"
+    );
+    let (code, text) = models_add(dir.path(), &cfg, "rt", &model.openai_url(), first_key);
+    assert_eq!(code, 0, "{text}");
+
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let http = reqwest::Client::new();
+    publish(
+        &http,
+        &server,
+        json!({"name": "helper", "model": "openai/test-model", "credential": "rt",
+        "instructions": "Answer.", "tools": []}),
+    )
+    .await;
+    let (s, v) = post(
+        &http,
+        server.url("/v1/agents/helper/runs"),
+        json!({"input": "Hi"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"]["output"], "Runtime answer.");
+    let auth = |i: usize| {
+        model.requests()[i].1["authorization"]
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(auth(0), format!("Bearer {first_key}"));
+    // Listed as a runtime credential, never with its key.
+    let (s, v) = post(
+        &http,
+        server.url("/v1/tools/agents.credentials.list/call"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v.to_string().contains("\"runtime\":true"), "{v}");
+    assert!(!v.to_string().contains(first_key), "{v}");
+    let (code, listed) = cli(dir.path(), Some(&cfg), &["models", "list"]);
+    assert_eq!(code, 0, "{listed}");
+    assert_eq!(listed["models"][0]["source"], "store", "{listed}");
+    assert!(!listed.to_string().contains(first_key));
+
+    // Replaced while the server runs: the next run uses the new key.
+    let second_key = "sk-runtime-second-key-9876543210";
+    let (code, text) = models_add(dir.path(), &cfg, "rt", &model.openai_url(), second_key);
+    assert_eq!(code, 0, "{text}");
+    let (s, v) = post(
+        &http,
+        server.url("/v1/agents/helper/runs"),
+        json!({"input": "Again"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(auth(1), format!("Bearer {second_key}"));
+
+    // The keys are sealed at rest: neither is in the database file, the audit log or events.
+    server.kill();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            for key in [first_key, second_key] {
+                assert!(
+                    !bytes.windows(key.len()).any(|w| w == key.as_bytes()),
+                    "{} holds a model key in clear",
+                    path.display()
+                );
+            }
+        }
+    }
+    // Removed: a run names what is missing.
+    let (code, _) = cli(dir.path(), Some(&cfg), &["models", "remove", "rt"]);
+    assert_eq!(code, 0);
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let (s, v) = post(
+        &http,
+        server.url("/v1/agents/helper/runs"),
+        json!({"input": "Hi"}),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'rt' is not configured"),
+        "{v}"
+    );
+}

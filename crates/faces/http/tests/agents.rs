@@ -35,6 +35,7 @@ async fn start() -> Api {
         id: "main".into(),
         kind: "openai".into(),
         base_url: None,
+        runtime: false,
     }];
     b.add_plugin(&toolshed_agents::plugin(store.clone(), creds));
     let policy = Policy::new(

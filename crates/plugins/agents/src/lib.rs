@@ -25,6 +25,9 @@ pub struct ModelCredential {
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// Added at runtime (`toolshed models add`) rather than configured in `toolshed.toml`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub runtime: bool,
 }
 
 /// The `agents` plugin over a store, with the configured model credentials.

@@ -30,6 +30,8 @@ pub enum AgentsError {
     },
     #[error("storage failed: {0}")]
     Db(#[from] sqlx::Error),
+    #[error("storage failed: {0}")]
+    Store(String),
 }
 
 pub type Result<T, E = AgentsError> = std::result::Result<T, E>;
@@ -71,6 +73,24 @@ pub struct Repo {
 }
 
 impl Repo {
+    /// The model endpoints added at runtime (`toolshed models add`), as credentials (never
+    /// their secrets).
+    pub async fn runtime_credentials(&self) -> Result<Vec<crate::ModelCredential>, AgentsError> {
+        Ok(self
+            .store
+            .list_models()
+            .await
+            .map_err(|e| AgentsError::Store(e.to_string()))?
+            .into_iter()
+            .map(|m| crate::ModelCredential {
+                id: m.id,
+                kind: m.kind,
+                base_url: m.base_url,
+                runtime: true,
+            })
+            .collect())
+    }
+
     pub fn new(store: Store) -> Self {
         Self { store }
     }

@@ -40,7 +40,7 @@ impl From<AgentsError> for ToolError {
             AgentsError::Conflict(_) | AgentsError::NothingToPublish(_) => {
                 ToolError::conflict(e.to_string())
             }
-            AgentsError::Malformed { .. } | AgentsError::Db(_) => {
+            AgentsError::Malformed { .. } | AgentsError::Db(_) | AgentsError::Store(_) => {
                 ToolError::internal(e.to_string())
             }
         }
@@ -187,7 +187,7 @@ pub(crate) fn plugin(agents: Agents) -> Plugin {
             engine.run_agent(&r.agent, r.input, r.thread_id).await
         }))
         .with_tool(tool(&agents, def("agents.credentials.list", "List Model Credentials", "The model credentials an agent definition may name in `credential` (ids and kinds; never secrets).", read, object(json!({}), &[])), |a, _, _: Empty| async move {
-            Ok(json!({"credentials": a.credentials.as_ref()}))
+            Ok(json!({"credentials": all_credentials(&a).await?}))
         }));
     p
 }
@@ -342,6 +342,18 @@ async fn store_checked(
     Ok(answer)
 }
 
+/// The configured model credentials, then the runtime ones whose ids the configuration does
+/// not use (a configured id wins).
+async fn all_credentials(a: &Agents) -> Result<Vec<ModelCredential>, ToolError> {
+    let mut all: Vec<ModelCredential> = a.credentials.as_ref().clone();
+    for c in a.repo.runtime_credentials().await? {
+        if !all.iter().any(|x| x.id == c.id) {
+            all.push(c);
+        }
+    }
+    Ok(all)
+}
+
 /// Gathers what the references stage checks against: credentials, the caller's view, n8n
 /// workflows (through the engine, as the caller), the other agents.
 async fn check_references(
@@ -349,7 +361,11 @@ async fn check_references(
     ctx: &ToolContext,
     doc: &Value,
 ) -> Result<Vec<Value>, ToolError> {
-    let credentials: BTreeSet<String> = a.credentials.iter().map(|c| c.id.clone()).collect();
+    let credentials: BTreeSet<String> = all_credentials(a)
+        .await?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
     let visible = ctx.engine().map(|e| e.visible_paths()).unwrap_or_default();
     let wanted: Vec<String> = doc["tools"]
         .as_array()

@@ -219,12 +219,7 @@ impl Engine {
             self.apply_memory(caller, &req.definition, thread, &mut spec)
                 .await?;
         }
-        if !self.inner.models.has(&spec.credential) {
-            return Err(EngineError::InvalidRun(format!(
-                "model credential '{}' is not configured ([models.{}] in toolshed.toml)",
-                spec.credential, spec.credential
-            )));
-        }
+        self.ensure_model(&spec.credential).await?;
         let now = now_ms();
         let mut meta = json!({"agent": spec.agent, "version": spec.version});
         if !client_tools.is_empty() {
@@ -285,6 +280,10 @@ impl Engine {
             Arc::new(serde_json::from_str(&rec.source).map_err(|e| {
                 EngineError::InvalidRun(format!("the stored run cannot be read: {e}"))
             })?);
+        if resumed {
+            // A runtime endpoint may be new to this process (a restart, another replica).
+            self.ensure_model(&spec.credential).await?;
+        }
         let state = Arc::new(Mutex::new(super::run::initial_state(&rec)));
         let durable = Arc::new(Durable {
             rec: Arc::new(tokio::sync::Mutex::new(rec.clone())),

@@ -65,6 +65,10 @@ impl Engine {
                 spec
             }
         };
+        // A journaled sub-agent's runtime endpoint may be new to this process.
+        self.ensure_model(&spec.credential)
+            .await
+            .map_err(crate::access::tool_error)?;
         let spec = Arc::new(spec);
         let frame = Frame {
             ctx: nest.host.clone(),
@@ -140,12 +144,6 @@ impl Engine {
         spec.tools.retain(|t| {
             !t.path.starts_with("client.") && !super::orchestration::is_orchestration(&t.path)
         });
-        if !self.inner.models.has(&spec.credential) {
-            return Err(EngineError::InvalidRun(format!(
-                "model credential '{}' is not configured ([models.{}] in toolshed.toml)",
-                spec.credential, spec.credential
-            )));
-        }
         if let Some(thread) = &req.thread_id {
             memory::check_thread_id(thread)?;
             self.apply_memory(caller, &req.definition, thread, &mut spec)

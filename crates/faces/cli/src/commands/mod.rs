@@ -24,6 +24,7 @@ pub mod connections;
 pub mod describe;
 pub mod executions;
 pub mod export;
+pub mod models;
 pub mod report;
 pub mod script;
 pub mod search;
@@ -114,6 +115,11 @@ pub enum Command {
         #[command(subcommand)]
         action: executions::ExecutionsAction,
     },
+    /// Model endpoints kept in the store (beside `[models.<id>]`): add, list, remove.
+    Models {
+        #[command(subcommand)]
+        action: models::ModelsAction,
+    },
     /// Tool sources (OpenAPI, GraphQL, upstream MCP): add, list, remove, refresh.
     Sources {
         #[command(subcommand)]
@@ -130,6 +136,7 @@ pub async fn dispatch(
 ) -> anyhow::Result<ExitCode> {
     let command = match command {
         Command::Sources { action } => return sources::run(&config, action, json_out).await,
+        Command::Models { action } => return models::run(&config, action, json_out).await,
         other => other,
     };
     // Refuse an exposed address before anything starts (upstream children start in the build).
@@ -191,7 +198,9 @@ pub async fn dispatch(
             executions::executions(&app, &caller, action, json_out).await?
         }
         Command::Agents { action } => agents::run(&app, &caller, action, json_out).await?,
-        Command::Sources { .. } => unreachable!("answered before the app is built"),
+        Command::Sources { .. } | Command::Models { .. } => {
+            unreachable!("answered before the app is built")
+        }
     };
     app.engine.shutdown().await;
     app.shutdown().await;
