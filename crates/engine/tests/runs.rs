@@ -940,3 +940,174 @@ async fn a_delegated_sub_agent_asks_the_user_and_the_whole_run_waits_across_a_re
         );
     }
 }
+
+/// Answers the one open `input` wait of run `id` with `content`.
+async fn answer_input(engine: &Engine, id: &str, content: Value) -> Outcome {
+    let alice = engine.caller("alice", Face::Http);
+    let info = engine.execution(&alice, id).await.unwrap();
+    let wait = info
+        .waits
+        .iter()
+        .find(|w| w.kind == toolshed_engine::WaitKind::Input)
+        .unwrap_or_else(|| panic!("{info:?}"));
+    engine
+        .answer(
+            &alice,
+            id,
+            &wait.wait_id,
+            AnswerAction::Accept,
+            Some(content),
+            HUMAN,
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_plan_is_revised_approved_and_its_tasks_run_in_dependency_order() {
+    let plan = json!({"tasks": [
+        {"id": "count", "title": "Count the rows", "kind": "delegate", "spec": "Count the rows of t.", "deps": [], "tools": ["rows__query"]},
+        {"id": "report", "title": "Write the report", "kind": "delegate", "spec": "Write a one-line report.", "deps": ["count"]},
+        {"id": "extra", "title": "Extra check", "kind": "research", "spec": "Check again.", "deps": ["count"]}
+    ]});
+    let script = ModelScript {
+        turns: vec![
+            Turn::calls(&[("plan", plan.clone())]),
+            Turn::calls(&[("plan", plan)]),
+            Turn::calls(&[
+                (
+                    "correct_background_task",
+                    json!({"taskId": "report", "correction": "Be brief."}),
+                ),
+                ("cancel_background_task", json!({"taskId": "extra"})),
+                ("cancel_background_task", json!({"taskId": "nope"})),
+            ]),
+            Turn::text("Waiting for the tasks."),
+            Turn::text("Final: the report says 1 row."),
+        ],
+        by_instructions: vec![
+            (
+                "task of an approved plan: Count the rows".into(),
+                vec![
+                    Turn::calls(&[("rows__query", json!({"table": "t"}))]),
+                    Turn::text("t has 1 row."),
+                ],
+            ),
+            (
+                "task of an approved plan: Write the report".into(),
+                vec![Turn::text("Report: 1 row.")],
+            ),
+        ],
+        ..Default::default()
+    };
+    let (server, engine, c) = setup(Provider::Openai, script).await;
+    let alice = engine.caller("alice", Face::Http);
+    let def = definition(
+        Provider::Openai,
+        rows_tools(),
+        json!({"orchestration": true}),
+    );
+    let out = engine
+        .start_run(&alice, request(def, "Report on t."))
+        .await
+        .unwrap();
+    let Outcome::Paused {
+        execution_id: id,
+        waits,
+        ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert!(
+        waits[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("Approve this plan?"),
+        "{waits:?}"
+    );
+    assert!(waits[0]
+        .message
+        .as_deref()
+        .unwrap()
+        .contains("report: Write the report (after count)"));
+    // Declined with feedback: the model sees it and proposes the plan again.
+    let out = answer_input(
+        &engine,
+        &id,
+        json!({"approved": false, "feedback": "Name the table."}),
+    )
+    .await;
+    assert!(out.is_paused(), "{out:?}");
+    let second = server.requests()[1].2.to_string();
+    assert!(second.contains("Name the table."), "{second}");
+    // Approved: the tasks run in the background, in dependency order; the run waits for them.
+    let out = answer_input(&engine, &id, json!({"approved": true})).await;
+    let Outcome::Completed { result, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(result["output"], "Final: the report says 1 row.");
+    assert_eq!(
+        c.query.load(Ordering::SeqCst),
+        1,
+        "the count task queried once"
+    );
+    let reqs = server.requests();
+    let first_of = |marker: &str| {
+        reqs.iter()
+            .position(|r| r.2.to_string().contains(marker))
+            .unwrap()
+    };
+    let count_done = reqs
+        .iter()
+        .rposition(|r| {
+            r.2.to_string()
+                .contains("task of an approved plan: Count the rows")
+        })
+        .unwrap();
+    let report = first_of("task of an approved plan: Write the report");
+    assert!(
+        count_done < report,
+        "the report started after the count finished"
+    );
+    let report_input = reqs[report].2.to_string();
+    assert!(
+        report_input.contains("t has 1 row."),
+        "the dependency's result: {report_input}"
+    );
+    assert!(
+        report_input.contains("Correction from the orchestrator: Be brief."),
+        "{report_input}"
+    );
+    // The cancel and correct answers reached the model, then the task results.
+    let third = reqs[first_of("Waiting for the tasks.")..]
+        .iter()
+        .map(|r| r.2.to_string())
+        .collect::<String>();
+    assert!(
+        third.contains("\"status\\\":\\\"queued\\\"") || third.contains("queued"),
+        "{third}"
+    );
+    let last = reqs.last().unwrap().2.to_string();
+    assert!(
+        last.contains("report (Write the report): succeeded: Report: 1 row."),
+        "{last}"
+    );
+    assert!(last.contains("extra (Extra check): cancelled"), "{last}");
+    let kinds = event_kinds(&engine, &id).await;
+    assert!(kinds.iter().any(|k| k == "tasks_update"), "{kinds:?}");
+    let tasks = engine.store().background_tasks(&id).await.unwrap();
+    let status: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t.status.as_str()))
+        .collect();
+    assert_eq!(
+        status,
+        [
+            ("count", "succeeded"),
+            ("extra", "cancelled"),
+            ("report", "succeeded")
+        ]
+    );
+}

@@ -15,6 +15,7 @@
 //! The data-tables plugin keeps its own tables (`dt_tables`, `dt_rows`) through [`Store::pool`].
 
 pub mod audit;
+pub mod background;
 pub mod events;
 pub mod executions;
 pub mod grants;

@@ -24,6 +24,7 @@
 //!
 //! The run keeps the definition version it started with (the spec is stored with it).
 
+pub mod background;
 pub mod memory;
 mod nested;
 pub mod orchestration;
@@ -143,6 +144,9 @@ pub struct RunSpec {
     /// What the run remembered (thread, messages, recall), reported in its result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Value>,
+    /// The plan task this run carries out, for a background task's sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<background::TaskRef>,
 }
 
 impl RunSpec {
@@ -292,7 +296,11 @@ impl Engine {
         let offered: HashSet<String> = spec
             .tools
             .iter()
-            .filter(|t| t.path != ASK_USER && !orchestration::is_orchestration(&t.path))
+            .filter(|t| {
+                t.path != ASK_USER
+                    && !orchestration::is_orchestration(&t.path)
+                    && !background::is_background_tool(&t.path)
+            })
             .map(|t| t.call_path().to_string())
             .collect();
         let approval: HashSet<String> = spec
@@ -358,6 +366,9 @@ impl Engine {
         if let Outcome::Completed { result, .. } = &outcome {
             let output = result["output"].as_str().unwrap_or_default();
             self.memorize(&spec, &principal, &id, output).await;
+        }
+        if let Some(task) = &spec.task {
+            self.task_settled(task, &outcome).await;
         }
         Ok(outcome)
     }

@@ -142,7 +142,9 @@ impl Engine {
         };
         let (mut spec, _) = prepare::spec(self, caller, &req)?;
         spec.tools.retain(|t| {
-            !t.path.starts_with("client.") && !super::orchestration::is_orchestration(&t.path)
+            !t.path.starts_with("client.")
+                && !super::orchestration::is_orchestration(&t.path)
+                && !super::background::is_background_tool(&t.path)
         });
         if let Some(thread) = &req.thread_id {
             memory::check_thread_id(thread)?;

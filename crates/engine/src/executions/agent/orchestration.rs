@@ -238,7 +238,11 @@ fn delegated_spec(parent: &RunSpec, args: &Value) -> Result<RunSpec, String> {
             .tools
             .iter()
             .find(|t| t.name == n || t.path == n)
-            .filter(|t| !is_orchestration(&t.path) && t.path != ASK_USER);
+            .filter(|t| {
+                !is_orchestration(&t.path)
+                    && !super::background::is_background_tool(&t.path)
+                    && t.path != ASK_USER
+            });
         let Some(t) = found else {
             let own: Vec<&str> = parent
                 .tools
@@ -272,6 +276,7 @@ fn delegated_spec(parent: &RunSpec, args: &Value) -> Result<RunSpec, String> {
         history: Vec::new(),
         thread: None,
         memory: None,
+        task: None,
     })
 }
 
@@ -304,6 +309,7 @@ mod tests {
             history: vec![],
             thread: None,
             memory: None,
+            task: None,
         }
     }
 

@@ -126,6 +126,9 @@ pub(super) fn spec(
         for o in super::orchestration::offered() {
             entries.push((o.path.clone(), o));
         }
+        for o in super::background::offered() {
+            entries.push((o.path.clone(), o));
+        }
     }
     entries.push((
         ASK_USER.into(),
@@ -176,6 +179,7 @@ pub(super) fn spec(
             history: Vec::new(),
             thread: None,
             memory: None,
+            task: None,
         },
         client_tools,
     ))

@@ -15,6 +15,7 @@ use toolshed_models::{ChatRequest, Completion, Message, ModelError, ToolCall, To
 use toolshed_sandbox::{CallTarget, HostCall, HostError, HostReply};
 use toolshed_store::{now_ms, AuditEntry};
 
+use super::background;
 use super::orchestration::{self, DELEGATE, UPDATE_TASKS};
 use super::{Offered, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER};
 use crate::events::Event;
@@ -75,7 +76,22 @@ pub(crate) async fn run_loop(frame: &Frame, spec: &Arc<RunSpec>) -> End {
     };
     let mut usage = Usage::default();
     let mut calls_made: u32 = 0;
+    // A run with a plan: the task results already handed to the model.
+    let plans = !frame.is_sub_agent() && spec.tools.iter().any(|t| t.path == background::PLAN);
+    let mut delivered: std::collections::BTreeSet<String> = Default::default();
+    // A background task's sub-agent: the corrections read so far.
+    let mut corrected = 0;
     for step in 0..spec.limits.max_steps {
+        if let Some(task) = &spec.task {
+            let fresh = background::corrections(frame, seq, task, corrected).await;
+            seq += 1;
+            corrected += fresh.len();
+            for c in fresh {
+                messages.push(Message::User {
+                    content: format!("Correction from the orchestrator: {c}"),
+                });
+            }
+        }
         let answer = match model_step(frame, seq, spec, &messages, &tools).await {
             Ok(c) => c,
             Err(end) => return end,
@@ -109,6 +125,21 @@ pub(crate) async fn run_loop(frame: &Frame, spec: &Arc<RunSpec>) -> End {
             tool_calls: answer.tool_calls.clone(),
         });
         if answer.tool_calls.is_empty() {
+            if plans {
+                let waited = background::wait_for_results(frame, seq, &delivered).await;
+                seq += 1;
+                match waited {
+                    Ok(Some((text, ids))) => {
+                        delivered.extend(ids);
+                        messages.push(Message::User { content: text });
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(HostReply::Suspend) => return End::Suspended,
+                    Err(HostReply::Err(e)) => return failed(&e.code, e.message, summary("failed")),
+                    Err(HostReply::Ok(_)) => {}
+                }
+            }
             let mut result = summary("completed");
             result["output"] = json!(answer.text);
             return End::Completed(result);
@@ -287,6 +318,13 @@ async fn tool_reply(frame: &Frame, local: CallKey, spec: &RunSpec, call: &ToolCa
     match tool.path.as_str() {
         DELEGATE => return orchestration::delegate(frame, seq, spec, &call.arguments).await,
         UPDATE_TASKS => return orchestration::update_tasks(frame, seq, &call.arguments),
+        background::PLAN => return background::plan(frame, seq, spec, &call.arguments).await,
+        background::CANCEL_TASK => {
+            return background::cancel_task(frame, seq, &call.arguments).await
+        }
+        background::CORRECT_TASK => {
+            return background::correct_task(frame, seq, &call.arguments).await
+        }
         _ => {}
     }
     let (target, args) = target_of(tool, &call.arguments);
