@@ -689,3 +689,139 @@ async fn a_model_added_at_runtime_runs_agents_with_its_sealed_key() {
         "{v}"
     );
 }
+
+#[tokio::test]
+async fn background_tasks_survive_a_sigkill_and_the_run_resumes_for_its_results() {
+    let model = ModelServer::start(ModelScript {
+        turns: vec![
+            Turn::calls(&[("plan", json!({"tasks": [
+                {"id": "ask", "title": "Ask the user", "kind": "delegate", "spec": "Ask which table to read.", "deps": []}
+            ]}))]),
+            Turn::text("Waiting for the task."),
+            Turn::text("Final: the user chose orders."),
+        ],
+        by_instructions: vec![(
+            "task of an approved plan: Ask the user".into(),
+            vec![
+                Turn::calls(&[("ask_user", json!({"question": "Which table?"}))]),
+                Turn::text("The user chose orders."),
+            ],
+        )],
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &model, "openai");
+    // Runs silent for 2 s count as interrupted, so the test need not wait minutes.
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("\n[limits]\ncall_timeout_ms = 1000\nmax_call_timeout_ms = 1000\n[approvals]\nrecovery_grace_secs = 1\n");
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let http = reqwest::Client::new();
+    publish(
+        &http,
+        &server,
+        json!({"name": "boss", "model": "openai/test-model", "credential": "main",
+        "instructions": "Orchestrate.", "tools": [], "config": {"orchestration": true}}),
+    )
+    .await;
+    let (s, v) = post(
+        &http,
+        server.url("/v1/agents/boss/runs"),
+        json!({"input": "Which table?"}),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    let run = v["executionId"].as_str().unwrap().to_string();
+    let wait = v["waits"][0]["waitId"].as_str().unwrap().to_string();
+    // Approving the plan: the run then waits for its task (this request does not return).
+    let approve = {
+        let (http, url) = (
+            http.clone(),
+            server.url(&format!("/v1/executions/{run}/answer")),
+        );
+        tokio::spawn(async move {
+            let _ = http
+                .post(url)
+                .json(&json!({"waitId": wait, "action": "accept", "content": {"approved": true}}))
+                .send()
+                .await;
+        })
+    };
+    // The task's own execution pauses on its question.
+    let mut task_exec = None;
+    for _ in 0..100 {
+        let listed: Value = http
+            .get(server.url("/v1/executions?wait=input"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        task_exec = listed["executions"].as_array().and_then(|all| {
+            all.iter()
+                .find(|e| e["executionId"] != run.as_str())
+                .map(|e| {
+                    (
+                        e["executionId"].as_str().unwrap().to_string(),
+                        e["waits"][0]["waitId"].as_str().unwrap().to_string(),
+                    )
+                })
+        });
+        if task_exec.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (task_id, task_wait) = task_exec.expect("the background task waits for its answer");
+    server.kill();
+    approve.abort();
+
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let listed: Value = http
+        .get(server.url("/v1/executions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let status_of = |id: &str| {
+        listed["executions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["executionId"] == id)
+            .map(|e| e["status"].clone())
+    };
+    assert_eq!(status_of(&run), Some(json!("interrupted")), "{listed}");
+    assert_eq!(status_of(&task_id), Some(json!("paused")), "{listed}");
+    // The task's question answered after the restart: the task completes.
+    let (s, v) = post(
+        &http,
+        server.url(&format!("/v1/executions/{task_id}/answer")),
+        json!({"waitId": task_wait, "action": "accept", "content": {"answer": "orders"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"]["output"], "The user chose orders.", "{v}");
+    // The interrupted run resumes, reads the task's result and answers.
+    let (s, v) = post(
+        &http,
+        server.url(&format!("/v1/executions/{run}/resume")),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["result"]["output"], "Final: the user chose orders.",
+        "{v}"
+    );
+    let last = model.requests().last().unwrap().2.to_string();
+    assert!(
+        last.contains("ask (Ask the user): succeeded: The user chose orders."),
+        "{last}"
+    );
+}

@@ -45,6 +45,9 @@ const MAX_TASKS: usize = 20;
 const TASK_MAX_STEPS: u32 = 20;
 /// How often a run waiting for its tasks looks at them.
 const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often (at most) a run waiting for its tasks marks itself alive in the store; more often
+/// when runs count as interrupted sooner.
+const TOUCH_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// The journal's name for the task results a run waited for.
 const RESULTS_TARGET: &str = "background";
 /// The journal's name for the corrections a task's sub-agent read.
@@ -460,6 +463,7 @@ pub(crate) async fn wait_for_results(
             other => Err(other),
         };
     }
+    let mut touched = std::time::Instant::now();
     loop {
         let tasks = ctx
             .engine
@@ -491,6 +495,22 @@ pub(crate) async fn wait_for_results(
             let ids: Vec<String> = fresh.iter().map(|t| t.task_id.clone()).collect();
             ctx.record(seq, RESULTS_TARGET, Ok(json!({"text": text, "ids": ids})));
             return Ok(Some((text, ids)));
+        }
+        // Alive while it waits: a silent running run would count as interrupted.
+        let c = &ctx.engine.inner.config;
+        let every =
+            ((c.max_call_timeout.max(c.call_timeout) + c.recovery_grace) / 4).min(TOUCH_EVERY);
+        if touched.elapsed() >= every {
+            touched = std::time::Instant::now();
+            if let Err(e) = ctx
+                .engine
+                .inner
+                .store
+                .touch_execution(&ctx.execution_id)
+                .await
+            {
+                tracing::warn!(execution = %ctx.execution_id, error = %e, "a waiting run could not mark itself alive");
+            }
         }
         tokio::time::sleep(WAIT_POLL).await;
     }
