@@ -1111,3 +1111,77 @@ async fn a_plan_is_revised_approved_and_its_tasks_run_in_dependency_order() {
         ]
     );
 }
+
+#[tokio::test]
+async fn cancelling_a_run_cancels_the_tasks_of_its_plan() {
+    let script = ModelScript {
+        turns: vec![
+            Turn::calls(&[(
+                "plan",
+                json!({"tasks": [
+                    {"id": "ask", "title": "Ask the user", "kind": "delegate", "spec": "Ask.", "deps": []},
+                    {"id": "after", "title": "Then this", "kind": "delegate", "spec": "Then.", "deps": ["ask"]}
+                ]}),
+            )]),
+            Turn::text("Waiting."),
+        ],
+        by_instructions: vec![(
+            "task of an approved plan: Ask the user".into(),
+            vec![Turn::calls(&[("ask_user", json!({"question": "Which?"}))])],
+        )],
+        ..Default::default()
+    };
+    let (_server, engine, _) = setup(Provider::Openai, script).await;
+    let alice = engine.caller("alice", Face::Http);
+    let def = definition(
+        Provider::Openai,
+        rows_tools(),
+        json!({"orchestration": true}),
+    );
+    let out = engine.start_run(&alice, request(def, "Go.")).await.unwrap();
+    let Outcome::Paused {
+        execution_id: id, ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    // Approved, the run waits for its tasks; the first one pauses on its question.
+    let waiting = {
+        let (engine, id) = (engine.clone(), id.clone());
+        tokio::spawn(async move { answer_input(&engine, &id, json!({"approved": true})).await })
+    };
+    let mut task_exec = None;
+    for _ in 0..100 {
+        let tasks = engine.store().background_tasks(&id).await.unwrap();
+        if let Some(exec) = tasks
+            .iter()
+            .find(|t| t.task_id == "ask")
+            .and_then(|t| t.execution_id.clone())
+        {
+            if engine
+                .execution(&alice, &exec)
+                .await
+                .is_ok_and(|i| i.status == "paused")
+            {
+                task_exec = Some(exec);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let task_exec = task_exec.expect("the task pauses on its question");
+    engine.cancel(&alice, &id).await.unwrap();
+    let out = waiting.await.unwrap();
+    assert!(matches!(out, Outcome::Cancelled { .. }), "{out:?}");
+    let tasks = engine.store().background_tasks(&id).await.unwrap();
+    let status: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t.status.as_str()))
+        .collect();
+    assert_eq!(status, [("after", "cancelled"), ("ask", "cancelled")]);
+    let info = engine.execution(&alice, &task_exec).await.unwrap();
+    assert_eq!(
+        info.status, "cancelled",
+        "the task's own execution stopped too"
+    );
+}

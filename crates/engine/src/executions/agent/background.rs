@@ -677,6 +677,36 @@ impl Engine {
         }
     }
 
+    /// A run with a plan that failed or was cancelled: its unfinished tasks are cancelled
+    /// (nobody would read their results).
+    pub(crate) async fn cancel_plan(&self, run_id: &str, spec: &RunSpec) {
+        if !spec.tools.iter().any(|t| t.path == PLAN) {
+            return;
+        }
+        let Ok(tasks) = self.inner.store.background_tasks(run_id).await else {
+            return;
+        };
+        for t in tasks.iter().filter(|t| !t.is_terminal()) {
+            let moved = self
+                .inner
+                .store
+                .move_background_task(
+                    run_id,
+                    &t.task_id,
+                    &["pending", "running"],
+                    "cancelled",
+                    None,
+                    Some("the run that planned it ended"),
+                )
+                .await
+                .unwrap_or(false);
+            if let (true, Some(exec)) = (moved, &t.execution_id) {
+                let owner = self.owner(&t.principal, Face::Script).await;
+                let _ = self.cancel(&owner, exec).await;
+            }
+        }
+    }
+
     async fn task_ended(&self, task: &TaskRef, status: &str, result: &str) {
         let moved = self
             .inner

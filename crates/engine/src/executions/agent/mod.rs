@@ -354,9 +354,12 @@ impl Engine {
         };
         self.inner.running.remove(&rec.id);
         let Some(ended) = ended else {
-            return self
+            let id = rec.id.clone();
+            let outcome = self
                 .settle_cancelled(rec, true, &state, Some(durable))
                 .await;
+            self.cancel_plan(&id, &spec).await;
+            return outcome;
         };
         tracing::debug!(execution = %rec.id, elapsed_ms = started.elapsed().as_millis() as u64, "run segment ended");
         let (id, principal) = (rec.id.clone(), rec.principal.clone());
@@ -369,6 +372,9 @@ impl Engine {
         }
         if let Some(task) = &spec.task {
             self.task_settled(task, &outcome).await;
+        }
+        if matches!(outcome, Outcome::Failed { .. } | Outcome::Cancelled { .. }) {
+            self.cancel_plan(&id, &spec).await;
         }
         Ok(outcome)
     }
