@@ -27,7 +27,7 @@ pub enum PathError {
 }
 
 /// Namespaces Toolshed's own tools and script globals use; no tool source may take one.
-pub const RESERVED_NAMESPACES: [&str; 10] = [
+pub const RESERVED_NAMESPACES: [&str; 11] = [
     "client",
     "agents",
     "custom",
@@ -38,6 +38,7 @@ pub const RESERVED_NAMESPACES: [&str; 10] = [
     "prompts",
     "search",
     "describe",
+    "servers",
 ];
 
 /// Whether `name` is one of [`RESERVED_NAMESPACES`].

@@ -21,6 +21,7 @@ pub mod executions;
 pub mod grants;
 pub mod models;
 pub mod plugin_state;
+pub mod servers;
 pub mod settings;
 pub mod signed_in;
 pub mod sources;

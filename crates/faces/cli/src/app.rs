@@ -149,6 +149,7 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     let mut plugins = vec![
         toolshed_tables::plugin(store.clone()),
         toolshed_agents::plugin(store.clone(), config.model_credentials()),
+        toolshed_servers::plugin(store.clone(), config.servers.clone()),
     ];
     plugins.extend(toolshed_entries::plugins());
     match config.web.settings().map(|s| s.map(toolshed_web::plugin)) {
@@ -284,6 +285,61 @@ impl App {
             registry,
             sources,
             custom,
+        })
+    }
+
+    /// The virtual servers to serve: the configured ones, then those stored at runtime.
+    pub async fn virtual_servers(&self) -> anyhow::Result<Vec<Arc<toolshed_core::VirtualServer>>> {
+        let mut all = self.config.virtual_servers()?;
+        let stored = toolshed_servers::stored(&self.store, &self.config.servers)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        for s in &stored.skipped {
+            tracing::warn!("{s}: skipped");
+        }
+        all.extend(stored.servers.into_iter().map(|(s, _)| s));
+        Ok(all)
+    }
+
+    /// Keeps `set` in step with the virtual servers stored at runtime (by any replica): a
+    /// definition that changed is served afresh, a removed one is no longer served.
+    pub fn watch_virtual_servers(
+        &self,
+        set: toolshed_mcp::ServerSet,
+    ) -> tokio::task::JoinHandle<()> {
+        let (store, config) = (self.store.clone(), self.config.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<(String, i64)> = vec![];
+            let mut tick = tokio::time::interval(STORE_POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Ok(stored) = toolshed_servers::stored(&store, &config.servers).await else {
+                    continue;
+                };
+                let now: Vec<(String, i64)> = stored
+                    .servers
+                    .iter()
+                    .map(|(s, at)| (s.name().to_string(), *at))
+                    .collect();
+                if now == seen {
+                    continue;
+                }
+                let Ok(mut all) = config.virtual_servers() else {
+                    continue;
+                };
+                // Unchanged servers keep their definition (and so their open sessions).
+                let current = set.all();
+                for (s, at) in stored.servers {
+                    let same = seen.iter().any(|(n, a)| n == s.name() && *a == at);
+                    match current.iter().find(|c| c.name() == s.name()) {
+                        Some(c) if same => all.push(c.clone()),
+                        _ => all.push(s),
+                    }
+                }
+                set.replace(all);
+                seen = now;
+            }
         })
     }
 

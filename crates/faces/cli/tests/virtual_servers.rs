@@ -402,3 +402,126 @@ async fn a_clients_cancellation_reaches_the_upstream() {
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     let _ = client.cancel().await;
 }
+
+/// The names a session of `/mcp/servers/{name}` lists, for the local principal (no key).
+async fn listed_at(server: &Server, name: &str) -> Vec<String> {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.url(&format!("/mcp/servers/{name}")));
+    let client =
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .expect("initialize");
+    let tools = client.list_all_tools().await.unwrap();
+    let _ = client.cancel().await;
+    tools.into_iter().map(|t| t.name.to_string()).collect()
+}
+
+async fn post(url: String, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits (up to 10 s) until `/mcp/servers/{name}` answers with `status` to a plain POST.
+async fn until_status(server: &Server, name: &str, status: u16) {
+    for _ in 0..100 {
+        let r = reqwest::Client::new()
+            .post(server.url(&format!("/mcp/servers/{name}")))
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            .send()
+            .await
+            .unwrap();
+        if (r.status().as_u16() == 404) == (status == 404) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("/mcp/servers/{name} did not become {status}");
+}
+
+#[tokio::test]
+async fn a_server_defined_at_runtime_is_served_changed_kept_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = crate::support::allow_writes_config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    // A bad definition is refused with its reason; nothing is served.
+    let (s, v) = post(
+        server.url("/v1/tools/servers.put/call"),
+        json!({"name": "rows", "tools": ["tables.rows.*", "n8n.**"], "names": "original"}),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v.to_string().contains("one source"), "{v}");
+    let (s, v) = post(
+        server.url("/v1/tools/servers.put/call"),
+        json!({"name": "rows", "description": "Rows only.", "tools": ["tables.rows.*"]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    until_status(&server, "rows", 200).await;
+    let mut names = listed_at(&server, "rows").await;
+    names.sort();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("tables.rows.")),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"tables.rows.query".to_string()),
+        "{names:?}"
+    );
+    let (_, listed) = post(server.url("/v1/tools/servers.list/call"), json!({})).await;
+    assert_eq!(
+        listed["result"]["servers"][0]["source"], "store",
+        "{listed}"
+    );
+
+    // Replaced: new sessions see the new definition.
+    let (s, v) = post(
+        server.url("/v1/tools/servers.put/call"),
+        json!({"name": "rows", "tools": ["tables.list"]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let mut seen = vec![];
+    for _ in 0..50 {
+        seen = listed_at(&server, "rows").await;
+        if seen == ["tables.list"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(seen, ["tables.list"]);
+
+    // Kept across a restart.
+    server.kill();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    assert_eq!(listed_at(&server, "rows").await, ["tables.list"]);
+
+    // Deleting is destructive: it pauses for approval, then the endpoint is gone.
+    let (s, v) = post(
+        server.url("/v1/tools/servers.delete/call"),
+        json!({"name": "rows"}),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    let id = v["executionId"].as_str().unwrap();
+    let (s, v) = post(
+        server.url(&format!("/v1/executions/{id}/resume")),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    until_status(&server, "rows", 404).await;
+    let (s, v) = post(
+        server.url("/v1/tools/servers.delete/call"),
+        json!({"name": "rows"}),
+    )
+    .await;
+    assert!(s == 202 || s == 404, "{s} {v}");
+}

@@ -48,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_core::formats::ExportFormat;
 use toolshed_core::Pattern;
+use toolshed_core::ToolErrorKind;
 use toolshed_engine::ops::{ListWaitsArgs, ResumeArgs, RunScriptArgs};
 use toolshed_engine::{
     AuditEntry, Caller, DecisionChannel, Description, Engine, EngineError, ExecutionInfo, Face,
@@ -125,7 +126,9 @@ fn routes() -> Vec<Route<AppState>> {
                 outcome,
             )
             .errors(&[
+                S::BAD_REQUEST,
                 S::NOT_FOUND,
+                S::CONFLICT,
                 S::TOO_MANY_REQUESTS,
                 S::INTERNAL_SERVER_ERROR,
                 S::BAD_GATEWAY,
@@ -386,7 +389,16 @@ impl From<EngineError> for ApiError {
             EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             EngineError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             e if e.is_rejection() => StatusCode::UNPROCESSABLE_ENTITY,
-            EngineError::Tool { .. } | EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
+            // A tool's own refusal of the caller's input is the caller's error; an upstream or
+            // internal failure is the gateway's.
+            EngineError::Tool { error, .. } => match error.kind {
+                ToolErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+                ToolErrorKind::NotFound => StatusCode::NOT_FOUND,
+                ToolErrorKind::Conflict => StatusCode::CONFLICT,
+                ToolErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::BAD_GATEWAY,
+            },
+            EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,
             EngineError::BrokenSchema { .. }
             | EngineError::Store(_)
             | EngineError::JournalWrite { .. } => StatusCode::INTERNAL_SERVER_ERROR,

@@ -201,7 +201,7 @@ fn error_description(status: u16) -> &'static str {
         415 => "The body is not `application/json` (`unsupported_media_type`).",
         429 => "Over the principal's rate limit (`rate_limited`); `Retry-After` says when to try again.",
         500 => "An internal failure (`store`, `broken_schema`, `journal_failed`).",
-        502 => "The tool failed or answered outside its output schema (`invalid_output` and the tool's own codes).",
+        502 => "The tool or its upstream failed, or answered outside its output schema (`invalid_output` and the tool's own codes); a tool's refusal of the input is 400, 404 or 409 by its kind.",
         504 => "The tool did not answer in time (`timeout`).",
         _ => "An error.",
     }

@@ -586,8 +586,36 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// The session table: its limits apply, and it shows the sessions that exist.
     pub sessions: Arc<SessionTable>,
-    /// Virtual servers, each served at `/mcp/servers/{name}`.
-    pub servers: Vec<Arc<VirtualServer>>,
+    /// Virtual servers, each served at `/mcp/servers/{name}`; replaceable while serving.
+    pub servers: ServerSet,
+}
+
+/// The virtual servers an HTTP face serves. Cheap to clone; clones share the set, so replacing
+/// it ([`ServerSet::replace`]: servers defined or removed at runtime) changes what every router
+/// built with it serves. A replaced definition gets a fresh endpoint: its open sessions end.
+#[derive(Clone, Default, Debug)]
+pub struct ServerSet(Arc<std::sync::RwLock<Vec<Arc<VirtualServer>>>>);
+
+impl ServerSet {
+    pub fn new(servers: Vec<Arc<VirtualServer>>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(servers)))
+    }
+
+    /// Serves `servers` from now on.
+    pub fn replace(&self, servers: Vec<Arc<VirtualServer>>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = servers;
+    }
+
+    /// The server named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<VirtualServer>> {
+        let all = self.0.read().unwrap_or_else(|p| p.into_inner());
+        all.iter().find(|s| s.name() == name).cloned()
+    }
+
+    /// Every server served now.
+    pub fn all(&self) -> Vec<Arc<VirtualServer>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 impl Default for HttpOptions {
@@ -595,7 +623,7 @@ impl Default for HttpOptions {
         Self {
             allowed_hosts: vec![],
             sessions: SessionTable::new(SessionLimits::default()),
-            servers: vec![],
+            servers: ServerSet::default(),
         }
     }
 }
@@ -618,7 +646,12 @@ pub fn http_router(
     } else if !http.allowed_hosts.is_empty() {
         config.allowed_hosts = http.allowed_hosts;
     }
-    let service = |options: McpOptions| {
+    let gate = admit::Gate {
+        identity: identity.clone(),
+        table: http.sessions.clone(),
+    };
+    let sessions_table = http.sessions.clone();
+    let service = move |options: McpOptions| {
         let server = ToolshedMcp {
             engine: engine.clone(),
             identity: identity.clone(),
@@ -626,46 +659,66 @@ pub fn http_router(
         };
         StreamableHttpService::new(
             move || Ok(server.clone()),
-            Arc::new(sessions::CappedSessions::new(http.sessions.clone())),
+            Arc::new(sessions::CappedSessions::new(sessions_table.clone())),
             config.clone(),
         )
     };
-    let mut router = axum::Router::new();
-    for vs in &http.servers {
-        let options = McpOptions {
-            direct: false,
-            resume_tool: false,
-            server: Some(vs.clone()),
-        };
-        router = router.nest_service(&format!("/mcp/servers/{}", vs.name()), service(options));
-    }
-    // A server that is not configured is not found (rather than the meta-tool endpoint).
-    router = router.route(
-        "/mcp/servers/{*rest}",
-        axum::routing::any(|uri: axum::http::Uri| async move {
-            let name = uri
-                .path()
-                .trim_start_matches("/mcp/servers/")
-                .split('/')
-                .next()
-                .unwrap_or_default()
-                .chars()
-                .take(64)
-                .collect::<String>();
-            (
-                axum::http::StatusCode::NOT_FOUND,
-                axum::Json(serde_json::json!({
-                    "error": {"code": "unknown_server", "message": format!("no virtual server '{name}' is configured")}
-                })),
-            )
-        }),
+    let main = service(options);
+    // One endpoint per virtual server, made when it is first asked for and made again when
+    // its definition changed; a name that is not served is not found (rather than the
+    // meta-tool endpoint).
+    type Endpoint = (
+        Arc<VirtualServer>,
+        StreamableHttpService<ToolshedMcp, sessions::CappedSessions>,
     );
-    let gate = admit::Gate {
-        identity: identity.clone(),
-        table: http.sessions.clone(),
+    let endpoints: Arc<std::sync::Mutex<std::collections::HashMap<String, Endpoint>>> =
+        Arc::default();
+    let servers = http.servers.clone();
+    let dispatch = move |axum::extract::Path(params): axum::extract::Path<
+        Vec<(String, String)>,
+    >,
+                         request: axum::extract::Request| {
+        let (servers, endpoints, service) = (servers.clone(), endpoints.clone(), service.clone());
+        async move {
+            use axum::response::IntoResponse;
+            let name = params
+                .iter()
+                .find(|(k, _)| k == "name")
+                .map(|(_, v)| v.chars().take(64).collect::<String>())
+                .unwrap_or_default();
+            let Some(server) = servers.get(&name) else {
+                return (
+                    axum::http::StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({
+                        "error": {"code": "unknown_server", "message": format!("no virtual server '{name}' is configured")}
+                    })),
+                )
+                    .into_response();
+            };
+            let endpoint = {
+                let mut all = endpoints.lock().unwrap_or_else(|p| p.into_inner());
+                all.retain(|n, _| servers.get(n).is_some());
+                match all.get(&name) {
+                    Some((def, svc)) if Arc::ptr_eq(def, &server) => svc.clone(),
+                    _ => {
+                        let svc = service(McpOptions {
+                            direct: false,
+                            resume_tool: false,
+                            server: Some(server.clone()),
+                        });
+                        all.insert(name, (server, svc.clone()));
+                        svc
+                    }
+                }
+            };
+            endpoint.handle(request).await.into_response()
+        }
     };
+    let router = axum::Router::new()
+        .route("/mcp/servers/{name}", axum::routing::any(dispatch.clone()))
+        .route("/mcp/servers/{name}/{*rest}", axum::routing::any(dispatch));
     router
-        .nest_service("/mcp", service(options))
+        .nest_service("/mcp", main)
         .layer(axum::middleware::from_fn_with_state(gate, admit::admit))
 }
 

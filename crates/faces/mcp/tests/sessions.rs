@@ -48,7 +48,7 @@ async fn start(limits: SessionLimits) -> Server {
         HttpOptions {
             allowed_hosts: vec![],
             sessions: table.clone(),
-            servers: vec![],
+            servers: Default::default(),
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -52,7 +52,7 @@ pub async fn serve(
         direct,
         server,
     } = mode;
-    let servers = app.config.virtual_servers()?;
+    let servers = app.virtual_servers().await?;
     let server = match server {
         None => None,
         Some(name) => Some(
@@ -62,7 +62,7 @@ pub async fn serve(
                 .cloned()
                 .with_context(|| {
                     let known: Vec<&str> = servers.iter().map(|s| s.name()).collect();
-                    format!("no virtual server '{name}' is configured ([[servers]]: {known:?})")
+                    format!("no virtual server '{name}' is configured ([[servers]] or servers.put: {known:?})")
                 })?,
         ),
     };
@@ -91,6 +91,8 @@ pub async fn serve(
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .clone();
     let http_config = &app.config.http;
+    let server_set = toolshed_mcp::ServerSet::new(servers.clone());
+    let _servers_poll = app.watch_virtual_servers(server_set.clone());
     let mcp = toolshed_mcp::http_router(
         app.engine.clone(),
         toolshed_mcp::Identity::Network(auth.clone()),
@@ -98,7 +100,7 @@ pub async fn serve(
         toolshed_mcp::HttpOptions {
             allowed_hosts: http_config.allowed_hosts.clone(),
             sessions: toolshed_mcp::SessionTable::new(app.config.mcp.session_limits()),
-            servers: servers.clone(),
+            servers: server_set,
         },
     );
     // One guard in front of every route: Host, Origin and content type.
