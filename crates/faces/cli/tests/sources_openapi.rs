@@ -334,3 +334,59 @@ async fn source_secrets_stay_out_of_script_output_and_audit() {
     let (_, list) = cli(d, None, &["sources", "list"]);
     assert!(!list.to_string().contains(secret));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_operations_are_served_as_resources_of_a_virtual_server() {
+    use rmcp::model::ReadResourceRequestParams;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::ServiceExt;
+
+    let (port, _state) = start_petstore().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (code, v) = run(d, &add_args(port, &["--resource", "pets.pet.*"]));
+    assert_eq!(code, 0, "{v}");
+    let warnings = v.to_string();
+    assert!(
+        warnings.contains("only GET operations can be resources"),
+        "a POST matched by the pattern is named: {warnings}"
+    );
+    let cfg = d.join("toolshed.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}\n[[servers]]\nname = \"petres\"\nresources = [\"pets.**\"]\n",
+            support::ALLOW_WRITES
+        ),
+    )
+    .unwrap();
+    let server = Server::start(d, Some(&cfg), &[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/petres"));
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let templates = client.list_all_resource_templates().await.unwrap();
+    let uris: Vec<String> = templates.iter().map(|t| t.uri_template.clone()).collect();
+    assert!(
+        uris.contains(&"openapi://pets/pet/{petId}".to_string()),
+        "{uris:?}"
+    );
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("openapi://pets/pet/1"))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&read).unwrap().to_string();
+    assert!(
+        text.contains("doggie") && text.contains("application/json"),
+        "{text}"
+    );
+    // A URI of another form is not found; a pet that does not exist is the upstream's 404.
+    assert!(client
+        .read_resource(ReadResourceRequestParams::new("openapi://pets/nothing/1"))
+        .await
+        .is_err());
+    assert!(client
+        .read_resource(ReadResourceRequestParams::new("openapi://pets/pet/999"))
+        .await
+        .is_err());
+    let _ = client.cancel().await;
+}

@@ -44,6 +44,9 @@ pub struct ImportOptions {
     /// The directory relative-file `$ref`s of the root document are resolved against.
     pub base_dir: Option<PathBuf>,
     pub progress: Option<ImportProgress>,
+    /// Dot-globs over the tool paths whose GET operations are also resources
+    /// ([`crate::resources`]).
+    pub resources: Vec<String>,
 }
 
 impl std::fmt::Debug for ImportOptions {
@@ -839,6 +842,15 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         AuthConfig::None => Vec::new(),
         a => vec![a.clone()],
     };
+    let mut resource_patterns = Vec::new();
+    for p in &opts.resources {
+        match toolshed_core::Pattern::parse(p) {
+            Ok(p) => resource_patterns.push(p),
+            Err(e) => result
+                .warnings
+                .push(format!("resources: pattern '{p}': {e}")),
+        }
+    }
     let total = count_operations(doc);
     let mut done = 0;
     let mut used: HashSet<String> = HashSet::new();
@@ -911,6 +923,12 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             };
             plan.auth = op_auth.auths;
             plan.auth_unmet = op_auth.unmet;
+            if crate::resources::wanted(&resource_patterns, def.path.as_str()) {
+                match crate::resources::resource_entry(ns, &def, &plan, &shared) {
+                    Ok(entry) => result.tools.push(entry),
+                    Err(why) => result.warnings.push(format!("not a resource: {why}")),
+                }
+            }
             let handler = OpenApiHandler {
                 plan,
                 shared: shared.clone(),

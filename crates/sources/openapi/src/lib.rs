@@ -17,6 +17,7 @@ pub mod handler;
 pub mod import;
 pub mod parse;
 pub(crate) mod refs;
+pub mod resources;
 pub mod schema;
 pub mod security;
 

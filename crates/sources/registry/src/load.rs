@@ -448,6 +448,7 @@ async fn load_openapi(
         outbound: Some(outbound),
         base_dir,
         progress,
+        resources: s.resources.clone(),
     };
     let mut loaded = import_openapi_blocking(name, doc, opts).await?;
     loaded.connection = connection;

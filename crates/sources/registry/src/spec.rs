@@ -86,6 +86,10 @@ pub struct OpenApiSpec {
     pub timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideSpec>,
+    /// Dot-globs over the source's tool paths whose GET operations are also served as MCP
+    /// resources (`<tool path>_resource`, URI `openapi://<name><path>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
 }
 
 /// A GraphQL API: schema from SDL, an introspection file, or live introspection of `endpoint`.

@@ -26,6 +26,10 @@ pub enum AddKind {
         /// Time one request may take.
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
+        /// Also serve the GET operations whose tool paths match this dot-glob as MCP resources
+        /// (repeatable).
+        #[arg(long = "resource", value_name = "GLOB")]
+        resources: Vec<String>,
         #[command(flatten)]
         common: CommonAdd,
     },
@@ -379,6 +383,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
             auth,
             schemes,
             timeout_ms,
+            resources,
             common,
         } => {
             let auth = match (auth.spec()?, schemes.is_empty()) {
@@ -398,6 +403,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
                 allow_private: common.allow_private,
                 timeout_ms: *timeout_ms,
                 overrides: common.overrides(),
+                resources: resources.clone(),
             };
             (SourceSpec::Openapi(s), common)
         }
