@@ -35,6 +35,7 @@ pub mod http;
 mod input;
 mod load;
 pub mod operation;
+mod resources;
 mod selection;
 
 use std::collections::HashSet;
@@ -99,6 +100,9 @@ pub struct GraphqlOptions {
     pub allow_private: bool,
     /// Upper bound for one request; a call's own `ToolContext::timeout` may shorten it.
     pub timeout: Duration,
+    /// Dot-globs over the query tools that are also served as MCP resources
+    /// ([`resources`]).
+    pub resources: Vec<String>,
 }
 
 impl std::fmt::Debug for GraphqlOptions {
@@ -131,6 +135,7 @@ impl GraphqlOptions {
             token_provider: None,
             allow_private: false,
             timeout: Duration::from_secs(30),
+            resources: Vec::new(),
         }
     }
 }
@@ -260,6 +265,13 @@ fn build(
     }
     let mutation_root = root_type(&schema, OperationKind::Mutation);
 
+    let mut resource_patterns = Vec::new();
+    for p in &opts.resources {
+        match toolshed_core::Pattern::parse(p) {
+            Ok(p) => resource_patterns.push(p),
+            Err(e) => warnings.push(format!("resources: pattern '{p}': {e}")),
+        }
+    }
     let mut inputs = InputSchemas::new(&schema);
     let mut selections = Selections::new(&schema, opts.selection_depth);
     let origin = format!("source:{}", opts.namespace);
@@ -310,6 +322,18 @@ fn build(
                 op: op.clone(),
                 client: client.clone(),
             };
+            if resources::wanted(&resource_patterns, def.def.path.as_str()) {
+                match resources::resource_entry(
+                    &opts.namespace,
+                    &def.def,
+                    field,
+                    kind,
+                    handler.clone(),
+                ) {
+                    Ok(entry) => tools.push(entry),
+                    Err(why) => warnings.push(format!("not a resource: {why}")),
+                }
+            }
             tools.push(Tool::new(def.def, Arc::new(handler)));
             operations.push(op);
         }
@@ -429,6 +453,7 @@ fn field_description(
 }
 
 /// Calls one root field over HTTP.
+#[derive(Clone)]
 struct GraphqlHandler {
     op: Arc<GraphqlOperation>,
     client: Arc<HttpClient>,

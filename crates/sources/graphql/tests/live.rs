@@ -245,3 +245,39 @@ async fn private_endpoints_need_allow_private() {
     .unwrap_err();
     assert!(err.to_string().contains("allow_private"), "{err}");
 }
+
+#[tokio::test]
+async fn chosen_queries_are_resources_read_with_their_arguments() {
+    let base = common::start().await;
+    let mut opts = options("");
+    opts.resources = vec!["lib.query.*".into(), "lib.mutation.**".into()];
+    let lib = imported(&base, opts).await;
+    // Mutations matched by a pattern are named, not made resources.
+    assert!(
+        lib.warnings
+            .iter()
+            .any(|w| w.contains("only queries can be resources")),
+        "{:?}",
+        lib.warnings
+    );
+    let book = find(&lib, "lib.query.book_resource");
+    assert_eq!(book.def.kind, toolshed_core::EntryKind::Resource);
+    let native = book.def.native.clone().unwrap();
+    assert_eq!(native["uriTemplate"], "graphql://lib/book/{id}");
+    let out = call(book, json!({"uri": "graphql://lib/book/1"}))
+        .await
+        .unwrap();
+    assert_eq!(out["contents"][0]["mimeType"], "application/json");
+    let text = out["contents"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Dune"), "{text}");
+    let err = call(book, json!({"uri": "graphql://lib/other/1"}))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("is not a URI of the form"), "{err:?}");
+    // Only GET-like reads: no resource entry is writable.
+    assert!(lib
+        .tools
+        .iter()
+        .filter(|t| t.def.kind == toolshed_core::EntryKind::Resource)
+        .all(|t| t.def.annotations.read_only));
+}

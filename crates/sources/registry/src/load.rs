@@ -484,6 +484,7 @@ pub async fn import_openapi_blocking(
 async fn load_graphql(s: &GraphqlSpec) -> Result<LoadedSource, SourcesError> {
     let name = s.name.as_str();
     let mut opts = GraphqlOptions::new(name, s.endpoint.clone());
+    opts.resources = s.resources.clone();
     opts.allow_private = s.allow_private;
     opts.timeout = timeout(s.timeout_ms);
     if let Some(d) = s.selection_depth {

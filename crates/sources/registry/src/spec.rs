@@ -123,6 +123,10 @@ pub struct GraphqlSpec {
     pub timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideSpec>,
+    /// Dot-globs over the source's query tools that are also served as MCP resources
+    /// (`<tool path>_resource`, URI `graphql://<name>/<field>/{arg}...`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
 }
 
 /// An upstream MCP server: a stdio child (`command`) or a streamable HTTP endpoint (`url`).

@@ -55,6 +55,10 @@ pub enum AddKind {
         /// Time one request may take (introspection included).
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
+        /// Also serve the queries whose tool paths match this dot-glob as MCP resources
+        /// (repeatable).
+        #[arg(long = "resource", value_name = "GLOB")]
+        resources: Vec<String>,
         #[command(flatten)]
         common: CommonAdd,
     },
@@ -416,6 +420,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
             headers,
             selection_depth,
             timeout_ms,
+            resources,
             common,
         } => {
             let Some(endpoint) = endpoint.clone() else {
@@ -435,6 +440,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
                 allow_private: common.allow_private,
                 timeout_ms: *timeout_ms,
                 overrides: common.overrides(),
+                resources: resources.clone(),
             };
             (SourceSpec::Graphql(s), common)
         }
