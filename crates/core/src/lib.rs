@@ -17,6 +17,7 @@
 pub mod catalog;
 pub mod formats;
 pub mod location;
+pub mod notices;
 pub mod path;
 pub mod plugin;
 pub mod policy;

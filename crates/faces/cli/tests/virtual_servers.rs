@@ -525,3 +525,104 @@ async fn a_server_defined_at_runtime_is_served_changed_kept_and_removed() {
     .await;
     assert!(s == 202 || s == 404, "{s} {v}");
 }
+
+/// (level, logger, data) of a log message received.
+type LogSeen = (String, Option<String>, Value);
+
+#[derive(Clone, Default)]
+struct Listener {
+    seen: Arc<Mutex<Vec<LogSeen>>>,
+}
+
+impl ClientHandler for Listener {
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(params.level)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.seen
+            .lock()
+            .unwrap()
+            .push((level, params.logger, params.data));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)]
+async fn an_upstreams_log_messages_reach_the_session_at_its_own_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let connect = |handler: Listener| {
+        let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+            .auth_header("k-admin".to_string());
+        handler.serve(StreamableHttpClientTransport::from_config(config))
+    };
+    let (one, two) = (Listener::default(), Listener::default());
+    let a = connect(one.clone()).await.unwrap();
+    let b = connect(two.clone()).await.unwrap();
+    // Session b only wants errors and worse.
+    b.set_level(rmcp::model::SetLevelRequestParams::new(
+        rmcp::model::LoggingLevel::Error,
+    ))
+    .await
+    .unwrap();
+    let log = |levels: Value| {
+        CallToolRequestParams::new("log")
+            .with_arguments(json!({ "levels": levels }).as_object().unwrap().clone())
+    };
+    // Messages outside a request travel on each session's own event stream, which the client
+    // opens after the handshake: wait until both sessions hear an `alert`.
+    for _ in 0..100 {
+        a.call_tool(log(json!(["alert"]))).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if !one.seen.lock().unwrap().is_empty() && !two.seen.lock().unwrap().is_empty() {
+            break;
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    one.seen.lock().unwrap().clear();
+    two.seen.lock().unwrap().clear();
+    let r = a
+        .call_tool(log(json!(["debug", "info", "error", "critical"])))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let wait_for = |l: &Listener, n: usize| {
+        let seen = l.seen.clone();
+        async move {
+            for _ in 0..100 {
+                if seen.lock().unwrap().len() >= n {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            seen.lock().unwrap().clone()
+        }
+    };
+    // (The upstream client handles each notification in a task of its own, so their order may
+    // change on the way.)
+    let got = wait_for(&one, 4).await;
+    let mut levels: Vec<&str> = got.iter().map(|(l, _, _)| l.as_str()).collect();
+    levels.sort();
+    assert_eq!(levels, ["critical", "debug", "error", "info"], "{got:?}");
+    let error = got.iter().find(|(l, _, _)| l == "error").unwrap();
+    assert_eq!(error.1.as_deref(), Some("test"));
+    assert_eq!(error.2, json!("a error message"));
+    let got = wait_for(&two, 2).await;
+    let mut levels: Vec<&str> = got.iter().map(|(l, _, _)| l.as_str()).collect();
+    levels.sort();
+    assert_eq!(
+        levels,
+        ["critical", "error"],
+        "the other session's level: {got:?}"
+    );
+    let _ = a.cancel().await;
+    let _ = b.cancel().await;
+}

@@ -26,6 +26,7 @@
 
 mod admit;
 mod elicit;
+mod logs;
 mod meta;
 mod progress;
 pub mod sessions;
@@ -77,6 +78,8 @@ pub struct McpOptions {
     pub resume_tool: bool,
     /// Serve this virtual server instead: its tools only, no meta-tools.
     pub server: Option<Arc<VirtualServer>>,
+    /// Where upstream log messages arrive; a virtual server relays those of its sources.
+    pub notices: Option<toolshed_core::notices::Notices>,
 }
 
 impl Default for McpOptions {
@@ -85,6 +88,7 @@ impl Default for McpOptions {
             direct: false,
             resume_tool: true,
             server: None,
+            notices: None,
         }
     }
 }
@@ -95,6 +99,8 @@ pub struct ToolshedMcp {
     engine: Engine,
     identity: Arc<Identity>,
     options: McpOptions,
+    /// This session's `logging/setLevel` (relayed upstream logs).
+    log_level: logs::SessionLevel,
 }
 
 impl ToolshedMcp {
@@ -103,6 +109,15 @@ impl ToolshedMcp {
             engine,
             identity: Arc::new(identity),
             options,
+            log_level: Arc::default(),
+        }
+    }
+
+    /// The handler of a new session: shared engine and options, a level of its own.
+    fn for_session(&self) -> Self {
+        Self {
+            log_level: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -195,6 +210,8 @@ fn virtual_info(server: &VirtualServer) -> ServerConfig {
         .enable_tool_list_changed()
         .enable_tasks()
         .build();
+    // Upstream log messages are relayed (logging/setLevel per session).
+    capabilities.logging = Some(Default::default());
     if server.has_resources() {
         capabilities.resources = Some(Default::default());
     }
@@ -282,6 +299,14 @@ impl ServerHandler for ToolshedMcp {
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         let engine = self.engine.clone();
         let peer = context.peer;
+        if let (Some(server), Some(notices)) = (&self.options.server, &self.options.notices) {
+            logs::relay(
+                notices,
+                server.clone(),
+                self.log_level.clone(),
+                peer.clone(),
+            );
+        }
         tokio::spawn(async move {
             let mut seen = engine.catalog().load().version();
             loop {
@@ -519,6 +544,16 @@ impl ServerHandler for ToolshedMcp {
         tasks::cancel(&self.engine, &caller, &request.task_id).await
     }
 
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        logs::set_level(&self.log_level, request.level);
+        Ok(())
+    }
+
     /// `tasks/result` and `tasks/list` (the 2025-11-25 Tasks utility's requests, see
     /// [`tasks`]); any other method is not found.
     async fn on_custom_request(
@@ -656,13 +691,15 @@ pub fn http_router(
             engine: engine.clone(),
             identity: identity.clone(),
             options,
+            log_level: Arc::default(),
         };
         StreamableHttpService::new(
-            move || Ok(server.clone()),
+            move || Ok(server.for_session()),
             Arc::new(sessions::CappedSessions::new(sessions_table.clone())),
             config.clone(),
         )
     };
+    let notices = options.notices.clone();
     let main = service(options);
     // One endpoint per virtual server, made when it is first asked for and made again when
     // its definition changed; a name that is not served is not found (rather than the
@@ -678,7 +715,12 @@ pub fn http_router(
         Vec<(String, String)>,
     >,
                          request: axum::extract::Request| {
-        let (servers, endpoints, service) = (servers.clone(), endpoints.clone(), service.clone());
+        let (servers, endpoints, service, notices) = (
+            servers.clone(),
+            endpoints.clone(),
+            service.clone(),
+            notices.clone(),
+        );
         async move {
             use axum::response::IntoResponse;
             let name = params
@@ -705,6 +747,7 @@ pub fn http_router(
                             direct: false,
                             resume_tool: false,
                             server: Some(server.clone()),
+                            notices: notices.clone(),
                         });
                         all.insert(name, (server, svc.clone()));
                         svc

@@ -84,6 +84,8 @@ pub struct UpstreamConfig {
     /// `Authorization`, ...) are blanked out without being listed here: see
     /// [`UpstreamConfig::redacted_values`].
     pub secrets: Vec<String>,
+    /// Where the upstream's log messages are published, if anywhere.
+    pub notices: Option<toolshed_core::notices::Notices>,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -114,6 +116,7 @@ impl UpstreamConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             allow_private: false,
             secrets: Vec::new(),
+            notices: None,
         }
     }
 

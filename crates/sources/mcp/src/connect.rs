@@ -61,6 +61,8 @@ pub(crate) struct SourceClient {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     /// Calls waiting for the upstream's progress, by the token Toolshed sent.
     pub(crate) progress: ProgressRoutes,
+    /// Where the upstream's log messages go (virtual servers relay them).
+    pub(crate) notices: Option<toolshed_core::notices::Notices>,
 }
 
 /// Progress tokens of calls in flight and where their reports go. rmcp gives every request a
@@ -124,6 +126,29 @@ impl ClientHandler for SourceClient {
             Implementation::new("toolshed", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    // Logging is deprecated by the 2026-07-28 revision (SEP-2577); upstreams of the earlier
+    // revisions still send it, and clients of those revisions still expect it relayed.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(notices) = &self.notices else {
+            return;
+        };
+        let level = serde_json::to_value(params.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "info".into());
+        notices.log(toolshed_core::notices::LogNotice {
+            source: self.name.clone(),
+            level,
+            logger: params.logger,
+            data: params.data,
+        });
     }
 
     async fn on_progress(
@@ -231,6 +256,8 @@ pub(crate) async fn connect_once(
     }
     if !conn.protocol.has_initialize() {
         listen_for_list_changes(&conn, client);
+    } else if client.notices.is_some() {
+        ask_for_every_log(&conn, &cfg.name).await;
     }
     Ok(conn)
 }
@@ -476,6 +503,23 @@ fn header_map(
         out.insert(hn, hv);
     }
     Ok(out)
+}
+
+/// Asks an upstream that logs (its `logging` capability) for every level, so that each client
+/// session can choose its own (`logging/setLevel` is honoured per session downstream).
+#[allow(deprecated)]
+async fn ask_for_every_log(conn: &Connection, name: &str) {
+    let logs = conn
+        .running
+        .peer_info()
+        .is_some_and(|i| i.capabilities.logging.is_some());
+    if !logs {
+        return;
+    }
+    let params = rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Debug);
+    if let Err(e) = conn.running.peer().set_level(params).await {
+        tracing::debug!(upstream = %name, error = %e, "logging/setLevel refused");
+    }
 }
 
 #[cfg(test)]

@@ -136,6 +136,7 @@ async fn reconnect(
             name: shared.cfg.name.clone(),
             events: shared.events.clone(),
             progress: shared.progress.clone(),
+            notices: shared.cfg.notices.clone(),
         };
         let attempt = tokio::select! {
             r = connect_once(&shared.cfg, client) => r,

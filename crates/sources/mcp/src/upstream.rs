@@ -109,6 +109,7 @@ impl Upstream {
             name: cfg.name.clone(),
             events: events_tx.clone(),
             progress: progress.clone(),
+            notices: cfg.notices.clone(),
         };
         let conn = connect_once(&cfg, client).await?;
         let (shutdown, _) = watch::channel(false);

@@ -29,6 +29,7 @@ async fn lists_and_maps_tools() {
             "test.get_status_v2",
             "test.getenv",
             "test.http_headers",
+            "test.log",
             "test.media",
             "test.sleep",
             "test.steps",

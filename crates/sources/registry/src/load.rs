@@ -99,11 +99,20 @@ pub async fn load(
     spec: &SourceSpec,
     progress: Option<ImportProgress>,
 ) -> Result<LoadedSource, SourcesError> {
+    load_with_notices(spec, progress, None).await
+}
+
+/// [`load`], with upstream MCP servers publishing their log messages on `notices`.
+pub async fn load_with_notices(
+    spec: &SourceSpec,
+    progress: Option<ImportProgress>,
+    notices: Option<&toolshed_core::notices::Notices>,
+) -> Result<LoadedSource, SourcesError> {
     spec.validate()?;
     let mut loaded = match spec {
         SourceSpec::Openapi(s) => load_openapi(s, progress.clone()).await?,
         SourceSpec::Graphql(s) => load_graphql(s).await?,
-        SourceSpec::Mcp(s) => load_mcp(s).await?,
+        SourceSpec::Mcp(s) => load_mcp(s, notices).await?,
     };
     if !matches!(spec, SourceSpec::Openapi(_)) {
         if let Some(p) = &progress {
@@ -583,9 +592,14 @@ pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
     Ok(cfg)
 }
 
-async fn load_mcp(s: &McpSpec) -> Result<LoadedSource, SourcesError> {
+async fn load_mcp(
+    s: &McpSpec,
+    notices: Option<&toolshed_core::notices::Notices>,
+) -> Result<LoadedSource, SourcesError> {
     let name = s.name.as_str();
-    let upstream = Upstream::connect(upstream_config(s)?)
+    let mut cfg = upstream_config(s)?;
+    cfg.notices = notices.cloned();
+    let upstream = Upstream::connect(cfg)
         .await
         .map_err(|e| SourcesError::import(name, e))?;
     match upstream.entries().await {

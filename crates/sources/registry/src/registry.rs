@@ -19,7 +19,7 @@ use toolshed_mcp_source::Upstream;
 use toolshed_outbound::AuthConfig;
 
 use crate::error::SourcesError;
-use crate::load::{apply_overrides, load};
+use crate::load::apply_overrides;
 use crate::spec::SourceSpec;
 use crate::store::{Fingerprint, SourceStore};
 
@@ -227,6 +227,8 @@ struct Publication {
 
 #[derive(Default)]
 struct RegistryState {
+    /// Where the sources' upstreams publish their log messages.
+    notices: toolshed_core::notices::Notices,
     entries: Mutex<BTreeMap<String, Entry>>,
     rejected: Mutex<Vec<SourceReport>>,
     target: Mutex<Option<Publication>>,
@@ -267,6 +269,11 @@ impl Registry {
         Self::default()
     }
 
+    /// Where the sources' upstreams publish their log messages (faces relay them).
+    pub fn notices(&self) -> toolshed_core::notices::Notices {
+        self.inner.notices.clone()
+    }
+
     /// Loads the given config-declared sources (see [`Registry::sync`]).
     pub async fn load(&self, specs: &[SourceSpec]) -> Vec<SourceReport> {
         let (declared, rejected) = declare(specs, Vec::new());
@@ -297,8 +304,9 @@ impl Registry {
                 .cloned()
                 .collect()
         };
+        let notices = &self.inner.notices;
         let loaded = futures::future::join_all(to_load.into_iter().map(|d| async move {
-            let result = load(&d.spec, None).await;
+            let result = crate::load::load_with_notices(&d.spec, None, Some(notices)).await;
             (d, result)
         }))
         .await;

@@ -70,6 +70,7 @@ pub async fn serve(
         direct,
         resume_tool: app.config.mcp.resume_tool,
         server,
+        notices: Some(app.registry.notices()),
     };
     app.engine.warm_search();
     let _purge = app.engine.spawn_retention();

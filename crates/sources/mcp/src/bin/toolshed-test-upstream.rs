@@ -120,6 +120,13 @@ impl TestUpstream {
         );
         sleep.annotations = Some(hints(Some(true), None, None));
 
+        let mut log = Tool::new(
+            "log",
+            "Sends one log message per entry of `levels` (notifications/message, logger `test`), then answers.",
+            schema(json!({"type": "object", "properties": {"levels": {"type": "array", "items": {"type": "string"}}}})),
+        );
+        log.annotations = Some(hints(Some(true), None, None));
+
         let mut toggle = Tool::new(
             "toggle_extra",
             "Adds or removes the `extra` tool and announces the change.",
@@ -168,6 +175,7 @@ impl TestUpstream {
             status,
             whoami,
             sleep,
+            log,
             toggle,
             getenv,
             http_headers,
@@ -203,11 +211,14 @@ fn text(s: impl Into<String>) -> CallToolResponse {
 }
 
 impl ServerHandler for TestUpstream {
+    // It logs (the `log` tool), so it declares logging, deprecated by 2026-07-28 (SEP-2577).
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let config = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("toolshed-test-upstream", "0.1.0"));
@@ -318,6 +329,27 @@ impl ServerHandler for TestUpstream {
                 Ok(CallToolResponse::Complete(CallToolResult::structured(
                     json!({"headers": seen}),
                 )))
+            }
+            "log" => {
+                let levels: Vec<String> = args
+                    .get("levels")
+                    .and_then(|l| serde_json::from_value(l.clone()).ok())
+                    .unwrap_or_default();
+                for level in &levels {
+                    #[allow(deprecated)]
+                    if let Ok(l) = serde_json::from_value::<rmcp::model::LoggingLevel>(json!(level))
+                    {
+                        #[allow(deprecated)]
+                        let note = rmcp::model::LoggingMessageNotificationParam::new(
+                            l,
+                            json!(format!("a {level} message")),
+                        )
+                        .with_logger("test");
+                        #[allow(deprecated)]
+                        let _ = context.peer.notify_logging_message(note).await;
+                    }
+                }
+                Ok(text(format!("{} messages", levels.len())))
             }
             "steps" => {
                 let token = context.meta.get_progress_token();
