@@ -27,7 +27,7 @@ pub enum PathError {
 }
 
 /// Namespaces Toolshed's own tools and script globals use; no tool source may take one.
-pub const RESERVED_NAMESPACES: [&str; 11] = [
+pub const RESERVED_NAMESPACES: [&str; 12] = [
     "client",
     "agents",
     "custom",
@@ -39,6 +39,7 @@ pub const RESERVED_NAMESPACES: [&str; 11] = [
     "search",
     "describe",
     "servers",
+    "agent",
 ];
 
 /// Whether `name` is one of [`RESERVED_NAMESPACES`].

@@ -155,6 +155,8 @@ pub(crate) struct EngineState {
     pub models: toolshed_models::Models,
     /// The runtime endpoints built into `models`, with the `updated_at` they were built from.
     pub runtime_models: parking_lot::Mutex<std::collections::HashMap<String, i64>>,
+    /// Held while a runtime endpoint is (re)built, so two rebuilds cannot interleave.
+    pub runtime_models_build: tokio::sync::Mutex<()>,
     /// Opens secrets kept sealed in the store (runtime model keys).
     pub sealer: Option<Arc<toolshed_sealed::SecretBox>>,
 }
@@ -197,6 +199,7 @@ impl Engine {
                 events,
                 models: toolshed_models::Models::default(),
                 runtime_models: Default::default(),
+                runtime_models_build: Default::default(),
                 sealer: None,
                 signed_in: Default::default(),
             }),

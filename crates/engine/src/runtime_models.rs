@@ -1,4 +1,4 @@
-//! Model endpoints added at runtime (`agents.models.put`), beside `[models.<id>]` of the
+//! Model endpoints added at runtime (`toolshed models add`), beside `[models.<id>]` of the
 //! configuration: read from the store when a run needs one, their key and headers unsealed
 //! with the server's secret key, and rebuilt when they changed since they were last used (so
 //! every replica on a shared database sees the same endpoints). A configured id always wins.
@@ -109,6 +109,9 @@ impl Engine {
         if models.has(credential) && known.is_none() {
             return Ok(());
         }
+        // One rebuild at a time: the store's newest version wins.
+        let _building = self.inner.runtime_models_build.lock().await;
+        let known = self.inner.runtime_models.lock().get(credential).copied();
         let not_configured = || {
             EngineError::InvalidRun(format!(
                 "model credential '{credential}' is not configured ([models.{credential}] in toolshed.toml, or toolshed models add)"

@@ -1185,3 +1185,72 @@ async fn cancelling_a_run_cancels_the_tasks_of_its_plan() {
         "the task's own execution stopped too"
     );
 }
+
+#[tokio::test]
+async fn a_task_cancelled_on_its_own_ends_and_the_run_goes_on() {
+    let script = ModelScript {
+        turns: vec![
+            Turn::calls(&[(
+                "plan",
+                json!({"tasks": [
+                    {"id": "ask", "title": "Ask the user", "kind": "delegate", "spec": "Ask.", "deps": []}
+                ]}),
+            )]),
+            Turn::text("Waiting."),
+            Turn::text("Final: the task was cancelled."),
+        ],
+        by_instructions: vec![(
+            "task of an approved plan: Ask the user".into(),
+            vec![Turn::calls(&[("ask_user", json!({"question": "Which?"}))])],
+        )],
+        ..Default::default()
+    };
+    let (server, engine, _) = setup(Provider::Openai, script).await;
+    let alice = engine.caller("alice", Face::Http);
+    let def = definition(
+        Provider::Openai,
+        rows_tools(),
+        json!({"orchestration": true}),
+    );
+    let out = engine.start_run(&alice, request(def, "Go.")).await.unwrap();
+    let Outcome::Paused {
+        execution_id: id, ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    let waiting = {
+        let (engine, id) = (engine.clone(), id.clone());
+        tokio::spawn(async move { answer_input(&engine, &id, json!({"approved": true})).await })
+    };
+    let mut task_exec = None;
+    for _ in 0..100 {
+        let tasks = engine.store().background_tasks(&id).await.unwrap();
+        if let Some(exec) = tasks.first().and_then(|t| t.execution_id.clone()) {
+            if engine
+                .execution(&alice, &exec)
+                .await
+                .is_ok_and(|i| i.status == "paused")
+            {
+                task_exec = Some(exec);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The paused task's own execution is cancelled (not through the plan).
+    engine
+        .cancel(&alice, &task_exec.expect("the task pauses"))
+        .await
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the run does not wait forever")
+        .unwrap();
+    let Outcome::Completed { result, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(result["output"], "Final: the task was cancelled.");
+    let last = server.requests().last().unwrap().2.to_string();
+    assert!(last.contains("ask (Ask the user): cancelled"), "{last}");
+}

@@ -233,14 +233,17 @@ impl Store {
 
     /// Marks a running execution as alive (its `updated_at` now), without a new version: a
     /// run that waits without writing (for its background tasks) is not taken for interrupted.
-    pub async fn touch_execution(&self, id: &str) -> Result<()> {
-        sqlx::query("UPDATE executions SET updated_at = $1 WHERE id = $2 AND status = 'running'")
-            .bind(crate::now_ms())
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.classify(e))?;
-        Ok(())
+    /// Whether the execution was still running (and so was marked).
+    pub async fn touch_execution(&self, id: &str) -> Result<bool> {
+        let r = sqlx::query(
+            "UPDATE executions SET updated_at = $1 WHERE id = $2 AND status = 'running'",
+        )
+        .bind(crate::now_ms())
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.classify(e))?;
+        Ok(r.rows_affected() > 0)
     }
 
     pub async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>> {

@@ -1,4 +1,4 @@
-//! Model endpoints added at runtime (`agents.models.put`), beside the `[models.<id>]` of the
+//! Model endpoints added at runtime (`toolshed models add`), beside the `[models.<id>]` of the
 //! configuration. The key and headers are kept sealed (`sealed`, written and opened by the
 //! caller with the server's secret key); nothing else here is secret.
 

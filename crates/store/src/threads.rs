@@ -167,7 +167,7 @@ impl Store {
     }
 
     /// Messages of one thread (or, `thread` `None`, of every thread of the principal with the
-    /// agent) that carry a vector, newest first, at most `limit`.
+    /// agent) that carry a vector, newest first, at most `limit`; without their content.
     pub async fn thread_vectors(
         &self,
         principal: &str,
@@ -180,8 +180,9 @@ impl Store {
         } else {
             "AND $3 = $3"
         };
+        // The content is left out: recall scores vectors, then reads the few it keeps.
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM thread_messages \
+            "SELECT thread_id, seq, role, '' AS content, vector FROM thread_messages \
              WHERE principal = $1 AND agent = $2 {only_thread} AND vector IS NOT NULL \
              ORDER BY created_at DESC, seq DESC LIMIT $4"
         )))

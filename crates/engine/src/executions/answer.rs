@@ -576,7 +576,12 @@ impl Engine {
         }
         rec.status = ExecutionStatus::Cancelled;
         rec.pending = None;
+        let is_run = rec.kind == "run";
         self.save(rec, true).await?;
+        // A run's plan ends with it (a run driven here does this itself when it stops).
+        if is_run && !self.inner.running.owned_by(id, &caller.principal) {
+            self.cancel_plan_of(id).await;
+        }
         // A run in this process says so itself when it stops; otherwise the event is written
         // here (a run on another replica stops at its next journal write, silently).
         if !self.inner.running.cancel(id) {

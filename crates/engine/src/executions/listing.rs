@@ -325,6 +325,7 @@ impl Engine {
                     principal: r.principal,
                     kind: r.kind,
                     created_at: r.created_at,
+                    updated_at: r.updated_at,
                     expires_at: r.expires_at,
                 }
             })

@@ -293,6 +293,8 @@ pub struct PendingSummary {
     /// The first open approval in the shape of earlier versions.
     pub pending: Option<PendingCall>,
     pub created_at: i64,
+    /// When it last changed (ms).
+    pub updated_at: i64,
     pub expires_at: Option<i64>,
 }
 

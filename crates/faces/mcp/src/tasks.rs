@@ -186,7 +186,14 @@ pub(crate) async fn result(
                 if peer.is_some() && info.waits.iter().any(|w| !asked.contains(&w.wait_id)) =>
             {
                 asked.extend(info.waits.iter().map(|w| w.wait_id.clone()));
-                crate::elicit::settle(engine, caller, Outcome::from_info(info), peer).await;
+                // The answers continue the run: in a task of its own, so that a client that
+                // gives up on this request does not stop the run midway.
+                let (e, c, p) = (engine.clone(), caller.clone(), peer.cloned());
+                let outcome = Outcome::from_info(info);
+                let _ = tokio::spawn(async move {
+                    crate::elicit::settle(&e, &c, outcome, p.as_ref()).await;
+                })
+                .await;
             }
             _ => tokio::time::sleep(RESULT_POLL).await,
         }
@@ -215,7 +222,7 @@ pub(crate) async fn list(engine: &Engine, caller: &Caller) -> Result<Value, McpE
                 "status": status,
                 "statusMessage": message,
                 "createdAt": iso(p.created_at),
-                "lastUpdatedAt": iso(p.created_at),
+                "lastUpdatedAt": iso(p.updated_at),
                 "ttl": p.expires_at.map(|e| (e - p.created_at).max(0)),
                 "pollInterval": POLL_INTERVAL_MS,
             })

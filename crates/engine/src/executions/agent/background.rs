@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use toolshed_sandbox::{CallTarget, HostCall, HostError, HostReply};
 use toolshed_store::background::BackgroundTask;
-use toolshed_store::{now_ms, ExecutionRecord};
+use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
 
 use super::orchestration::is_orchestration;
 use super::step::Frame;
@@ -43,6 +43,8 @@ pub const CORRECT_TASK: &str = "correct_background_task";
 const MAX_TASKS: usize = 20;
 /// Steps a background task's sub-agent may take.
 const TASK_MAX_STEPS: u32 = 20;
+/// Polls after which a running task whose execution does not exist is failed (about 5 s).
+const MISSING_POLLS: u32 = 25;
 /// How often a run waiting for its tasks looks at them.
 const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 /// How often (at most) a run waiting for its tasks marks itself alive in the store; more often
@@ -171,7 +173,13 @@ fn check_plan(parent: &RunSpec, args: &Value) -> Result<Vec<Planned>, String> {
             _ => return Err(format!("tasks[{i}].deps must be an array of task ids")),
         };
         let tools = match t.get("tools").and_then(Value::as_array) {
-            None => own.iter().map(|o| (*o).clone()).collect(),
+            // By default every tool of the run but its client tools (the client talks to the
+            // run, not to its tasks).
+            None => own
+                .iter()
+                .filter(|o| !o.path.starts_with("client."))
+                .map(|o| (*o).clone())
+                .collect(),
             Some(names) => {
                 let mut picked: Vec<Offered> = Vec::new();
                 for n in names.iter().filter_map(Value::as_str) {
@@ -464,6 +472,8 @@ pub(crate) async fn wait_for_results(
         };
     }
     let mut touched = std::time::Instant::now();
+    // Polls for which a running task's execution was not found, by task.
+    let mut missing: BTreeMap<String, u32> = BTreeMap::new();
     loop {
         let tasks = ctx
             .engine
@@ -502,16 +512,32 @@ pub(crate) async fn wait_for_results(
             ((c.max_call_timeout.max(c.call_timeout) + c.recovery_grace) / 4).min(TOUCH_EVERY);
         if touched.elapsed() >= every {
             touched = std::time::Instant::now();
-            if let Err(e) = ctx
+            match ctx
                 .engine
                 .inner
                 .store
                 .touch_execution(&ctx.execution_id)
                 .await
             {
-                tracing::warn!(execution = %ctx.execution_id, error = %e, "a waiting run could not mark itself alive");
+                Ok(true) => {}
+                // Cancelled (or settled) elsewhere meanwhile: stop waiting, stop the tasks.
+                Ok(false) => {
+                    ctx.engine.cancel_plan_of(&ctx.execution_id).await;
+                    return Err(HostReply::Err(HostError::new(
+                        "cancelled",
+                        "the run was stopped while it waited for its background tasks",
+                    )));
+                }
+                Err(e) => {
+                    tracing::warn!(execution = %ctx.execution_id, error = %e, "a waiting run could not mark itself alive");
+                }
             }
         }
+        // Tasks whose executions ended without telling the plan (cancelled or expired while
+        // paused, failed to start) are brought up to date, and ready ones are started.
+        ctx.engine
+            .reconcile_tasks(&ctx.execution_id, &mut missing)
+            .await;
         tokio::time::sleep(WAIT_POLL).await;
     }
 }
@@ -656,7 +682,25 @@ impl Engine {
             now_ms(),
         );
         rec.version = 1;
+        let id = rec.id.clone();
         self.inner.store.insert_execution(&rec).await?;
+        // Cancelled between its start and now (the cancel found no execution yet): stop here.
+        if let Some(t) = &task {
+            let still = self
+                .inner
+                .store
+                .background_tasks(&t.run)
+                .await?
+                .into_iter()
+                .any(|b| {
+                    b.task_id == t.id
+                        && b.status == "running"
+                        && b.execution_id.as_deref() == Some(id.as_str())
+                });
+            if !still {
+                return self.cancel(caller, &id).await;
+            }
+        }
         self.drive_run(caller, rec, false).await
     }
 
@@ -702,9 +746,92 @@ impl Engine {
                 .unwrap_or(false);
             if let (true, Some(exec)) = (moved, &t.execution_id) {
                 let owner = self.owner(&t.principal, Face::Script).await;
-                let _ = self.cancel(&owner, exec).await;
+                let _ = Box::pin(self.cancel(&owner, exec)).await;
             }
         }
+    }
+
+    /// The unfinished tasks of a run whose plan no longer matters are cancelled; `run_id`'s
+    /// spec says whether it has a plan at all.
+    pub(crate) async fn cancel_plan_of(&self, run_id: &str) {
+        let Ok(Some(rec)) = self.inner.store.get_execution(run_id).await else {
+            return;
+        };
+        if let Ok(spec) = serde_json::from_str::<RunSpec>(&rec.source) {
+            self.cancel_plan(run_id, &spec).await;
+        }
+    }
+
+    /// Brings a run's running tasks in line with their executions: one that completed,
+    /// failed, was cancelled or expired settles its task (an execution that never appeared, for
+    /// [`MISSING_POLLS`] polls, fails it); then ready tasks are started.
+    pub(crate) async fn reconcile_tasks(&self, run_id: &str, missing: &mut BTreeMap<String, u32>) {
+        let Ok(tasks) = self.inner.store.background_tasks(run_id).await else {
+            return;
+        };
+        for t in tasks.iter().filter(|t| t.status == "running") {
+            let Some(exec) = &t.execution_id else {
+                continue;
+            };
+            let task = TaskRef {
+                run: run_id.to_string(),
+                id: t.task_id.clone(),
+            };
+            match self.inner.store.get_execution(exec).await {
+                Ok(Some(rec)) => {
+                    missing.remove(&t.task_id);
+                    let (status, text) = match rec.status {
+                        ExecutionStatus::Completed => (
+                            "succeeded",
+                            rec.result
+                                .as_ref()
+                                .and_then(|r| r["output"].as_str())
+                                .unwrap_or_default()
+                                .to_string(),
+                        ),
+                        ExecutionStatus::Failed => (
+                            "failed",
+                            rec.error
+                                .as_ref()
+                                .and_then(|e| e["message"].as_str())
+                                .unwrap_or("failed")
+                                .to_string(),
+                        ),
+                        ExecutionStatus::Cancelled => ("cancelled", "cancelled".to_string()),
+                        ExecutionStatus::Expired => ("cancelled", "its wait expired".to_string()),
+                        _ => continue,
+                    };
+                    self.task_ended_quietly(&task, status, &text).await;
+                }
+                Ok(None) => {
+                    let n = missing.entry(t.task_id.clone()).or_default();
+                    *n += 1;
+                    if *n >= MISSING_POLLS {
+                        self.task_ended_quietly(&task, "failed", "its execution never started")
+                            .await;
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        if tasks.iter().any(|t| t.status == "pending") {
+            self.schedule_background(run_id.to_string());
+        }
+    }
+
+    async fn task_ended_quietly(&self, task: &TaskRef, status: &str, result: &str) {
+        let _ = self
+            .inner
+            .store
+            .move_background_task(
+                &task.run,
+                &task.id,
+                &["running"],
+                status,
+                None,
+                Some(result),
+            )
+            .await;
     }
 
     async fn task_ended(&self, task: &TaskRef, status: &str, result: &str) {

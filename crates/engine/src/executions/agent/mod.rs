@@ -284,10 +284,12 @@ impl Engine {
             Arc::new(serde_json::from_str(&rec.source).map_err(|e| {
                 EngineError::InvalidRun(format!("the stored run cannot be read: {e}"))
             })?);
-        if resumed {
-            // A runtime endpoint may be new to this process (a restart, another replica).
-            self.ensure_model(&spec.credential).await?;
-        }
+        // A runtime endpoint may be new to this process (a restart, another replica); one that
+        // is gone fails the run (stored), rather than leaving it claimed and not driven.
+        let unavailable = match resumed {
+            true => self.ensure_model(&spec.credential).await.err(),
+            false => None,
+        };
         let state = Arc::new(Mutex::new(super::run::initial_state(&rec)));
         let durable = Arc::new(Durable {
             rec: Arc::new(tokio::sync::Mutex::new(rec.clone())),
@@ -331,6 +333,14 @@ impl Engine {
                 true => Event::Resumed {},
             },
         );
+        if let Some(e) = unavailable {
+            let end = super::run::End::Failed(
+                json!({"code": "model_unavailable", "message": e.to_string()}),
+            );
+            return self
+                .settle_end(rec, true, end, Vec::new(), &state, Some(durable))
+                .await;
+        }
         let recall_note = spec.memory.as_ref().and_then(|m| m["recall"].as_str());
         if let (false, Some(note)) = (resumed, recall_note) {
             self.inner.events.emit(
@@ -359,6 +369,9 @@ impl Engine {
                 .settle_cancelled(rec, true, &state, Some(durable))
                 .await;
             self.cancel_plan(&id, &spec).await;
+            if let (Some(task), Ok(o)) = (&spec.task, &outcome) {
+                self.task_settled(task, o).await;
+            }
             return outcome;
         };
         tracing::debug!(execution = %rec.id, elapsed_ms = started.elapsed().as_millis() as u64, "run segment ended");

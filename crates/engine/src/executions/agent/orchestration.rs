@@ -247,7 +247,11 @@ fn delegated_spec(parent: &RunSpec, args: &Value) -> Result<RunSpec, String> {
             let own: Vec<&str> = parent
                 .tools
                 .iter()
-                .filter(|t| !is_orchestration(&t.path) && t.path != ASK_USER)
+                .filter(|t| {
+                    !is_orchestration(&t.path)
+                        && !super::background::is_background_tool(&t.path)
+                        && t.path != ASK_USER
+                })
                 .map(|t| t.name.as_str())
                 .collect();
             return Err(format!(

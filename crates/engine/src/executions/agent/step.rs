@@ -333,12 +333,8 @@ async fn tool_reply(frame: &Frame, local: CallKey, spec: &RunSpec, call: &ToolCa
         target,
         args,
     };
-    match frame.is_sub_agent() {
-        // A sub-agent's own `requireApproval` tools wait for approval; the run's are known
-        // to the host.
-        true => ctx.answer_in(seq, &frame.caller, call, tool.approval).await,
-        false => ctx.answer_at(seq, &frame.caller, call).await,
-    }
+    // The offered tool's own `requireApproval` (two agent tools share one catalog path).
+    ctx.answer_in(seq, &frame.caller, call, tool.approval).await
 }
 
 const TOO_DEEP: &str = "agents and saved scripts nest too deep in this execution";
@@ -356,11 +352,8 @@ fn target_of(tool: &Offered, args: &Value) -> (CallTarget, Value) {
         return (CallTarget::Ask, a);
     }
     if let Some(agent) = tool.path.strip_prefix(AGENT_PREFIX) {
-        let mut a =
-            json!({"agent": agent, "input": args.get("input").cloned().unwrap_or(Value::Null)});
-        if let Some(t) = args.get("threadId") {
-            a["threadId"] = t.clone();
-        }
+        // Only the input: the model does not choose threads or anything else of the run.
+        let a = json!({"agent": agent, "input": args.get("input").cloned().unwrap_or(Value::Null)});
         return (CallTarget::Tool(AGENTS_RUN.into()), a);
     }
     (CallTarget::Tool(tool.path.clone()), args.clone())

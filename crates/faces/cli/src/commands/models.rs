@@ -82,10 +82,16 @@ pub async fn run(
             let headers = headers
                 .iter()
                 .map(|h| match h.split_once(':') {
-                    Some((k, v)) if !k.trim().is_empty() => {
+                    Some((k, v))
+                        if axum::http::HeaderName::from_bytes(k.trim().as_bytes()).is_ok()
+                            && axum::http::HeaderValue::from_str(v.trim()).is_ok() =>
+                    {
                         Ok((k.trim().to_string(), v.trim().to_string()))
                     }
-                    _ => bail!("--header '{h}': write it as 'Name: value'"),
+                    _ => bail!(
+                        "--header '{}': write it as 'Name: value' with a valid header name and value",
+                        h.split(':').next().unwrap_or_default()
+                    ),
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let new = NewModel {
