@@ -842,15 +842,7 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
         AuthConfig::None => Vec::new(),
         a => vec![a.clone()],
     };
-    let mut resource_patterns = Vec::new();
-    for p in &opts.resources {
-        match toolshed_core::Pattern::parse(p) {
-            Ok(p) => resource_patterns.push(p),
-            Err(e) => result
-                .warnings
-                .push(format!("resources: pattern '{p}': {e}")),
-        }
-    }
+    let resource_patterns = resource_patterns(&opts.resources, &mut result.warnings);
     let total = count_operations(doc);
     let mut done = 0;
     let mut used: HashSet<String> = HashSet::new();
@@ -936,19 +928,44 @@ pub fn import(doc: &Value, opts: &ImportOptions) -> Result<Imported, OpenApiErro
             result.tools.push(Tool::new(def, Arc::new(handler)));
         }
     }
-    if b.outputs_dropped > 0 {
-        b.warnings.push(format!(
-            "{} output schemas left out: they need more than {MAX_DEFS} definitions",
-            b.outputs_dropped
+    let (dropped, warnings) = (b.outputs_dropped, b.warnings);
+    finish_warnings(&mut result, dropped, warnings, security.as_ref());
+    Ok(result)
+}
+
+/// The warnings gathered while building and binding security, after the operations'.
+fn finish_warnings(
+    result: &mut Imported,
+    outputs_dropped: usize,
+    mut warnings: Vec<String>,
+    security: Option<&Security>,
+) {
+    if outputs_dropped > 0 {
+        warnings.push(format!(
+            "{outputs_dropped} output schemas left out: they need more than {MAX_DEFS} definitions"
         ));
     }
-    result.warnings.extend(b.warnings);
-    if let Some(s) = &security {
+    result.warnings.extend(warnings);
+    if let Some(s) = security {
         result
             .warnings
             .extend(s.warnings().iter().map(ToString::to_string));
     }
-    Ok(result)
+}
+
+/// The `resources` patterns; one that does not parse is a warning.
+fn resource_patterns(
+    patterns: &[String],
+    warnings: &mut Vec<String>,
+) -> Vec<toolshed_core::Pattern> {
+    let mut out = Vec::new();
+    for p in patterns {
+        match toolshed_core::Pattern::parse(p) {
+            Ok(p) => out.push(p),
+            Err(e) => warnings.push(format!("resources: pattern '{p}': {e}")),
+        }
+    }
+    out
 }
 
 /// Per-scheme credentials resolved against the document's security schemes, when any are given.

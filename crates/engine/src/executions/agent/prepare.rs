@@ -45,69 +45,7 @@ pub(super) fn spec(
     let config = d.get("config").cloned().unwrap_or(json!({}));
     let limits = limits_of(&config);
     let all_approve = config["requireToolApproval"].as_bool().unwrap_or(false);
-    let mut entries: Vec<(String, Offered)> = Vec::new();
-    let mut client_decls: Vec<Value> = Vec::new();
-    let visible = engine.list_tools(caller);
-    for (i, t) in d["tools"].as_array().into_iter().flatten().enumerate() {
-        let approve = all_approve || t["requireApproval"].as_bool().unwrap_or(false);
-        match t["type"].as_str().unwrap_or_default() {
-            "catalog" => {
-                let pattern = Pattern::parse(t["pattern"].as_str().unwrap_or_default())
-                    .map_err(|e| EngineError::InvalidRun(format!("tools[{i}].pattern: {e}")))?;
-                for def in visible.iter().filter(|d| pattern.matches(d.path.as_str())) {
-                    push_catalog(&mut entries, def, approve);
-                }
-            }
-            "custom" => {
-                let path = format!("custom.{}", t["id"].as_str().unwrap_or_default());
-                if let Some(def) = visible.iter().find(|d| d.path.as_str() == path) {
-                    push_catalog(&mut entries, def, approve);
-                }
-            }
-            "client" => {
-                let mut decl = t.clone();
-                if let Some(m) = decl.as_object_mut() {
-                    m.remove("type");
-                    m.remove("requireApproval");
-                }
-                client_decls.push(decl);
-            }
-            "agent" => {
-                let agent = t["agent"].as_str().unwrap_or_default();
-                // Offered when the principal may run agents at all; the sub-agent's own tools
-                // are its definition's, in the principal's view.
-                if agent.is_empty() || !visible.iter().any(|d| d.path.as_str() == AGENTS_RUN) {
-                    continue;
-                }
-                let description = t["description"]
-                    .as_str()
-                    .filter(|d| !d.trim().is_empty())
-                    .map_or_else(
-                        || format!("Hands a task to the agent '{agent}' and answers its result."),
-                        str::to_string,
-                    );
-                entries.push((
-                    format!("{AGENT_PREFIX}{agent}"),
-                    Offered {
-                        name: String::new(),
-                        path: format!("{AGENT_PREFIX}{agent}"),
-                        description,
-                        parameters: json!({
-                            "type": "object",
-                            "properties": {"input": {"type": "string", "description": "The task or question for the agent, with everything it needs to know."}},
-                            "required": ["input"]
-                        }),
-                        approval: approve,
-                    },
-                ));
-            }
-            other => {
-                return Err(EngineError::InvalidRun(format!(
-                    "tools[{i}]: tools of type '{other}' cannot be used in runs yet; remove the entry or use a catalog pattern"
-                )))
-            }
-        }
-    }
+    let (mut entries, client_decls) = definition_tools(engine, caller, d, all_approve)?;
     let mut client_tools = parse_client_tools(&client_decls)?;
     client_tools.extend(req.client_tools.iter().cloned());
     for c in &client_tools {
@@ -183,6 +121,83 @@ pub(super) fn spec(
         },
         client_tools,
     ))
+}
+
+/// A definition's tool entries (each `(path, offered)`) and its `client` tool declarations.
+type DefinitionTools = (Vec<(String, Offered)>, Vec<Value>);
+
+/// The entries of a definition's `tools` and its `client` tool declarations, in the caller's
+/// view.
+fn definition_tools(
+    engine: &Engine,
+    caller: &Caller,
+    d: &Value,
+    all_approve: bool,
+) -> Result<DefinitionTools, EngineError> {
+    let mut entries: Vec<(String, Offered)> = Vec::new();
+    let mut client_decls: Vec<Value> = Vec::new();
+    let visible = engine.list_tools(caller);
+    for (i, t) in d["tools"].as_array().into_iter().flatten().enumerate() {
+        let approve = all_approve || t["requireApproval"].as_bool().unwrap_or(false);
+        match t["type"].as_str().unwrap_or_default() {
+            "catalog" => {
+                let pattern = Pattern::parse(t["pattern"].as_str().unwrap_or_default())
+                    .map_err(|e| EngineError::InvalidRun(format!("tools[{i}].pattern: {e}")))?;
+                for def in visible.iter().filter(|d| pattern.matches(d.path.as_str())) {
+                    push_catalog(&mut entries, def, approve);
+                }
+            }
+            "custom" => {
+                let path = format!("custom.{}", t["id"].as_str().unwrap_or_default());
+                if let Some(def) = visible.iter().find(|d| d.path.as_str() == path) {
+                    push_catalog(&mut entries, def, approve);
+                }
+            }
+            "client" => {
+                let mut decl = t.clone();
+                if let Some(m) = decl.as_object_mut() {
+                    m.remove("type");
+                    m.remove("requireApproval");
+                }
+                client_decls.push(decl);
+            }
+            "agent" => {
+                let agent = t["agent"].as_str().unwrap_or_default();
+                // Offered when the principal may run agents at all; the sub-agent's own tools
+                // are its definition's, in the principal's view.
+                if agent.is_empty() || !visible.iter().any(|d| d.path.as_str() == AGENTS_RUN) {
+                    continue;
+                }
+                let description = t["description"]
+                    .as_str()
+                    .filter(|d| !d.trim().is_empty())
+                    .map_or_else(
+                        || format!("Hands a task to the agent '{agent}' and answers its result."),
+                        str::to_string,
+                    );
+                entries.push((
+                    format!("{AGENT_PREFIX}{agent}"),
+                    Offered {
+                        name: String::new(),
+                        path: format!("{AGENT_PREFIX}{agent}"),
+                        description,
+                        parameters: json!({
+                            "type": "object",
+                            "properties": {"input": {"type": "string", "description": "The task or question for the agent, with everything it needs to know."}},
+                            "required": ["input"]
+                        }),
+                        approval: approve,
+                    },
+                ));
+            }
+            other => {
+                return Err(EngineError::InvalidRun(format!(
+                    "tools[{i}]: tools of type '{other}' cannot be used in runs yet; remove the entry or use a catalog pattern"
+                )))
+            }
+        }
+    }
+    Ok((entries, client_decls))
 }
 
 /// Longest input accepted, in bytes.

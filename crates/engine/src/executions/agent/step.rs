@@ -61,15 +61,7 @@ pub(crate) async fn run_loop(frame: &Frame, spec: &Arc<RunSpec>) -> End {
     messages.push(Message::User {
         content: spec.input.clone(),
     });
-    let tools: Vec<ToolSpec> = spec
-        .tools
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.parameters.clone(),
-        })
-        .collect();
+    let tools = tool_specs(spec);
     let mut seq: CallKey = match frame.is_sub_agent() {
         true => SUB_AGENT_FIRST_KEY,
         false => 0,
@@ -159,34 +151,9 @@ pub(crate) async fn run_loop(frame: &Frame, spec: &Arc<RunSpec>) -> End {
         calls_made += n;
         let first = seq;
         seq += u64::from(n);
-        let calls: Vec<BoxFuture<'static, HostReply>> = answer
-            .tool_calls
-            .iter()
-            .enumerate()
-            .map(|(i, call)| tool_step(frame.clone(), first + i as u64, spec.clone(), call.clone()))
-            .collect();
-        let replies: Vec<HostReply> = stream::iter(calls)
-            .buffered(spec.limits.tool_call_concurrency.max(1))
-            .collect()
-            .await;
-        if replies.iter().any(|r| matches!(r, HostReply::Suspend)) {
-            return End::Suspended;
-        }
-        for (call, reply) in answer.tool_calls.iter().zip(replies) {
-            let (content, is_error) = match reply {
-                HostReply::Ok(v) => (result_text(&v), false),
-                HostReply::Err(e) => (
-                    json!({"error": {"code": e.code, "message": e.message}}).to_string(),
-                    true,
-                ),
-                HostReply::Suspend => unreachable!("suspensions end the step above"),
-            };
-            messages.push(Message::Tool {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                content,
-                is_error,
-            });
+        match run_calls(frame, first, spec, &answer.tool_calls).await {
+            Some(results) => messages.extend(results),
+            None => return End::Suspended,
         }
     }
     failed(
@@ -199,6 +166,58 @@ pub(crate) async fn run_loop(frame: &Frame, spec: &Arc<RunSpec>) -> End {
                "steps": spec.limits.max_steps, "toolCalls": calls_made,
                "usage": {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}}),
     )
+}
+
+/// The offered tools in the model API's form.
+fn tool_specs(spec: &RunSpec) -> Vec<ToolSpec> {
+    spec.tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+        })
+        .collect()
+}
+
+/// One step's tool calls, `toolCallConcurrency` at a time, with keys from `first`: their
+/// results as messages for the model, or `None` when one of them waits (the run suspends).
+async fn run_calls(
+    frame: &Frame,
+    first: CallKey,
+    spec: &Arc<RunSpec>,
+    calls: &[ToolCall],
+) -> Option<Vec<Message>> {
+    let pending: Vec<BoxFuture<'static, HostReply>> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| tool_step(frame.clone(), first + i as u64, spec.clone(), call.clone()))
+        .collect();
+    let replies: Vec<HostReply> = stream::iter(pending)
+        .buffered(spec.limits.tool_call_concurrency.max(1))
+        .collect()
+        .await;
+    if replies.iter().any(|r| matches!(r, HostReply::Suspend)) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(calls.len());
+    for (call, reply) in calls.iter().zip(replies) {
+        let (content, is_error) = match reply {
+            HostReply::Ok(v) => (result_text(&v), false),
+            HostReply::Err(e) => (
+                json!({"error": {"code": e.code, "message": e.message}}).to_string(),
+                true,
+            ),
+            HostReply::Suspend => unreachable!("suspensions end the step above"),
+        };
+        out.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error,
+        });
+    }
+    Some(out)
 }
 
 /// A run that ends without an answer: `{code, message, run}`.
