@@ -278,11 +278,19 @@ async fn an_upstreams_progress_reaches_the_client_under_its_own_token() {
         .iter()
         .map(|p| (p.progress, p.total, p.message.clone()))
         .collect();
-    assert_eq!(
-        steps,
-        [1.0, 2.0, 3.0].map(|i| (i, Some(3.0), Some(format!("step {i} of 3")))),
-        "{seen:?}"
-    );
+    // In order: each report as the upstream sent it, progress increasing. (A report the
+    // upstream's client delivers after a later one, under load, is not relayed, since MCP makes
+    // progress increase; the last one always arrives.)
+    assert!(steps.len() >= 2, "{seen:?}");
+    assert!(steps.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+    assert_eq!(steps.last().unwrap().0, 3.0, "{seen:?}");
+    for (i, total, message) in &steps {
+        assert_eq!(
+            (*total, message.clone()),
+            (Some(3.0), Some(format!("step {i} of 3"))),
+            "{seen:?}"
+        );
+    }
     // Each under the token of the client's own request (rmcp's client numbers its requests'
     // tokens itself).
     assert!(seen

@@ -19,7 +19,7 @@ const DRAIN: Duration = Duration::from_millis(500);
 
 /// How long a relayed progress report waits for reports that arrive with it, to be sent in
 /// order with them.
-const REORDER_WINDOW: Duration = Duration::from_millis(10);
+const REORDER_WINDOW: Duration = Duration::from_millis(50);
 
 /// Forwards one run's events as progress notifications.
 pub(crate) struct ProgressRelay {
@@ -65,6 +65,7 @@ impl Forward {
     pub fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<toolshed_core::Progress>();
         let task = tokio::spawn(async move {
+            let mut last: Option<f64> = None;
             while let Some(first) = rx.recv().await {
                 // Reports that arrive together go out in the order of their progress values,
                 // which MCP makes increase: the upstream's client handles each notification in
@@ -76,6 +77,16 @@ impl Forward {
                 }
                 batch.sort_by(|a, b| a.progress.total_cmp(&b.progress));
                 for p in batch {
+                    // One that comes after a later report went out cannot be sent: MCP makes
+                    // progress increase, and clients may reject a step back.
+                    if last.is_some_and(|l| p.progress <= l) {
+                        tracing::debug!(
+                            progress = p.progress,
+                            "an upstream progress report arrived after a later one; not relayed"
+                        );
+                        continue;
+                    }
+                    last = Some(p.progress);
                     let mut note = ProgressNotificationParam::new(token.clone(), p.progress);
                     note.total = p.total;
                     if let Some(m) = p.message {
