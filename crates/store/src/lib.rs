@@ -20,6 +20,8 @@ pub mod events;
 pub mod executions;
 pub mod grants;
 pub mod models;
+#[cfg(test)]
+mod pg_test;
 pub mod plugin_state;
 pub mod servers;
 pub mod settings;

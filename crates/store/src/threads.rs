@@ -336,36 +336,14 @@ mod tests {
     }
 }
 
-/// The same checks on PostgreSQL, when one is reachable (`TOOLSHED_TEST_POSTGRES_URL`, default
-/// `postgres://postgres@127.0.0.1:5432/test`), in a fresh schema dropped afterwards.
+/// The same checks on PostgreSQL, when one is reachable (see [`crate::pg_test`]).
 #[cfg(test)]
 mod postgres_tests {
     use super::*;
-    use sqlx::Connection;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn threads_on_postgres() {
-        sqlx::any::install_default_drivers();
-        let base = std::env::var("TOOLSHED_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let connect = sqlx::AnyConnection::connect(&base);
-        let mut admin = match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await
-        {
-            Ok(Ok(c)) => c,
-            other => {
-                println!("skip: no PostgreSQL at {base}: {:?}", other.err());
-                return;
-            }
-        };
-        let schema = format!("threads_test_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-        let outcome = tokio::spawn(async move {
-            let store = Store::open(&url).await.unwrap();
+        crate::pg_test::with_postgres("threads", |store| async move {
             let key = |thread| ThreadKey {
                 principal: "alice",
                 agent: "helper",
@@ -416,10 +394,5 @@ mod postgres_tests {
                 .is_empty());
         })
         .await;
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        outcome.unwrap();
     }
 }
