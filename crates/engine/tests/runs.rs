@@ -1150,26 +1150,7 @@ async fn cancelling_a_run_cancels_the_tasks_of_its_plan() {
         let (engine, id) = (engine.clone(), id.clone());
         tokio::spawn(async move { answer_input(&engine, &id, json!({"approved": true})).await })
     };
-    let mut task_exec = None;
-    for _ in 0..100 {
-        let tasks = engine.store().background_tasks(&id).await.unwrap();
-        if let Some(exec) = tasks
-            .iter()
-            .find(|t| t.task_id == "ask")
-            .and_then(|t| t.execution_id.clone())
-        {
-            if engine
-                .execution(&alice, &exec)
-                .await
-                .is_ok_and(|i| i.status == "paused")
-            {
-                task_exec = Some(exec);
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let task_exec = task_exec.expect("the task pauses on its question");
+    let task_exec = paused_task(&engine, &id, "ask").await;
     engine.cancel(&alice, &id).await.unwrap();
     let out = waiting.await.unwrap();
     assert!(matches!(out, Outcome::Cancelled { .. }), "{out:?}");
@@ -1223,26 +1204,9 @@ async fn a_task_cancelled_on_its_own_ends_and_the_run_goes_on() {
         let (engine, id) = (engine.clone(), id.clone());
         tokio::spawn(async move { answer_input(&engine, &id, json!({"approved": true})).await })
     };
-    let mut task_exec = None;
-    for _ in 0..100 {
-        let tasks = engine.store().background_tasks(&id).await.unwrap();
-        if let Some(exec) = tasks.first().and_then(|t| t.execution_id.clone()) {
-            if engine
-                .execution(&alice, &exec)
-                .await
-                .is_ok_and(|i| i.status == "paused")
-            {
-                task_exec = Some(exec);
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let task_exec = paused_task(&engine, &id, "ask").await;
     // The paused task's own execution is cancelled (not through the plan).
-    engine
-        .cancel(&alice, &task_exec.expect("the task pauses"))
-        .await
-        .unwrap();
+    engine.cancel(&alice, &task_exec).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("the run does not wait forever")
@@ -1253,4 +1217,27 @@ async fn a_task_cancelled_on_its_own_ends_and_the_run_goes_on() {
     assert_eq!(result["output"], "Final: the task was cancelled.");
     let last = server.requests().last().unwrap().2.to_string();
     assert!(last.contains("ask (Ask the user): cancelled"), "{last}");
+}
+
+/// The execution of plan task `task` of run `id`, once it pauses (the test fails after 5 s).
+async fn paused_task(engine: &Engine, id: &str, task: &str) -> String {
+    let alice = engine.caller("alice", Face::Http);
+    for _ in 0..100 {
+        let tasks = engine.store().background_tasks(id).await.unwrap();
+        let exec = tasks
+            .iter()
+            .find(|t| t.task_id == task)
+            .and_then(|t| t.execution_id.clone());
+        if let Some(exec) = exec {
+            if engine
+                .execution(&alice, &exec)
+                .await
+                .is_ok_and(|i| i.status == "paused")
+            {
+                return exec;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task '{task}' of {id} did not pause")
 }

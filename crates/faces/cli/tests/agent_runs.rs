@@ -522,8 +522,28 @@ async fn a_script_runs_an_agent_whose_question_pauses_the_script() {
     assert!(v.to_string().contains("no agent 'nobody' exists"), "{v}");
 }
 
-/// `toolshed models add` with the key in an environment variable; answers (exit code, stdout
-/// and stderr).
+/// `toolshed ARGS...` with `env`; answers (exit code, stdout and stderr).
+fn toolshed(
+    dir: &std::path::Path,
+    cfg: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String) {
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--config")
+        .arg(cfg)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// `toolshed models add` of an OpenAI endpoint at `url`, its key in an environment variable.
 fn models_add(
     dir: &std::path::Path,
     cfg: &std::path::Path,
@@ -531,19 +551,10 @@ fn models_add(
     url: &str,
     key: &str,
 ) -> (i32, String) {
-    let out = std::process::Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("--config")
-        .arg(cfg)
-        .args(["models", "add", id, "--kind", "openai", "--base-url", url])
-        .args(["--api-key-env", "RUNTIME_MODEL_KEY", "--allow-private"])
-        .env("RUNTIME_MODEL_KEY", key)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
+    let args = ["models", "add", id, "--kind", "openai", "--base-url", url];
+    let flags = ["--api-key-env", "RUNTIME_MODEL_KEY", "--allow-private"];
+    let all: Vec<&str> = args.iter().chain(&flags).copied().collect();
+    toolshed(dir, cfg, &all, &[("RUNTIME_MODEL_KEY", key)])
 }
 
 #[tokio::test]
@@ -557,44 +568,25 @@ async fn a_model_added_at_runtime_runs_agents_with_its_sealed_key() {
     let cfg = allow_writes_config(dir.path());
     let first_key = "sk-runtime-first-key-0123456789";
     // Refused before anything is stored: an unknown kind, a loopback URL without allow-private.
-    let (code, text) = {
-        let out = std::process::Command::new(BIN)
-            .arg("--data-dir")
-            .arg(dir.path())
-            .arg("--config")
-            .arg(&cfg)
-            .args(["models", "add", "rt", "--kind", "gemini"])
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let (code, text) = toolshed(
+        dir.path(),
+        &cfg,
+        &["models", "add", "rt", "--kind", "gemini"],
+        &[],
+    );
     assert_ne!(code, 0);
     assert!(text.contains("kind 'gemini' is not known"), "{text}");
-    let (code, text) = {
-        let out = std::process::Command::new(BIN)
-            .arg("--data-dir")
-            .arg(dir.path())
-            .arg("--config")
-            .arg(&cfg)
-            .args([
-                "models",
-                "add",
-                "rt",
-                "--kind",
-                "openai",
-                "--base-url",
-                &model.openai_url(),
-            ])
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let url = model.openai_url();
+    let args = [
+        "models",
+        "add",
+        "rt",
+        "--kind",
+        "openai",
+        "--base-url",
+        url.as_str(),
+    ];
+    let (code, text) = toolshed(dir.path(), &cfg, &args, &[]);
     assert_ne!(code, 0, "{text}");
     assert!(
         text.contains("loopback") || text.contains("private"),

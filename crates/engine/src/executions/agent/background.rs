@@ -387,22 +387,8 @@ pub(crate) async fn cancel_task(frame: &Frame, seq: CallKey, args: &Value) -> Ho
         Some(t) => {
             let engine = &frame.ctx.engine;
             let moved = engine
-                .inner
-                .store
-                .move_background_task(
-                    &t.run_id,
-                    &t.task_id,
-                    &["pending", "running"],
-                    "cancelled",
-                    None,
-                    Some("cancelled by the orchestrator"),
-                )
-                .await
-                .unwrap_or(false);
-            if let (true, Some(exec)) = (moved, &t.execution_id) {
-                let owner = engine.owner(&t.principal, Face::Script).await;
-                let _ = engine.cancel(&owner, exec).await;
-            }
+                .cancel_task_row(&t, "cancelled by the orchestrator")
+                .await;
             engine.schedule_background(t.run_id.clone());
             if moved {
                 "cancelled"
@@ -731,24 +717,31 @@ impl Engine {
             return;
         };
         for t in tasks.iter().filter(|t| !t.is_terminal()) {
-            let moved = self
-                .inner
-                .store
-                .move_background_task(
-                    run_id,
-                    &t.task_id,
-                    &["pending", "running"],
-                    "cancelled",
-                    None,
-                    Some("the run that planned it ended"),
-                )
-                .await
-                .unwrap_or(false);
-            if let (true, Some(exec)) = (moved, &t.execution_id) {
-                let owner = self.owner(&t.principal, Face::Script).await;
-                let _ = Box::pin(self.cancel(&owner, exec)).await;
-            }
+            self.cancel_task_row(t, "the run that planned it ended")
+                .await;
         }
+    }
+
+    /// Cancels an unfinished task and its execution; whether this call cancelled it.
+    async fn cancel_task_row(&self, t: &BackgroundTask, why: &str) -> bool {
+        let moved = self
+            .inner
+            .store
+            .move_background_task(
+                &t.run_id,
+                &t.task_id,
+                &["pending", "running"],
+                "cancelled",
+                None,
+                Some(why),
+            )
+            .await
+            .unwrap_or(false);
+        if let (true, Some(exec)) = (moved, &t.execution_id) {
+            let owner = self.owner(&t.principal, Face::Script).await;
+            let _ = Box::pin(self.cancel(&owner, exec)).await;
+        }
+        moved
     }
 
     /// The unfinished tasks of a run whose plan no longer matters are cancelled; `run_id`'s
@@ -819,8 +812,9 @@ impl Engine {
         }
     }
 
+    /// Moves a running task to its end state (no scheduling: the caller does that).
     async fn task_ended_quietly(&self, task: &TaskRef, status: &str, result: &str) {
-        let _ = self
+        if let Err(e) = self
             .inner
             .store
             .move_background_task(
@@ -831,25 +825,15 @@ impl Engine {
                 None,
                 Some(result),
             )
-            .await;
-    }
-
-    async fn task_ended(&self, task: &TaskRef, status: &str, result: &str) {
-        let moved = self
-            .inner
-            .store
-            .move_background_task(
-                &task.run,
-                &task.id,
-                &["running"],
-                status,
-                None,
-                Some(result),
-            )
-            .await;
-        if let Err(e) = moved {
+            .await
+        {
             tracing::warn!(run = %task.run, task = %task.id, error = %e, "a background task's end could not be stored");
         }
+    }
+
+    /// A task ended: its row moves, and the tasks waiting for it start or are cancelled.
+    async fn task_ended(&self, task: &TaskRef, status: &str, result: &str) {
+        self.task_ended_quietly(task, status, result).await;
         self.schedule_background(task.run.clone());
     }
 }
