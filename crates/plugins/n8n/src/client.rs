@@ -221,6 +221,128 @@ impl N8nClient {
         Ok(Some(catalog))
     }
 
+    /// One request to n8n's editor API (`{site}/rest{path}`), signed in with the configured
+    /// login (signing in again once when the session was refused). The reply's `data` member is
+    /// returned, as the editor API wraps every answer in one. Refused with
+    /// [`N8nError::NeedsLogin`] when no login is configured: these endpoints do not take the API
+    /// key.
+    pub async fn rest(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        timeout: Option<Duration>,
+    ) -> Result<Value, N8nError> {
+        if self.login.is_none() {
+            return Err(N8nError::NeedsLogin {
+                what: format!("{method} /rest{path}"),
+            });
+        }
+        let timeout = timeout.map_or(self.timeout, |t| t.min(self.timeout));
+        let session = self.session.lock().expect("session lock").clone();
+        let cookie = match session {
+            Some(c) => c,
+            None => self.sign_in(timeout).await?,
+        };
+        let first = self
+            .rest_once(&cookie, &method, path, query, body, timeout)
+            .await;
+        let value = match first {
+            Err(N8nError::Unauthorized { .. }) => {
+                let cookie = self.sign_in(timeout).await?;
+                self.rest_once(&cookie, &method, path, query, body, timeout)
+                    .await?
+            }
+            other => other?,
+        };
+        Ok(match value {
+            Value::Object(mut m) if m.contains_key("data") => m.remove("data").unwrap_or_default(),
+            v => v,
+        })
+    }
+
+    async fn rest_once(
+        &self,
+        cookie: &str,
+        method: &Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Value, N8nError> {
+        let shown = format!("/rest{path}");
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}/rest{path}", self.site_root))
+            .header("Cookie", cookie)
+            .header("Accept", "application/json")
+            // n8n's editor API refuses cross-site requests without the browser-id header.
+            .header("browser-id", "toolshed")
+            .timeout(timeout);
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        tracing::debug!(method = %method, path = %shown, "n8n editor request");
+        let resp = self.send(req, method, &shown, timeout).await?;
+        let status = resp.status();
+        let bytes = self.read_capped(resp, method, &shown, timeout).await?;
+        let text = String::from_utf8_lossy(&bytes);
+        if !status.is_success() {
+            return Err(self.status_error(method, &shown, status, &text));
+        }
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text).map_err(|e| N8nError::Upstream {
+            method: method.to_string(),
+            path: shown,
+            status: status.as_u16(),
+            message: format!("the reply is not JSON ({e})"),
+        })
+    }
+
+    /// A request to the instance outside both APIs (a production webhook URL): no key, no
+    /// cookie. Answers the status and the body (JSON when it parses, else the text).
+    pub async fn site_request(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(String, String)],
+        headers: &[(String, String)],
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<(u16, Value), N8nError> {
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.site_root))
+            .timeout(timeout);
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = self.send(req, &method, path, timeout).await?;
+        let status = resp.status().as_u16();
+        let bytes = self.read_capped(resp, &method, path, timeout).await?;
+        let text = String::from_utf8_lossy(&bytes);
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| Value::String(crate::sanitize::truncate_str(&text, 2000)));
+        Ok((status, value))
+    }
+
+    /// The instance root, for links a person opens (credential pages, workflows).
+    pub fn site(&self) -> &str {
+        &self.site_root
+    }
+
     /// `POST /rest/login`; stores and returns the `n8n-auth` cookie.
     async fn sign_in(&self, timeout: Duration) -> Result<String, N8nError> {
         let login = self.login.as_ref().expect("sign_in needs a login");

@@ -60,6 +60,9 @@ pub enum N8nError {
         status: u16,
         message: String,
     },
+    /// The call needs n8n's editor API, which only a signed-in user may use.
+    #[error("{what} is part of n8n's editor API, which the API key cannot use: configure [n8n] email and password (an owner or admin login) to enable it")]
+    NeedsLogin { what: String },
     /// n8n failed (5xx) or answered something unreadable.
     #[error("n8n failed on {method} {path} ({status}): {message}")]
     Upstream {
@@ -82,6 +85,7 @@ impl N8nError {
             | N8nError::Upstream { .. }
             | N8nError::TooLarge { .. } => ToolErrorKind::Upstream,
             N8nError::LoginFailed { .. } => ToolErrorKind::Unauthorized,
+            N8nError::NeedsLogin { .. } => ToolErrorKind::Unauthorized,
             N8nError::Timeout { .. } => ToolErrorKind::Timeout,
             N8nError::NoEndpoint { .. } | N8nError::NotFound(_) => ToolErrorKind::NotFound,
             N8nError::Rejected { status, .. } if *status == 409 => ToolErrorKind::Conflict,

@@ -55,6 +55,7 @@ pub mod node;
 pub mod sanitize;
 pub mod summary;
 pub mod tools;
+pub mod trigger;
 pub mod verdict;
 
 use std::fmt;

@@ -3,7 +3,9 @@
 mod budgets;
 mod common;
 mod live;
+mod live_runs;
 mod redirects;
+mod replay_runs;
 mod replay_tools;
 mod server;
 mod work_items;

@@ -6,6 +6,7 @@
 pub mod data_tables;
 pub mod executions;
 pub mod nodes;
+pub mod run;
 pub mod resources;
 pub mod work_items;
 pub mod workflows;
@@ -24,6 +25,7 @@ pub fn all(client: &Arc<N8nClient>) -> Vec<Tool> {
     let mut tools = Vec::new();
     tools.extend(executions::tools(client));
     tools.extend(workflows::tools(client));
+    tools.extend(run::tools(client));
     tools.extend(resources::tools(client));
     tools.extend(data_tables::tools(client));
     tools.extend(nodes::tools(client));
