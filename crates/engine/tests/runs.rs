@@ -27,6 +27,8 @@ const KEY: &str = "sk-test-secret-key-0123456789";
 struct Counters {
     query: AtomicUsize,
     drop: AtomicUsize,
+    /// Arguments `n8n.workflows.run` received.
+    workflow_runs: std::sync::Mutex<Vec<Value>>,
 }
 
 fn def(path: &str, ann: Annotations) -> ToolDef {
@@ -63,6 +65,22 @@ fn engine_on(store: Store, models: Models, c: Arc<Counters>) -> Engine {
             }
         },
     ));
+    let k = c.clone();
+    b.add_tool(Tool::from_fn(
+        ToolDef::new(
+            ToolPath::parse("n8n.workflows.run").unwrap(),
+            "Run Workflow",
+            "Runs a workflow.",
+        )
+        .with_annotations(Annotations::READ_ONLY),
+        move |_, args| {
+            let k = k.clone();
+            async move {
+                k.workflow_runs.lock().unwrap().push(args.clone());
+                Ok(json!({"executionId": "9", "status": "success", "data": {"sample": [args["inputData"]]}}))
+            }
+        },
+    ));
     b.add_tool(Tool::from_fn(
         def("secret.read", Annotations::READ_ONLY),
         |_, _| async { Ok(json!("classified")) },
@@ -71,7 +89,12 @@ fn engine_on(store: Store, models: Models, c: Arc<Counters>) -> Engine {
         vec![
             Role {
                 id: "user".into(),
-                patterns: vec!["rows.**".into(), "secret.**".into(), "client.**".into()],
+                patterns: vec![
+                    "rows.**".into(),
+                    "secret.**".into(),
+                    "client.**".into(),
+                    "n8n.**".into(),
+                ],
                 decide: vec!["rows.**".into(), "ask_user".into()],
                 ..Role::default()
             },
@@ -416,6 +439,68 @@ async fn a_tool_outside_the_agents_tools_is_an_error_the_model_sees_and_never_ru
                 && e.execution_id.as_deref() == Some(execution_id.as_str())),
             "{audit:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_workflow_tool_runs_its_workflow_with_the_models_input_only() {
+    for p in PROVIDERS {
+        let script = ModelScript {
+            turns: vec![
+                Turn::calls(&[(
+                    "workflow__order_intake",
+                    json!({"inputData": {"name": "Ann"}, "workflowId": "someone-elses"}),
+                )]),
+                Turn::text("Order taken."),
+            ],
+            ..Default::default()
+        };
+        let (server, engine, c) = setup(p, script).await;
+        let tools =
+            json!([{"type": "workflow", "workflow": "WYIG518IAdEpP55f", "name": "Order intake"}]);
+        let alice = engine.caller("alice", Face::Http);
+        let out = engine
+            .start_run(
+                &alice,
+                request(definition(p, tools.clone(), json!({})), "Take Ann's order"),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(out, Outcome::Completed { .. }), "{p:?}: {out:?}");
+        let offered = server.requests()[0].2["tools"].to_string();
+        assert!(
+            offered.contains("workflow__order_intake") && offered.contains("Order intake"),
+            "{offered}"
+        );
+        // The definition's workflow, the model's input, nothing else.
+        assert_eq!(
+            c.workflow_runs.lock().unwrap().as_slice(),
+            [json!({"workflowId": "WYIG518IAdEpP55f", "inputData": {"name": "Ann"}})]
+        );
+        assert!(server.requests()[1].2.to_string().contains("executionId"));
+        engine.flush_audit().await;
+        let audit = engine.audit_of(&alice, 50).await.unwrap();
+        assert!(
+            audit
+                .iter()
+                .any(|e| e.path == "n8n.workflows.run" && e.outcome == "ok"),
+            "{audit:?}"
+        );
+
+        // A principal that may not run workflows is not offered the tool.
+        let carol = engine.caller("carol", Face::Http);
+        let before = server.requests().len();
+        let _ = engine
+            .start_run(
+                &carol,
+                request(definition(p, tools, json!({})), "Take an order"),
+            )
+            .await
+            .unwrap();
+        assert!(!server.requests()[before].2["tools"]
+            .to_string()
+            .contains("workflow__"));
+        assert_eq!(c.workflow_runs.lock().unwrap().len(), 1);
     }
 }
 

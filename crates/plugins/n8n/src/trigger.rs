@@ -201,10 +201,7 @@ pub fn start_from(
     };
     let item = shape_input(trigger.kind, input, now_iso, session);
     if trigger.kind.passes_input_through() {
-        return Ok((
-            json!({"name": trigger.name, "data": task_data(item)}),
-            None,
-        ));
+        return Ok((json!({"name": trigger.name, "data": task_data(item)}), None));
     }
     let next = children(workflow, &trigger.name);
     match next.as_slice() {

@@ -179,7 +179,10 @@ async fn live_workflow_runs() {
         "run stopped at its timeout",
     )
     .await;
-    assert!(t.elapsed() >= Duration::from_secs(2) && t.elapsed() < Duration::from_secs(20), "{r}");
+    assert!(
+        t.elapsed() >= Duration::from_secs(2) && t.elapsed() < Duration::from_secs(20),
+        "{r}"
+    );
     assert!(r["error"]["timeout"].is_string(), "{r}");
     assert_ne!(r["status"], "success", "{r}");
     println!("timed-out run: {r}");

@@ -127,8 +127,10 @@ async fn execution(
     if id == "30" {
         let stopped = w.stopped.lock().unwrap().contains(&id);
         let status = if stopped { "canceled" } else { "running" };
-        return Json(json!({"id": "30", "workflowId": WF, "status": status, "mode": "manual",
-            "startedAt": "2026-11-25T11:00:00.000Z", "stoppedAt": null}))
+        return Json(
+            json!({"id": "30", "workflowId": WF, "status": status, "mode": "manual",
+            "startedAt": "2026-11-25T11:00:00.000Z", "stoppedAt": null}),
+        )
         .into_response();
     }
     let Some(mut e) = recorded(&id) else {

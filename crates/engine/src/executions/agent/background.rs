@@ -71,6 +71,7 @@ pub(crate) fn offered() -> [Offered; 3] {
         description: description.into(),
         parameters,
         approval: false,
+        workflow: None,
     };
     [
         offered(

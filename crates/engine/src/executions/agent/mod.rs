@@ -98,6 +98,9 @@ pub struct Offered {
     /// Every call waits for a human's approval (`requireApproval`).
     #[serde(default)]
     pub approval: bool,
+    /// For a definition's `workflow` tool: the n8n workflow it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
 }
 
 /// The tool that reads agent definitions.
@@ -112,12 +115,23 @@ pub const AGENTS_RUN: &str = "agents.run";
 /// The offered path of a definition's `agent` tool: `agent.<name>` (a call of [`AGENTS_RUN`]).
 pub const AGENT_PREFIX: &str = "agent.";
 
+/// The catalog tool that runs an n8n workflow; `workflow` tools of a definition call it.
+pub const WORKFLOWS_RUN: &str = "n8n.workflows.run";
+
+/// The offered path of a definition's `workflow` tool: `workflow.<name>` (a call of
+/// [`WORKFLOWS_RUN`]).
+pub const WORKFLOW_PREFIX: &str = "workflow.";
+
 impl Offered {
-    /// The path the call reaches: the catalog tool, or [`AGENTS_RUN`] for an `agent` tool.
+    /// The path the call reaches: the catalog tool, [`AGENTS_RUN`] for an `agent` tool,
+    /// [`WORKFLOWS_RUN`] for a `workflow` tool.
     pub fn call_path(&self) -> &str {
-        match self.path.starts_with(AGENT_PREFIX) {
-            true => AGENTS_RUN,
-            false => &self.path,
+        if self.path.starts_with(AGENT_PREFIX) {
+            AGENTS_RUN
+        } else if self.workflow.is_some() {
+            WORKFLOWS_RUN
+        } else {
+            &self.path
         }
     }
 }

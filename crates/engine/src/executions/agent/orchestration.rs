@@ -59,6 +59,7 @@ pub(crate) fn offered() -> [Offered; 2] {
                 "required": ["role", "instructions", "tools", "briefing"]
             }),
             approval: false,
+            workflow: None,
         },
         Offered {
             name: String::new(),
@@ -75,6 +76,7 @@ pub(crate) fn offered() -> [Offered; 2] {
                 "required": ["tasks"]
             }),
             approval: false,
+            workflow: None,
         },
     ]
 }

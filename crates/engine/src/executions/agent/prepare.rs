@@ -7,7 +7,7 @@
 //! | `custom {id}` | the custom tool `custom.<id>` (when the principal sees it) |
 //! | `client {name, description, inputSchema}` | `client.<name>`, executed by the caller (a `tool_result` wait) |
 //! | `agent {agent, description?}` | `agent.<name>`: a call of `agents.run` with that agent (a sub-agent, run inside the run: [`super::nested`]), when the principal sees `agents.run` |
-//! | `workflow` | refused: a clear error names the entry (not run yet) |
+//! | `workflow {workflow, name?, description?}` | `workflow.<name>`: a call of `n8n.workflows.run` with that workflow and the model's `inputData`, when the principal sees `n8n.workflows.run` |
 //!
 //! `ask_user` is always offered (an `input` wait); `delegate` and `update_tasks` when the
 //! definition sets `config.orchestration` ([`super::orchestration`]). Names follow the OpenAI/Anthropic grammar
@@ -17,7 +17,10 @@ use serde_json::{json, Value};
 use toolshed_core::formats::{export::export_names, parse_client_tools, ClientTool, ExportFormat};
 use toolshed_core::policy::Pattern;
 
-use super::{Offered, RunLimits, RunRequest, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER};
+use super::{
+    Offered, RunLimits, RunRequest, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER, WORKFLOWS_RUN,
+    WORKFLOW_PREFIX,
+};
 use crate::{Caller, Engine, EngineError};
 
 /// The spec of a new run and every client tool it may call (request's and definition's).
@@ -57,6 +60,7 @@ pub(super) fn spec(
                 description: c.description.clone(),
                 parameters: c.input_schema.clone(),
                 approval: false,
+                workflow: None,
             },
         ));
     }
@@ -83,6 +87,7 @@ pub(super) fn spec(
                 "required": ["question"]
             }),
             approval: false,
+            workflow: None,
         },
     ));
     // One entry per path, the first wins (its approval flag too, unless a later one asks).
@@ -121,6 +126,41 @@ pub(super) fn spec(
         },
         client_tools,
     ))
+}
+
+/// A definition's `workflow` entry as an offered tool: `workflow.<name>` (the entry's `name`,
+/// else the workflow id, as a path segment), taking the trigger's input.
+fn workflow_tool(t: &Value, approve: bool) -> (String, Offered) {
+    let id = t["workflow"].as_str().unwrap_or_default();
+    let label = t["name"].as_str().filter(|n| !n.trim().is_empty());
+    let path = format!(
+        "{WORKFLOW_PREFIX}{}",
+        toolshed_core::path::to_segment(label.unwrap_or(id))
+    );
+    let description = t["description"]
+        .as_str()
+        .filter(|d| !d.trim().is_empty())
+        .map_or_else(
+            || {
+                format!(
+                    "Runs the n8n workflow '{}' and answers its result (status, the last node's output, any error).",
+                    label.unwrap_or(id)
+                )
+            },
+            str::to_string,
+        );
+    let offered = Offered {
+        name: String::new(),
+        path: path.clone(),
+        description,
+        parameters: json!({
+            "type": "object",
+            "properties": {"inputData": {"type": "object", "description": "What the workflow's trigger receives (a webhook's body, a form's fields, {chatInput} for a chat)."}},
+        }),
+        approval: approve,
+        workflow: Some(id.to_string()),
+    };
+    (path, offered)
 }
 
 /// A definition's tool entries (each `(path, offered)`) and its `client` tool declarations.
@@ -187,12 +227,19 @@ fn definition_tools(
                             "required": ["input"]
                         }),
                         approval: approve,
+                        workflow: None,
                     },
                 ));
             }
+            "workflow" => {
+                // Offered when the principal may run n8n workflows at all.
+                if visible.iter().any(|d| d.path.as_str() == WORKFLOWS_RUN) {
+                    entries.push(workflow_tool(t, approve));
+                }
+            }
             other => {
                 return Err(EngineError::InvalidRun(format!(
-                    "tools[{i}]: tools of type '{other}' cannot be used in runs yet; remove the entry or use a catalog pattern"
+                    "tools[{i}]: tools of type '{other}' cannot be used in runs; remove the entry or use a catalog pattern"
                 )))
             }
         }
@@ -219,6 +266,7 @@ fn push_catalog(entries: &mut Vec<(String, Offered)>, def: &toolshed_core::ToolD
                 .to_string(),
             parameters: def.input_schema.clone(),
             approval: approve,
+            workflow: None,
         },
     ));
 }

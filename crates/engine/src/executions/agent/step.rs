@@ -17,7 +17,7 @@ use toolshed_store::{now_ms, AuditEntry};
 
 use super::background;
 use super::orchestration::{self, DELEGATE, UPDATE_TASKS};
-use super::{Offered, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER};
+use super::{Offered, RunSpec, AGENTS_RUN, AGENT_PREFIX, ASK_USER, WORKFLOWS_RUN};
 use crate::events::Event;
 use crate::executions::host::{nested_key, CallKey, HostCtx};
 use crate::executions::run::End;
@@ -374,6 +374,14 @@ fn target_of(tool: &Offered, args: &Value) -> (CallTarget, Value) {
         // Only the input: the model does not choose threads or anything else of the run.
         let a = json!({"agent": agent, "input": args.get("input").cloned().unwrap_or(Value::Null)});
         return (CallTarget::Tool(AGENTS_RUN.into()), a);
+    }
+    if let Some(workflow) = &tool.workflow {
+        // Only the trigger's input: the model does not choose the workflow or the timeout.
+        let mut a = json!({"workflowId": workflow});
+        if let Some(input) = args.get("inputData").filter(|v| v.is_object()) {
+            a["inputData"] = input.clone();
+        }
+        return (CallTarget::Tool(WORKFLOWS_RUN.into()), a);
     }
     (CallTarget::Tool(tool.path.clone()), args.clone())
 }

@@ -6,8 +6,8 @@
 pub mod data_tables;
 pub mod executions;
 pub mod nodes;
-pub mod run;
 pub mod resources;
+pub mod run;
 pub mod work_items;
 pub mod workflows;
 

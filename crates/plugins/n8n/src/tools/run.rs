@@ -105,11 +105,7 @@ fn deadline(ctx: &ToolContext, args: &Value) -> Instant {
     Instant::now() + Duration::from_millis(asked).min(room.max(Duration::from_secs(1)))
 }
 
-async fn load_workflow(
-    c: &N8nClient,
-    ctx: &ToolContext,
-    args: &Value,
-) -> Result<Value, ToolError> {
+async fn load_workflow(c: &N8nClient, ctx: &ToolContext, args: &Value) -> Result<Value, ToolError> {
     let id = super::path_id(args, "workflowId")?;
     call(c, ctx, Method::GET, &format!("/workflows/{id}"), &[], None).await
 }
@@ -192,12 +188,7 @@ async fn start_by_webhook(
     let wf_id = super::path_id(args, "workflowId")?;
     let before = newest_execution(c, ctx, &wf_id).await?;
     let input = args.get("inputData").filter(|v| !v.is_null());
-    let shaped = trigger::shape_input(
-        TriggerKind::Webhook,
-        input.unwrap_or(&json!({})),
-        "",
-        "",
-    );
+    let shaped = trigger::shape_input(TriggerKind::Webhook, input.unwrap_or(&json!({})), "", "");
     let method = trig.parameters["httpMethod"]
         .as_str()
         .unwrap_or("GET")
@@ -364,7 +355,9 @@ fn last_output(raw: &Value) -> Option<Value> {
             return Some(json!({"node": last, "items": total, "sample": small}));
         }
     }
-    Some(json!({"node": last, "items": total, "sample": "…[too large to show; read it with n8n.executions.get_node]"}))
+    Some(
+        json!({"node": last, "items": total, "sample": "…[too large to show; read it with n8n.executions.get_node]"}),
+    )
 }
 
 fn error_of(raw: &Value) -> Option<Value> {
