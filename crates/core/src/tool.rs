@@ -241,6 +241,10 @@ pub enum ToolErrorKind {
     /// `oauth2_user` credentials); `data.connection` names it. The engine pauses the call until
     /// the grant is made.
     GrantRequired,
+    /// A person must do something at a link first (enter a secret on the upstream's own page,
+    /// say); `data.url` is the link. The engine pauses the call on an `input` wait with that
+    /// link and runs it again once the wait is answered, so the handler can check it was done.
+    ActionRequired,
 }
 
 /// A handler's failure: a kind, a message for humans and agents, and optional structured data.
@@ -286,6 +290,11 @@ impl ToolError {
             format!("connect your account at '{connection}' first: the call needs your own grant"),
         )
         .with_data(serde_json::json!({"connection": connection}))
+    }
+
+    /// A person must first act at `url` (see [`ToolErrorKind::ActionRequired`]).
+    pub fn action_required(message: impl Into<String>, url: &str) -> Self {
+        Self::new(ToolErrorKind::ActionRequired, message).with_data(serde_json::json!({"url": url}))
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {

@@ -80,13 +80,11 @@ impl EngineAccess for BoundEngine {
             CallResult::NeedsApproval { path, .. } => Err(ToolError::conflict(format!(
                 "'{path}' needs approval, which a call made by another tool cannot wait for"
             ))),
-            CallResult::NeedsGrant {
-                connection, path, ..
-            } => {
+            CallResult::NeedsAction { action, path, .. } => {
                 let execution = self.execution_id.as_deref().unwrap_or("");
                 Err(tool_error(
                     self.engine
-                        .grant_error(&caller.principal, &connection, &path, execution)
+                        .action_error(&caller.principal, &action, &path, execution)
                         .await,
                 ))
             }
@@ -290,11 +288,11 @@ impl NestedHost {
                         ))),
                         path,
                     }),
-                    CallResult::NeedsGrant { connection, path, .. } => {
+                    CallResult::NeedsAction { action, path, .. } => {
                         let execution = self.execution_id.as_deref().unwrap_or("");
                         Err(self
                             .engine
-                            .grant_error(&self.caller.principal, &connection, &path, execution)
+                            .action_error(&self.caller.principal, &action, &path, execution)
                             .await)
                     }
                 }

@@ -162,6 +162,7 @@ impl EngineError {
                 toolshed_core::ToolErrorKind::Internal => "internal",
                 toolshed_core::ToolErrorKind::Rejected => "rejected",
                 toolshed_core::ToolErrorKind::GrantRequired => "grant_required",
+                toolshed_core::ToolErrorKind::ActionRequired => "action_required",
             },
             Self::Timeout { .. } => "timeout",
             Self::InvalidOutput { .. } => "invalid_output",

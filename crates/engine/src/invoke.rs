@@ -39,10 +39,10 @@ pub enum CallResult {
         name: String,
         args: Value,
     },
-    /// The principal has no grant at the connection the tool's source needs; nothing ran at
-    /// the upstream. The call pauses until the grant is made.
-    NeedsGrant {
-        connection: String,
+    /// A person must act first (grant access at a connection, or act at the tool's link);
+    /// the call pauses until they have, then runs again.
+    NeedsAction {
+        action: crate::actions::HumanAction,
         path: String,
         args: Value,
     },
@@ -91,7 +91,7 @@ impl Engine {
             .await;
         let (outcome, error) = match &result {
             CallResult::Done(_) => ("ok", None),
-            CallResult::NeedsApproval { .. } | CallResult::NeedsGrant { .. } => ("paused", None),
+            CallResult::NeedsApproval { .. } | CallResult::NeedsAction { .. } => ("paused", None),
             CallResult::Failed(e) => (e.code(), Some(e.to_string())),
         };
         self.inner.audit.record(AuditEntry {
@@ -157,7 +157,7 @@ impl Engine {
                     after: timeout,
                 })
             }
-            Ok(Err(error)) => return grant_pause(error, path, prepared.kept_args),
+            Ok(Err(error)) => return action_pause(error, path, prepared.kept_args),
             Ok(Ok(v)) => v,
         };
         check_output(&entry, path, &out)?;
@@ -195,7 +195,9 @@ impl Engine {
             }) as Arc<dyn toolshed_core::TokenSource>),
             None => plugin_tokens,
         };
-        let kept_args = connections.map(|_| args.clone());
+        // Any handler may ask a person to act (a grant, or its own link), and the paused call
+        // runs again with the same arguments.
+        let kept_args = Some(args.clone());
         let mut inner_caller = caller.clone();
         let wire = inner_caller.wire.take();
         let progress = inner_caller.progress.take();
@@ -215,7 +217,7 @@ impl Engine {
     }
 }
 
-/// A handler's context, and the arguments kept for a grant pause.
+/// A handler's context, and the arguments kept for a pause that asks a person to act.
 struct Prepared {
     ctx: ToolContext,
     kept_args: Option<Value>,
@@ -289,26 +291,19 @@ fn check_output(entry: &CatalogEntry, path: &str, out: &Value) -> Result<(), Eng
     }
 }
 
-/// A handler's error: a missing grant at a connection pauses the call (when its arguments were
-/// kept); anything else fails it.
-fn grant_pause(
+/// A handler's error: one that asks a person to act ([`crate::actions`]) pauses the call (when
+/// its arguments were kept); anything else fails it.
+fn action_pause(
     error: toolshed_core::ToolError,
     path: &str,
     kept_args: Option<Value>,
 ) -> Result<CallResult, EngineError> {
-    if error.kind == toolshed_core::ToolErrorKind::GrantRequired {
-        let connection = error
-            .data
-            .as_ref()
-            .and_then(|d| d.get("connection"))
-            .and_then(Value::as_str);
-        if let (Some(connection), Some(args)) = (connection, kept_args) {
-            return Ok(CallResult::NeedsGrant {
-                connection: connection.to_string(),
-                path: path.to_string(),
-                args,
-            });
-        }
+    if let (Some(action), Some(args)) = (crate::actions::HumanAction::of(&error), kept_args) {
+        return Ok(CallResult::NeedsAction {
+            action,
+            path: path.to_string(),
+            args,
+        });
     }
     Err(EngineError::Tool {
         path: path.to_string(),

@@ -28,6 +28,7 @@
 //! - [`error`] — [`EngineError`], with codes and JSON for faces.
 
 pub mod access;
+pub mod actions;
 pub mod audit;
 pub mod caller;
 pub mod connections;

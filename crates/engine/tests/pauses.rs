@@ -24,6 +24,9 @@ struct Counters {
     query: AtomicUsize,
     destroy: AtomicUsize,
     block: AtomicUsize,
+    /// Calls of `rows.setup`; it answers once `setup_done` is set.
+    setup: AtomicUsize,
+    setup_done: std::sync::atomic::AtomicBool,
 }
 
 fn def(path: &str, ann: Annotations) -> ToolDef {
@@ -69,6 +72,24 @@ fn engine_on(store: Store, config: EngineConfig, c: Arc<Counters>) -> Engine {
                 k.block.fetch_add(1, Ordering::SeqCst);
                 std::future::pending::<()>().await;
                 Ok(json!({}))
+            }
+        },
+    ));
+    // A tool that needs a person to act at its link first (as n8n.credentials.setup does).
+    let k = c.clone();
+    b.add_tool(Tool::from_fn(
+        def("rows.setup", Annotations::READ_ONLY),
+        move |ctx, _| {
+            let k = k.clone();
+            async move {
+                let n = k.setup.fetch_add(1, Ordering::SeqCst) + 1;
+                if k.setup_done.load(Ordering::SeqCst) {
+                    return Ok(json!({"credentialId": "c1", "calls": n, "execution": ctx.execution_id.as_deref()}));
+                }
+                Err(toolshed_core::ToolError::action_required(
+                    "Create the credential in n8n.",
+                    "https://n8n.example.com/home/credentials/create",
+                ))
             }
         },
     ));
@@ -813,4 +834,104 @@ async fn a_call_inside_a_saved_script_pauses_the_execution_and_never_runs_twice(
     );
     assert_eq!(c.destroy.load(Ordering::SeqCst), 1);
     assert_eq!(c.query.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_tool_that_needs_a_person_pauses_on_its_link_and_runs_again_once_answered() {
+    let (e, c) = engine().await;
+    let alice = e.caller("alice", Face::Http);
+    // Called directly: the call pauses on an input wait in url mode with the tool's link.
+    let out = e.call(&alice, "rows.setup", json!({})).await.unwrap();
+    let id = out.execution_id().to_string();
+    let w = out.waits()[0].clone();
+    assert_eq!(w.kind, WaitKind::Input);
+    assert_eq!(w.mode, Some(toolshed_engine::executions::InputMode::Url));
+    assert_eq!(
+        w.url.as_deref(),
+        Some("https://n8n.example.com/home/credentials/create")
+    );
+    assert!(w
+        .message
+        .as_deref()
+        .unwrap()
+        .starts_with("Create the credential in n8n."));
+    // Answered before it was done: the tool runs again, asks again, the call pauses again.
+    let again = e
+        .answer(&alice, &id, &w.wait_id, AnswerAction::Accept, None, HUMAN)
+        .await
+        .unwrap();
+    assert_eq!(c.setup.load(Ordering::SeqCst), 2);
+    let w2 = again.waits()[0].clone();
+    assert_eq!(w2.mode, Some(toolshed_engine::executions::InputMode::Url));
+    // Done, answered: the call runs once more, in the same execution, and completes.
+    c.setup_done.store(true, Ordering::SeqCst);
+    let done = e
+        .answer(&alice, &id, &w2.wait_id, AnswerAction::Accept, None, HUMAN)
+        .await
+        .unwrap();
+    assert_eq!(
+        done.to_json()["result"],
+        json!({"credentialId": "c1", "calls": 3, "execution": id})
+    );
+    // Declined: the call fails, and says so.
+    c.setup_done.store(false, Ordering::SeqCst);
+    let out = e.call(&alice, "rows.setup", json!({})).await.unwrap();
+    let declined = e
+        .answer(
+            &alice,
+            out.execution_id(),
+            &out.waits()[0].wait_id,
+            AnswerAction::Decline,
+            None,
+            HUMAN,
+        )
+        .await;
+    let text = format!("{declined:?}");
+    assert!(text.contains("den") || text.contains("declin"), "{text}");
+
+    // In a script: the script pauses on the same wait; answered when done, it goes on. A second
+    // ask of the same call is an error carrying the link (a script never loops on a person).
+    c.setup_done.store(false, Ordering::SeqCst);
+    let out = run(
+        &e,
+        "alice",
+        "try { return await tools.rows.setup({}) } catch (err) { return 'error: ' + err.message }",
+        vec![],
+    )
+    .await;
+    let w = out.waits()[0].clone();
+    assert_eq!(w.mode, Some(toolshed_engine::executions::InputMode::Url));
+    let after = e
+        .answer(
+            &alice,
+            out.execution_id(),
+            &w.wait_id,
+            AnswerAction::Accept,
+            None,
+            HUMAN,
+        )
+        .await
+        .unwrap();
+    let r = after.to_json()["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        r.starts_with("error: ") && r.contains("https://n8n.example.com/home/credentials/create"),
+        "{after:?}"
+    );
+    let out = run(&e, "alice", "return await tools.rows.setup({})", vec![]).await;
+    c.setup_done.store(true, Ordering::SeqCst);
+    let after = e
+        .answer(
+            &alice,
+            out.execution_id(),
+            &out.waits()[0].wait_id,
+            AnswerAction::Accept,
+            None,
+            HUMAN,
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.to_json()["result"]["credentialId"], "c1", "{after:?}");
 }

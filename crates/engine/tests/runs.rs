@@ -647,16 +647,6 @@ async fn a_run_with_an_unknown_credential_or_empty_input_is_refused_before_it_st
         .await
         .unwrap_err();
     assert!(err.to_string().contains("input is empty"));
-    let d = definition(
-        Provider::Openai,
-        json!([{"type": "workflow", "workflow": "w1"}]),
-        json!({}),
-    );
-    let err = engine
-        .start_run(&alice, request(d, "hi"))
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("tools[0]"), "{err}");
 }
 
 /// A test embedder: words hashed into 64 buckets, unit length. Texts that share words are near;

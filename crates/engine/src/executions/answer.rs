@@ -398,7 +398,7 @@ impl Engine {
                     .into_values()
                     .find_map(|a| match a {
                         Answer::Approval { decision, .. } => Some(decision),
-                        // A grant wait: the call goes on once the grant is made.
+                        // A grant or action wait: the call goes on once it was done.
                         Answer::Input { action, .. } => Some(match action {
                             AnswerAction::Accept => Decision::Approve,
                             _ => Decision::Deny,
@@ -464,8 +464,8 @@ impl Engine {
                     CallResult::NeedsApproval { .. } => {
                         unreachable!("granted calls never ask again")
                     }
-                    CallResult::NeedsGrant { connection, .. } => {
-                        return self.pause_for_grant(caller, rec, &connection).await;
+                    CallResult::NeedsAction { action, .. } => {
+                        return self.pause_for_action(caller, rec, &action).await;
                     }
                 }
             }
@@ -508,18 +508,16 @@ impl Engine {
         Ok(result)
     }
 
-    /// A resumed direct call that now needs the owner's grant (after its approval, or a grant
-    /// revoked meanwhile): the execution pauses again, on a grant wait.
-    async fn pause_for_grant(
+    /// A resumed direct call that now needs a person to act (after its approval, a grant revoked
+    /// meanwhile, or an action not done yet): the execution pauses again, on a new wait.
+    async fn pause_for_action(
         &self,
         owner: &Caller,
         mut rec: ExecutionRecord,
-        connection: &str,
+        action: &crate::actions::HumanAction,
     ) -> Result<Outcome, EngineError> {
         let id = rec.id.clone();
-        let wait = self
-            .grant_wait(&owner.principal, connection, &id, 0)
-            .await?;
+        let wait = self.action_wait(&owner.principal, action, &id, 0).await?;
         let now = now_ms();
         rec.status = ExecutionStatus::Paused;
         rec.pending = Some(json!([wait]));

@@ -635,20 +635,20 @@ impl HostCtx {
             CallResult::NeedsApproval { path, name, args } => {
                 Answered::Wait(Wait::approval(seq, path, name, args))
             }
-            CallResult::NeedsGrant {
-                connection, path, ..
-            } => self.grant_needed(seq, caller, &connection, &path).await,
+            CallResult::NeedsAction { action, path, .. } => {
+                self.action_needed(seq, caller, &action, &path).await
+            }
         }
     }
 
-    /// A call that needs the caller's grant at `connection`: an `input` wait with the link,
-    /// unless this call already waited (the grant was not made, or it followed an approval of
-    /// the same call): then an error that carries a new link.
-    async fn grant_needed(
+    /// A call that needs a person to act (a grant, or the tool's link): an `input` wait with
+    /// the link, unless this call already waited (it was not done, or the wait followed an
+    /// approval of the same call): then an error that carries the link.
+    async fn action_needed(
         &self,
         seq: CallKey,
         caller: &Caller,
-        connection: &str,
+        action: &crate::actions::HumanAction,
         path: &str,
     ) -> Answered {
         let engine = &self.engine;
@@ -656,14 +656,11 @@ impl HostCtx {
         let waited = self.state.lock().answers.contains_key(&seq);
         if waited || seq >= KEYS_PER_LEVEL {
             let e = engine
-                .grant_error(&caller.principal, connection, path, id)
+                .action_error(&caller.principal, action, path, id)
                 .await;
             return Answered::Reply(Err(host_error(&e)));
         }
-        match engine
-            .grant_wait(&caller.principal, connection, id, seq)
-            .await
-        {
+        match engine.action_wait(&caller.principal, action, id, seq).await {
             Ok(wait) => Answered::Wait(wait),
             Err(e) => Answered::Reply(Err(host_error(&e))),
         }

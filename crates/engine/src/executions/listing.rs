@@ -73,14 +73,8 @@ impl Engine {
                 let wait = Wait::approval(0, path.clone(), name, args.clone());
                 self.pause_call(caller, id, path, args, wait).await
             }
-            CallResult::NeedsGrant {
-                connection,
-                path,
-                args,
-            } => {
-                let wait = self
-                    .grant_wait(&caller.principal, &connection, &id, 0)
-                    .await?;
+            CallResult::NeedsAction { action, path, args } => {
+                let wait = self.action_wait(&caller.principal, &action, &id, 0).await?;
                 self.pause_call(caller, id, path, args, wait).await
             }
         }

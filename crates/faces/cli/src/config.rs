@@ -1140,6 +1140,7 @@ args = ["-y", "server-memory"]
 
     /// An empty principal id or API key is refused at load, naming the principal.
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail closure returns figment's own error
     fn empty_principal_ids_and_keys_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("toolshed.toml");
@@ -1162,7 +1163,12 @@ args = ["-y", "server-memory"]
                 "{e}"
             );
         }
-        assert!(load("principal = \"\"\n").is_err());
+        // Inside a jail: another test sets TOOLSHED_PRINCIPAL in one, which would override
+        // the file's empty value if it ran meanwhile.
+        figment::Jail::expect_with(|_| {
+            assert!(load("principal = \"\"\n").is_err());
+            Ok(())
+        });
         std::env::set_var("TOOLSHED_CONFIG_TEST_EMPTY_KEY", "");
         let c = load(
             "[[principals]]\nid = \"ops\"\napi_keys = [\"env:TOOLSHED_CONFIG_TEST_EMPTY_KEY\"]\n",

@@ -396,6 +396,10 @@ impl From<EngineError> for ApiError {
                 ToolErrorKind::NotFound => StatusCode::NOT_FOUND,
                 ToolErrorKind::Conflict => StatusCode::CONFLICT,
                 ToolErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                // A person must act first (a grant, the tool's link): the error carries it.
+                ToolErrorKind::GrantRequired | ToolErrorKind::ActionRequired => {
+                    StatusCode::CONFLICT
+                }
                 _ => StatusCode::BAD_GATEWAY,
             },
             EngineError::InvalidOutput { .. } => StatusCode::BAD_GATEWAY,

@@ -99,11 +99,68 @@ impl NodeCatalog {
             .keys()
             .filter(|n| {
                 let s = short_name(n).to_lowercase();
-                s.contains(&short) || short.contains(&s)
+                s.contains(&short) || short.contains(&s) || close(&s, &short)
             })
             .take(limit)
             .cloned()
             .collect()
+    }
+
+    /// The entry (version group) of `node_type` that holds `version` exactly.
+    pub fn entry(&self, node_type: &str, version: f64) -> Option<&Value> {
+        self.types
+            .get(node_type)?
+            .iter()
+            .find(|e| versions_of(e).contains(&version))
+    }
+
+    /// Every installed version of `node_type`, ascending (empty when it is not installed).
+    pub fn versions(&self, node_type: &str) -> Vec<Value> {
+        self.types
+            .get(node_type)
+            .map(|e| all_versions(e))
+            .unwrap_or_default()
+    }
+
+    /// The credential types a node of `node_type` at `version` with `parameters` needs: those
+    /// marked required whose `displayOptions.show` (when any) match the parameters (a missing
+    /// parameter counts as its default). `None` when the type is not installed.
+    pub fn required_credentials(
+        &self,
+        node_type: &str,
+        version: Option<f64>,
+        parameters: &Value,
+    ) -> Option<Vec<String>> {
+        let entries = self.types.get(node_type)?;
+        let entry = version
+            .and_then(|v| entries.iter().find(|e| versions_of(e).contains(&v)))
+            .unwrap_or_else(|| newest(entries));
+        let value_of = |name: &str| -> Value {
+            parameters.get(name).cloned().unwrap_or_else(|| {
+                entry["properties"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+                    .map(|p| p["default"].clone())
+                    .unwrap_or(Value::Null)
+            })
+        };
+        let shown = |c: &Value| {
+            c["displayOptions"]["show"].as_object().is_none_or(|show| {
+                show.iter().all(|(k, allowed)| {
+                    let v = value_of(k);
+                    allowed.as_array().is_some_and(|a| a.contains(&v))
+                })
+            })
+        };
+        Some(
+            entry["credentials"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["required"].as_bool() == Some(true) && shown(c))
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect(),
+        )
     }
 
     /// One type in detail: versions, credentials, inputs and outputs and its parameters for
@@ -200,6 +257,24 @@ impl NodeCatalog {
         ));
         Some(out)
     }
+}
+
+/// `true` when two names are at most two single-character edits apart (a typo).
+fn close(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 2 || a.len() < 4 {
+        return false;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()] <= 2
 }
 
 fn short_name(node_type: &str) -> &str {

@@ -42,10 +42,13 @@ pub struct N8nClient {
     /// `n8n-auth=<token>` once signed in.
     session: Arc<Mutex<Option<String>>>,
     catalog: Arc<Mutex<Option<CachedCatalog>>>,
+    credential_types: Arc<Mutex<Option<CachedTypes>>>,
 }
 
 /// A node catalog and when it was read.
 type CachedCatalog = (Instant, Arc<NodeCatalog>);
+/// The credential types and when they were read.
+type CachedTypes = (Instant, Arc<Vec<Value>>);
 
 impl std::fmt::Debug for N8nClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,6 +116,7 @@ impl N8nClient {
             login: config.login.clone(),
             session: Arc::default(),
             catalog: Arc::default(),
+            credential_types: Arc::default(),
         })
     }
 
@@ -188,26 +192,7 @@ impl N8nClient {
                 return Ok(Some(c));
             }
         }
-        let timeout = timeout.map_or(self.timeout, |t| t.min(self.timeout));
-        let session = self.session.lock().expect("session lock").clone();
-        let cookie = match session {
-            Some(c) => c,
-            None => self.sign_in(timeout).await?,
-        };
-        let bytes = match self.fetch_catalog(&cookie, timeout).await {
-            // The session expired or was revoked: sign in again, once.
-            Err(N8nError::Unauthorized { .. }) => {
-                let cookie = self.sign_in(timeout).await?;
-                self.fetch_catalog(&cookie, timeout).await?
-            }
-            other => other?,
-        };
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| N8nError::Upstream {
-            method: "GET".into(),
-            path: "/types/nodes.json".into(),
-            status: 200,
-            message: format!("the node catalog is not JSON ({e})"),
-        })?;
+        let value = self.editor_json("/types/nodes.json", timeout).await?;
         let catalog =
             Arc::new(
                 NodeCatalog::from_json(&value).map_err(|message| N8nError::Upstream {
@@ -386,10 +371,68 @@ impl N8nClient {
         Ok(cookie)
     }
 
-    /// `GET /types/nodes.json` with the session cookie, gzip accepted; the decoded bytes.
-    async fn fetch_catalog(&self, cookie: &str, timeout: Duration) -> Result<Vec<u8>, N8nError> {
+    /// The instance's credential types (`GET /types/credentials.json`, as the editor reads them),
+    /// cached for [`CATALOG_TTL`]. `Ok(None)` when no login is configured.
+    pub async fn credential_types(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Arc<Vec<Value>>>, N8nError> {
+        if self.login.is_none() {
+            return Ok(None);
+        }
+        let cached = self.credential_types.lock().expect("types lock").clone();
+        if let Some((at, c)) = cached {
+            if at.elapsed() < CATALOG_TTL {
+                return Ok(Some(c));
+            }
+        }
+        let value = self.editor_json("/types/credentials.json", timeout).await?;
+        let Value::Array(types) = value else {
+            return Err(N8nError::Upstream {
+                method: "GET".into(),
+                path: "/types/credentials.json".into(),
+                status: 200,
+                message: "the credential types are not a JSON array".into(),
+            });
+        };
+        let types = Arc::new(types);
+        *self.credential_types.lock().expect("types lock") = Some((Instant::now(), types.clone()));
+        Ok(Some(types))
+    }
+
+    /// One of the editor's static JSON documents (`/types/...`), signed in (again, once, when
+    /// the session was refused).
+    async fn editor_json(&self, path: &str, timeout: Option<Duration>) -> Result<Value, N8nError> {
+        let timeout = timeout.map_or(self.timeout, |t| t.min(self.timeout));
+        let session = self.session.lock().expect("session lock").clone();
+        let cookie = match session {
+            Some(c) => c,
+            None => self.sign_in(timeout).await?,
+        };
+        let bytes = match self.fetch_editor(&cookie, path, timeout).await {
+            // The session expired or was revoked: sign in again, once.
+            Err(N8nError::Unauthorized { .. }) => {
+                let cookie = self.sign_in(timeout).await?;
+                self.fetch_editor(&cookie, path, timeout).await?
+            }
+            other => other?,
+        };
+        serde_json::from_slice(&bytes).map_err(|e| N8nError::Upstream {
+            method: "GET".into(),
+            path: path.into(),
+            status: 200,
+            message: format!("the reply is not JSON ({e})"),
+        })
+    }
+
+    /// `GET path` on the editor with the session cookie, gzip accepted; the decoded bytes.
+    async fn fetch_editor(
+        &self,
+        cookie: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, N8nError> {
         let method = Method::GET;
-        let path = "/types/nodes.json";
         let req = self
             .http
             .get(format!("{}{path}", self.site_root))

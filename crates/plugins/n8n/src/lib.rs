@@ -17,6 +17,8 @@
 //!   `archive`, `unarchive`, `delete`.
 //! - Credentials (metadata only), credential schemas, tags, projects, variables (keys unless
 //!   values are asked for), data tables (tables, columns, rows query/insert/update/upsert/delete).
+//! - Credentials a person enters in n8n's own pages (`credentials.search_types`,
+//!   `credentials.setup`, `workflows.setup`; see [`tools::setup`]).
 //! - Node discovery. With a login ([`N8nLogin`]: email and password of an n8n user) the plugin
 //!   signs in like the editor (`POST /rest/login`, cookie `n8n-auth`) and reads the instance's
 //!   full node catalog (`GET /types/nodes.json`, every installed node type with its versions and
@@ -48,6 +50,7 @@
 
 pub mod catalog;
 pub mod client;
+pub mod code;
 pub mod debug;
 pub mod error;
 pub mod execution;
@@ -56,6 +59,7 @@ pub mod sanitize;
 pub mod summary;
 pub mod tools;
 pub mod trigger;
+pub mod validate;
 pub mod verdict;
 
 use std::fmt;
@@ -239,6 +243,10 @@ pub fn plugin(config: N8nConfig) -> Result<toolshed_core::Plugin, N8nError> {
         ),
     );
     p.tools = tools::all(&client);
+    p.tools
+        .extend(tools::setup::tools(&client, config.state.as_ref()));
+    p.tools
+        .extend(tools::build::tools(&client, config.state.as_ref()));
     if let Some(store) = &config.state {
         p.tools.extend(tools::work_items::tools(store));
     }
@@ -277,6 +285,16 @@ pub const HAND_WRITTEN: &[(&str, &str)] = &[
         "POST /workflows/{workflowId}/unarchive",
         "n8n.workflows.unarchive",
     ),
+    (
+        "GET /workflows/{workflowId}/history",
+        "n8n.workflows.versions.list",
+    ),
+    (
+        "GET /workflows/{workflowId}/versions/{workflowVersionId}",
+        "n8n.workflows.versions.get",
+    ),
+    ("GET /projects/{projectId}/folders", "n8n.folders.list"),
+    ("POST /projects/{projectId}/folders", "n8n.folders.create"),
     ("GET /credentials", "n8n.credentials.list"),
     ("GET /credentials/{credentialId}", "n8n.credentials.get"),
     (
@@ -395,7 +413,8 @@ mod tests {
             assert!(t.def.name.chars().next().unwrap().is_uppercase());
             assert_eq!(t.def.origin, "plugin:n8n");
             assert_eq!(t.def.input_schema["type"], "object");
-            let is_delete = t.def.path.as_str().ends_with(".delete");
+            let is_delete = t.def.path.as_str().ends_with(".delete")
+                || t.def.path.as_str() == "n8n.executions.cleanup";
             assert_eq!(t.def.annotations.destructive, is_delete, "{}", t.def.path);
             if t.def.annotations.read_only {
                 assert!(!t.def.annotations.destructive);

@@ -3,8 +3,10 @@
 mod budgets;
 mod common;
 mod live;
+mod live_build;
 mod live_runs;
 mod redirects;
+mod replay_build;
 mod replay_runs;
 mod replay_tools;
 mod server;

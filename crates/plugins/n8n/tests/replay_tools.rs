@@ -555,6 +555,31 @@ async fn execution_list_filters_and_cursor_are_sent_and_applied() {
     assert_eq!(l["executions"][0]["id"], "1");
     assert_eq!(l["executions"][0]["status"], "success");
     assert!(seen_has(&seen, "status=success"));
+    // Each entry names its workflow (read once per workflow); one that cannot be read, none.
+    assert_eq!(
+        l["executions"][0]["workflowName"],
+        "MCP demo: webhook -> set -> code"
+    );
+    let other = call(
+        &p,
+        "n8n.executions.list",
+        json!({"workflowId": "otherWorkflow01"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(other["executions"][0]["workflowName"], Value::Null);
+    // The specification's argument name `id` stands for `executionId`.
+    let by_alias = call(&p, "n8n.executions.get", json!({"id": "1"}))
+        .await
+        .unwrap();
+    let by_name = call(&p, "n8n.executions.get", json!({"executionId": "1"}))
+        .await
+        .unwrap();
+    assert_eq!(by_alias, by_name);
+    let e = call(&p, "n8n.executions.get", json!({"id": "x/1"}))
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("'id' must be an execution id"), "{e}");
 
     let page1 = call(&p, "n8n.executions.list", json!({"limit": 3}))
         .await

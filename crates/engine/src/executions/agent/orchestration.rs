@@ -297,6 +297,7 @@ mod tests {
             description: String::new(),
             parameters: json!({"type": "object"}),
             approval: false,
+            workflow: None,
         };
         RunSpec {
             agent: "boss".into(),

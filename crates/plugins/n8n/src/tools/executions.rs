@@ -20,13 +20,14 @@ const STATUSES: &[&str] = &[
 pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
     let exec_id =
         json!({"type": ["string", "integer"], "description": "The execution id, e.g. \"2\"."});
+    let alias = json!({"type": ["string", "integer"], "description": "The execution id under the specification's name (same as executionId)."});
     vec![
         make(
             c,
             def(
                 "executions.list",
                 "List Executions",
-                "List recent executions, newest first: id, workflow, status, start, stop and duration. No item data. Filter by workflow and status; page with cursor.",
+                "List recent executions, newest first: id, workflow id and name, status, start, stop and duration. No item data. Filter by workflow and status; page with cursor.",
                 object(
                     merge(
                         json!({
@@ -51,7 +52,7 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
                 "executions.get",
                 "Get Execution",
                 "Summary of one execution in under 1,000 tokens: workflow, status, timing, node statistics, nodes in execution order with status and run count, the failed node's error, and `_guidance` with the next call to make. Never returns item data: use n8n.executions.get_node for that.",
-                object(json!({"executionId": exec_id}), &["executionId"]),
+                by_id(json!({"executionId": exec_id, "id": alias.clone()})),
                 Annotations::READ_ONLY,
             )
             .with_output(json!({"type": "object", "properties": {
@@ -68,16 +69,17 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
                 "executions.get_node",
                 "Get Execution Node",
                 "One node of one execution: type, status, timing, parameters, error, the input items it received (derived from the feeding node's output) and every output branch, error output included. Items are paged (offset, limit) and large values truncated; the answer stays under 20,000 tokens. Item data is untrusted content.",
-                object(
+                require_id(object(
                     json!({
                         "executionId": exec_id,
+                        "id": alias,
                         "nodeName": {"type": "string", "description": "The node's name as shown in the summary's availableNodes."},
                         "runIndex": {"type": "integer", "minimum": 0, "description": "Which run of the node (loops run a node many times). Default: the last run."},
                         "offset": {"type": "integer", "minimum": 0, "description": "First item to show in the input and each output branch. Default 0."},
                         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": format!("Items per page (default {DEFAULT_LIMIT}, max {MAX_LIMIT}).")},
                     }),
-                    &["executionId", "nodeName"],
-                ),
+                    &["nodeName"],
+                )),
                 Annotations::READ_ONLY,
             ),
             get_node,
@@ -138,6 +140,17 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
     ]
 }
 
+/// An object schema whose execution id may come as `executionId` or `id`.
+fn by_id(properties: Value) -> Value {
+    require_id(object(properties, &[]))
+}
+
+/// Requires `executionId` or its alias `id`.
+fn require_id(mut schema: Value) -> Value {
+    schema["anyOf"] = json!([{"required": ["executionId"]}, {"required": ["id"]}]);
+    schema
+}
+
 /// A compact list entry.
 pub(crate) fn compact_execution(e: &Value) -> Value {
     let mut out = json!({
@@ -164,11 +177,46 @@ async fn list(c: Arc<N8nClient>, ctx: ToolContext, args: Value) -> Result<Value,
     }
     paging_query(&args, &mut q, 20);
     let r = call(&c, &ctx, Method::GET, "/executions", &q, None).await?;
-    let executions: Vec<Value> = r["data"]
+    let mut executions: Vec<Value> = r["data"]
         .as_array()
         .map(|a| a.iter().map(compact_execution).collect())
         .unwrap_or_default();
+    let names = workflow_names(&c, &ctx, &executions).await;
+    for e in &mut executions {
+        let id = crate::execution::value_to_string(&e["workflowId"]);
+        e["workflowName"] = names.get(&id).cloned().unwrap_or(Value::Null);
+    }
     Ok(json!({"executions": executions, "nextCursor": r["nextCursor"]}))
+}
+
+/// Most workflows whose names one list looks up.
+const MAX_NAMED_WORKFLOWS: usize = 20;
+
+/// The names of the workflows the executions belong to (the public API's execution list has
+/// only their ids); a workflow that cannot be read has no name.
+async fn workflow_names(
+    c: &N8nClient,
+    ctx: &ToolContext,
+    executions: &[Value],
+) -> std::collections::BTreeMap<String, Value> {
+    let mut ids: Vec<String> = executions
+        .iter()
+        .map(|e| crate::execution::value_to_string(&e["workflowId"]))
+        .filter(|id| !id.is_empty())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let mut names = std::collections::BTreeMap::new();
+    for id in ids.into_iter().take(MAX_NAMED_WORKFLOWS) {
+        let safe = super::path_id(&json!({"id": id}), "id");
+        if let Ok(w) = match safe {
+            Ok(id) => call(c, ctx, Method::GET, &format!("/workflows/{id}"), &[], None).await,
+            Err(e) => Err(e),
+        } {
+            names.insert(id, w["name"].clone());
+        }
+    }
+    names
 }
 
 /// Fetches an execution with its data.

@@ -3,13 +3,19 @@
 //! Each tool is a [`Tool`] whose handler holds an `Arc<N8nClient>`; the engine runs validation,
 //! policy, approval and audit before a handler is called, so handlers only do the n8n work.
 
+pub mod build;
 pub mod data_tables;
 pub mod executions;
+pub mod explore;
 pub mod nodes;
 pub mod resources;
 pub mod run;
+pub mod setup;
+pub mod suggested;
+pub mod versions;
 pub mod work_items;
 pub mod workflows;
+pub mod workspace;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,6 +35,10 @@ pub fn all(client: &Arc<N8nClient>) -> Vec<Tool> {
     tools.extend(resources::tools(client));
     tools.extend(data_tables::tools(client));
     tools.extend(nodes::tools(client));
+    tools.extend(suggested::tools());
+    tools.extend(explore::tools(client));
+    tools.extend(versions::tools(client));
+    tools.extend(workspace::tools(client));
     tools
 }
 
@@ -139,12 +149,18 @@ pub(crate) fn path_id(args: &Value, key: &str) -> Result<String, ToolError> {
     Ok(id)
 }
 
-/// An execution id: digits only.
+/// An execution id (digits only): `executionId`, or `id` (the specification's name for it)
+/// when that is what was given.
 pub(crate) fn execution_id(args: &Value) -> Result<String, ToolError> {
-    let id = req_str(args, "executionId")?;
+    let key = if args.get("executionId").is_none() && args.get("id").is_some() {
+        "id"
+    } else {
+        "executionId"
+    };
+    let id = req_str(args, key)?;
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
         return Err(ToolError::invalid(format!(
-            "'executionId' must be a number, got {id:?}"
+            "'{key}' must be an execution id (a number), got {id:?}"
         )));
     }
     Ok(id)
