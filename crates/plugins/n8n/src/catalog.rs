@@ -259,6 +259,16 @@ impl NodeCatalog {
     }
 }
 
+/// The credential types a node type's entry (one version group) takes.
+pub fn credential_names(entry: &Value) -> Vec<&str> {
+    entry["credentials"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect()
+}
+
 /// `true` when two names are at most two single-character edits apart (a typo).
 fn close(a: &str, b: &str) -> bool {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());

@@ -41,14 +41,9 @@ pub struct N8nClient {
     login: Option<N8nLogin>,
     /// `n8n-auth=<token>` once signed in.
     session: Arc<Mutex<Option<String>>>,
-    catalog: Arc<Mutex<Option<CachedCatalog>>>,
-    credential_types: Arc<Mutex<Option<CachedTypes>>>,
+    catalog: Cache<NodeCatalog>,
+    credential_types: Cache<Vec<Value>>,
 }
-
-/// A node catalog and when it was read.
-type CachedCatalog = (Instant, Arc<NodeCatalog>);
-/// The credential types and when they were read.
-type CachedTypes = (Instant, Arc<Vec<Value>>);
 
 impl std::fmt::Debug for N8nClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,6 +67,23 @@ pub fn site_root(base_url: &str) -> String {
         .strip_suffix("/api/v1")
         .unwrap_or(trimmed)
         .to_string()
+}
+
+/// An editor document kept for [`CATALOG_TTL`], shared by the client's clones.
+type Cache<T> = Arc<Mutex<Option<(Instant, Arc<T>)>>>;
+
+/// The cached document, while it is fresh.
+fn fresh<T>(cache: &Cache<T>) -> Option<Arc<T>> {
+    let kept = cache.lock().expect("cache lock").clone();
+    kept.filter(|(at, _)| at.elapsed() < CATALOG_TTL)
+        .map(|(_, v)| v)
+}
+
+/// Keeps `value` as the cached document.
+fn keep<T>(cache: &Cache<T>, value: T) -> Arc<T> {
+    let value = Arc::new(value);
+    *cache.lock().expect("cache lock") = Some((Instant::now(), value.clone()));
+    value
 }
 
 impl N8nClient {
@@ -186,24 +198,17 @@ impl N8nClient {
         if self.login.is_none() {
             return Ok(None);
         }
-        let cached = self.catalog.lock().expect("catalog lock").clone();
-        if let Some((at, c)) = cached {
-            if at.elapsed() < CATALOG_TTL {
-                return Ok(Some(c));
-            }
+        if let Some(c) = fresh(&self.catalog) {
+            return Ok(Some(c));
         }
         let value = self.editor_json("/types/nodes.json", timeout).await?;
-        let catalog =
-            Arc::new(
-                NodeCatalog::from_json(&value).map_err(|message| N8nError::Upstream {
-                    method: "GET".into(),
-                    path: "/types/nodes.json".into(),
-                    status: 200,
-                    message,
-                })?,
-            );
-        *self.catalog.lock().expect("catalog lock") = Some((Instant::now(), catalog.clone()));
-        Ok(Some(catalog))
+        let catalog = NodeCatalog::from_json(&value).map_err(|message| N8nError::Upstream {
+            method: "GET".into(),
+            path: "/types/nodes.json".into(),
+            status: 200,
+            message,
+        })?;
+        Ok(Some(keep(&self.catalog, catalog)))
     }
 
     /// One request to n8n's editor API (`{site}/rest{path}`), signed in with the configured
@@ -380,11 +385,8 @@ impl N8nClient {
         if self.login.is_none() {
             return Ok(None);
         }
-        let cached = self.credential_types.lock().expect("types lock").clone();
-        if let Some((at, c)) = cached {
-            if at.elapsed() < CATALOG_TTL {
-                return Ok(Some(c));
-            }
+        if let Some(t) = fresh(&self.credential_types) {
+            return Ok(Some(t));
         }
         let value = self.editor_json("/types/credentials.json", timeout).await?;
         let Value::Array(types) = value else {
@@ -395,9 +397,7 @@ impl N8nClient {
                 message: "the credential types are not a JSON array".into(),
             });
         };
-        let types = Arc::new(types);
-        *self.credential_types.lock().expect("types lock") = Some((Instant::now(), types.clone()));
-        Ok(Some(types))
+        Ok(Some(keep(&self.credential_types, types)))
     }
 
     /// One of the editor's static JSON documents (`/types/...`), signed in (again, once, when

@@ -187,12 +187,7 @@ fn check_credentials(
     credentials: Option<&Credentials>,
     out: &mut Vec<Problem>,
 ) {
-    let takes: Vec<&str> = entry["credentials"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let takes = crate::catalog::credential_names(entry);
     for (cred_type, c) in given.as_object().into_iter().flatten() {
         if !takes.contains(&cred_type.as_str()) {
             out.push(Problem::node(
@@ -589,7 +584,10 @@ mod tests {
                               "parameters": {"kind": "two", "mode": mode}}], "connections": {}})
         };
         assert!(validate(&c, &node("c"), None).is_empty());
-        assert!(validate(&c, &node("a"), None).is_empty(), "fits the other 'mode'");
+        assert!(
+            validate(&c, &node("a"), None).is_empty(),
+            "fits the other 'mode'"
+        );
         let p = validate(&c, &node("z"), None);
         assert_eq!(p.len(), 1);
         assert!(p[0].message.contains("not one of its options: c"), "{p:?}");

@@ -8,12 +8,13 @@
 //! catalog, and checks a bad key and the budgets for real.
 
 use crate::common;
+use crate::common::call;
 
 use std::time::Duration;
 
 use common::{assert_clean, fixture, o200k};
-use serde_json::{json, Value};
-use toolshed_core::{Plugin, ToolContext, ToolError, ToolErrorKind, ToolPath};
+use serde_json::json;
+use toolshed_core::{Plugin, ToolErrorKind};
 use toolshed_n8n::{plugin, N8nClient, N8nConfig, N8nLogin, NODE_BUDGET, SUMMARY_BUDGET};
 
 fn live() -> Option<(String, String)> {
@@ -45,17 +46,6 @@ fn login() -> Option<N8nLogin> {
         }
         _ => None,
     }
-}
-
-async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
-    let tool = p
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str() == path)
-        .unwrap_or_else(|| panic!("no tool {path}"));
-    let ctx = ToolContext::new("live-test".into(), ToolPath::parse(path).unwrap())
-        .with_timeout(Duration::from_secs(60));
-    tool.handler.call(ctx, args).await
 }
 
 #[tokio::test]

@@ -8,16 +8,15 @@
 //! credential; credential setup waits for a credential a person makes; test executions are
 //! cleaned up; the curated suggestions name installed node types.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use toolshed_core::{Plugin, ToolContext, ToolError, ToolErrorKind, ToolPath};
+use toolshed_core::{Plugin, ToolErrorKind};
 use toolshed_n8n::code::{comparable, to_code};
 use toolshed_n8n::{plugin, N8nConfig, N8nLogin};
 use toolshed_store::Store;
 
-use crate::common::o200k;
+use crate::common::{call, call_in, o200k};
 
 struct Live {
     p: Plugin,
@@ -52,27 +51,6 @@ async fn live() -> Option<Live> {
             None
         }
     }
-}
-
-async fn call_in(
-    p: &Plugin,
-    path: &str,
-    args: Value,
-    execution: Option<&str>,
-) -> Result<Value, ToolError> {
-    let tool = p
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str() == path)
-        .unwrap_or_else(|| panic!("no tool {path}"));
-    let ctx = ToolContext::new("live-build".into(), ToolPath::parse(path).unwrap())
-        .with_timeout(Duration::from_secs(120))
-        .with_execution(execution.map(Arc::from));
-    tool.handler.call(ctx, args).await
-}
-
-async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
-    call_in(p, path, args, None).await
 }
 
 /// The public API directly (what a person or the test itself does in n8n).

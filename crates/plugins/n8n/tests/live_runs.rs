@@ -8,10 +8,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use toolshed_core::{Plugin, ToolContext, ToolError, ToolPath};
+use toolshed_core::Plugin;
 use toolshed_n8n::{plugin, N8nConfig, N8nLogin};
 
-use crate::common::assert_clean;
+use crate::common::{assert_clean, call};
 
 fn live() -> Option<N8nConfig> {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -34,17 +34,6 @@ fn live() -> Option<N8nConfig> {
             None
         }
     }
-}
-
-async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
-    let tool = p
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str() == path)
-        .unwrap_or_else(|| panic!("no tool {path}"));
-    let ctx = ToolContext::new("live-test".into(), ToolPath::parse(path).unwrap())
-        .with_timeout(Duration::from_secs(120));
-    tool.handler.call(ctx, args).await
 }
 
 async fn timed(p: &Plugin, path: &str, args: Value, what: &str) -> Value {

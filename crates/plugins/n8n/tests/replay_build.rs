@@ -16,12 +16,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use toolshed_core::{Plugin, ToolContext, ToolError, ToolErrorKind, ToolPath};
+use toolshed_core::{Plugin, ToolErrorKind};
 use toolshed_n8n::code::{comparable, to_code};
 use toolshed_n8n::{plugin, N8nConfig, N8nLogin};
 use toolshed_store::Store;
 
-use crate::common::{fixture, o200k};
+use crate::common::{call, call_in, fixture, o200k};
 
 const KEY: &str = "replay-key-build";
 const COOKIE: &str = "n8n-auth=replay-build";
@@ -405,27 +405,6 @@ async fn n8n(base: &str) -> Plugin {
         ..N8nConfig::new(base, KEY)
     })
     .unwrap()
-}
-
-async fn call_in(
-    p: &Plugin,
-    path: &str,
-    args: Value,
-    execution: Option<&str>,
-) -> Result<Value, ToolError> {
-    let tool = p
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str() == path)
-        .unwrap_or_else(|| panic!("no tool {path}"));
-    let ctx = ToolContext::new("tester".into(), ToolPath::parse(path).unwrap())
-        .with_timeout(Duration::from_secs(30))
-        .with_execution(execution.map(Arc::from));
-    tool.handler.call(ctx, args).await
-}
-
-async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
-    call_in(p, path, args, None).await
 }
 
 #[tokio::test]

@@ -14,10 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use toolshed_core::{Plugin, ToolContext, ToolError, ToolErrorKind, ToolPath};
+use toolshed_core::{Plugin, ToolErrorKind};
 use toolshed_n8n::{plugin, N8nConfig, N8nLogin};
 
-use crate::common::{assert_clean, fixture};
+use crate::common::{assert_clean, call, fixture};
 
 const KEY: &str = "replay-key-0123456789";
 const WF: &str = "WYIG518IAdEpP55f";
@@ -219,17 +219,6 @@ fn n8n(base: &str, login: bool) -> Plugin {
         ..N8nConfig::new(base, KEY)
     })
     .unwrap()
-}
-
-async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
-    let tool = p
-        .tools
-        .iter()
-        .find(|t| t.def.path.as_str() == path)
-        .unwrap_or_else(|| panic!("no tool {path}"));
-    let ctx = ToolContext::new("tester".into(), ToolPath::parse(path).unwrap())
-        .with_timeout(Duration::from_secs(30));
-    tool.handler.call(ctx, args).await
 }
 
 #[tokio::test]

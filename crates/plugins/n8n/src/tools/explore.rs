@@ -240,12 +240,7 @@ async fn credential_ref(
             ))
         })?;
     let ty = cred["type"].as_str().unwrap_or_default();
-    let takes: Vec<&str> = entry["credentials"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let takes = crate::catalog::credential_names(entry);
     if !takes.contains(&ty) {
         return Err(ToolError::invalid(format!(
             "the credential '{id}' is of type '{ty}', which this node does not take (it takes: {})",

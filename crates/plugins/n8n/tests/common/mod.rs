@@ -2,7 +2,11 @@
 
 #![allow(dead_code)]
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::Value;
+use toolshed_core::{Plugin, ToolContext, ToolError, ToolPath};
 
 /// The execution fixtures with full data, by file name.
 pub const EXECUTIONS: &[&str] = &[
@@ -52,4 +56,28 @@ pub fn assert_clean(v: &Value, what: &str) {
     for bad in FORBIDDEN {
         assert!(!s.contains(bad), "{what}: found {bad:?}");
     }
+}
+
+/// Calls one of the plugin's tools as the engine would (principal `tester`, 120 s), inside the
+/// execution `execution` when given.
+pub async fn call_in(
+    p: &Plugin,
+    path: &str,
+    args: Value,
+    execution: Option<&str>,
+) -> Result<Value, ToolError> {
+    let tool = p
+        .tools
+        .iter()
+        .find(|t| t.def.path.as_str() == path)
+        .unwrap_or_else(|| panic!("no tool {path}"));
+    let ctx = ToolContext::new("tester".into(), ToolPath::parse(path).unwrap())
+        .with_timeout(Duration::from_secs(120))
+        .with_execution(execution.map(Arc::from));
+    tool.handler.call(ctx, args).await
+}
+
+/// [`call_in`] outside any execution.
+pub async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
+    call_in(p, path, args, None).await
 }
