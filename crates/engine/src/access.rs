@@ -141,7 +141,7 @@ impl EngineAccess for BoundEngine {
                 sandbox.admit_nested(),
                 &source,
                 Arc::new(host),
-                &self.engine.inner.config.limits,
+                &self.engine.script_limits(),
                 det,
             )
             .await;

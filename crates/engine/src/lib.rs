@@ -160,6 +160,9 @@ pub(crate) struct EngineState {
     pub runtime_models_build: tokio::sync::Mutex<()>,
     /// Opens secrets kept sealed in the store (runtime model keys).
     pub sealer: Option<Arc<toolshed_sealed::SecretBox>>,
+    /// The script limits of the current catalog: tools whose own timeout outlasts a script's
+    /// wall clock, kept per catalog version ([`Engine::script_limits`]).
+    pub script_limits: parking_lot::Mutex<Option<(u64, Arc<toolshed_sandbox::Limits>)>>,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -203,8 +206,42 @@ impl Engine {
                 runtime_models_build: Default::default(),
                 sealer: None,
                 signed_in: Default::default(),
+                script_limits: Default::default(),
             }),
         }
+    }
+
+    /// The limits of a script run: the configured ones, and as long calls every tool whose own
+    /// timeout (capped by `max_call_timeout`) outlasts the wall clock, so that a script can wait
+    /// for a workflow run or a sub-agent as long as the tool itself may take.
+    pub(crate) fn script_limits(&self) -> Arc<toolshed_sandbox::Limits> {
+        let catalog = self.inner.catalog.load();
+        let mut kept = self.inner.script_limits.lock();
+        if let Some((version, limits)) = kept.as_ref() {
+            if *version == catalog.version() {
+                return limits.clone();
+            }
+        }
+        let c = &self.inner.config;
+        let mut limits = c.limits.clone();
+        for e in catalog.iter() {
+            let def = &e.tool.def;
+            if def.timeout_ms.is_none() {
+                continue;
+            }
+            let t = c.timeout_of(def);
+            if t > limits.wall_clock
+                && limits.long_calls_ms.len() < toolshed_sandbox::MAX_LONG_CALLS
+            {
+                limits.long_calls_ms.insert(
+                    def.path.to_string(),
+                    u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+                );
+            }
+        }
+        let limits = Arc::new(limits);
+        *kept = Some((catalog.version(), limits.clone()));
+        limits
     }
 
     /// Adds the semantic search stage: tools are embedded with `embedder` (in the background,

@@ -1346,3 +1346,42 @@ async fn scripts_beyond_the_slots_and_the_queue_are_refused_as_overloaded() {
     let o = e.run_script(&caller, "return 1;").await.unwrap();
     assert_eq!(completed(&o), &json!(1));
 }
+
+/// A resumed (stored) script waiting on a tool with its own long timeout is not taken for
+/// interrupted while it waits, though it is silent past its wall clock.
+#[tokio::test]
+async fn a_stored_script_waiting_on_a_long_tool_is_not_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_dir(dir.path()).await.unwrap();
+    let config = || EngineConfig {
+        call_timeout: Duration::from_millis(300),
+        recovery_grace: Duration::ZERO,
+        limits: toolshed_sandbox::Limits {
+            wall_clock: Duration::from_millis(500),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (e1, _) = engine_with(store.clone(), config()).await;
+    let alice = e1.caller("alice", Face::Mcp);
+    let script = r#"
+        await tools.demo.destroy({ what: "t" });
+        return (await tools.demo.patient({ ms: 1500 })).timeoutMs;
+    "#;
+    let Outcome::Paused { execution_id, .. } = e1.run_script(&alice, script).await.unwrap() else {
+        panic!()
+    };
+    let run = {
+        let (e1, alice, id) = (e1.clone(), alice.clone(), execution_id.clone());
+        tokio::spawn(async move { e1.resume(&alice, &id, Decision::Approve, HUMAN).await })
+    };
+    // Past its wall clock and the call timeout, another engine on the same store sees it
+    // running, not interrupted.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let (e2, _) = engine_with(store.clone(), config()).await;
+    let listed = e2.pending(&e2.caller("alice", Face::Http)).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, "running");
+    let done = run.await.unwrap().unwrap();
+    assert_eq!(completed(&done), &json!(2000));
+}

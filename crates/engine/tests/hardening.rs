@@ -33,6 +33,22 @@ fn catalog() -> SharedCatalog {
         def("demo.destroy", Annotations::DESTRUCTIVE),
         |ctx, _args| async move { Ok(json!({"destroyedBy": ctx.principal.to_string()})) },
     ));
+    // Two tools that answer after 1.2 s: one declares its own timeout (as n8n.workflows.run
+    // and agents.run do), the other does not.
+    b.add_tool(Tool::from_fn(
+        def("demo.long", Annotations::READ_ONLY).with_timeout(std::time::Duration::from_secs(5)),
+        |_ctx, _args| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+            Ok(json!({"done": true}))
+        },
+    ));
+    b.add_tool(Tool::from_fn(
+        def("demo.slow", Annotations::READ_ONLY),
+        |_ctx, _args| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+            Ok(json!({"done": true}))
+        },
+    ));
     SharedCatalog::new(b.build().unwrap())
 }
 
@@ -332,4 +348,33 @@ async fn an_empty_principal_sees_nothing() {
         .unwrap()
         .len());
     assert_eq!(value, json!(1));
+}
+
+/// A script may wait for a tool as long as the tool's own declared timeout, past the script's
+/// wall clock; a tool without one is still held to the wall clock.
+#[tokio::test]
+async fn a_script_waits_for_a_long_tool_past_its_wall_clock() {
+    let mut config = EngineConfig::default();
+    config.limits.wall_clock = std::time::Duration::from_millis(500);
+    let (e, _) = engine_with(config).await;
+    let caller = e.caller("plain", Face::Http);
+    let run = |script: &str| {
+        let (e, caller) = (e.clone(), caller.clone());
+        let script = script.to_string();
+        async move {
+            e.run_script_args(
+                &caller,
+                toolshed_engine::ops::RunScriptArgs {
+                    script,
+                    client_tools: vec![],
+                },
+            )
+            .await
+        }
+    };
+    let done = run("return await tools.demo.long({});").await.unwrap();
+    assert_eq!(done.to_json()["result"], json!({"done": true}), "{done:?}");
+    let late = run("return await tools.demo.slow({});").await;
+    let text = format!("{late:?}");
+    assert!(text.contains("wall-clock"), "{text}");
 }

@@ -42,6 +42,10 @@ fn def(path: &str, ann: Annotations) -> ToolDef {
 }
 
 fn engine_on(store: Store, models: Models, c: Arc<Counters>) -> Engine {
+    engine_with(store, models, c, EngineConfig::default())
+}
+
+fn engine_with(store: Store, models: Models, c: Arc<Counters>, config: EngineConfig) -> Engine {
     let mut b = CatalogBuilder::new();
     let k = c.clone();
     b.add_tool(Tool::from_fn(
@@ -120,7 +124,7 @@ fn engine_on(store: Store, models: Models, c: Arc<Counters>) -> Engine {
         Arc::new(SharedCatalog::new(b.build().unwrap())),
         policy,
         store,
-        EngineConfig::default(),
+        config,
     )
     .with_models(models)
 }
@@ -1315,4 +1319,63 @@ async fn paused_task(engine: &Engine, id: &str, task: &str) -> String {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("task '{task}' of {id} did not pause")
+}
+
+/// A run that pauses while its plan's tasks are unfinished, and whose pause expires, ends its
+/// plan: the tasks are cancelled, not left pending or running for nobody.
+#[tokio::test]
+async fn an_expired_run_cancels_the_tasks_of_its_plan() {
+    let script = ModelScript {
+        turns: vec![
+            Turn::calls(&[(
+                "plan",
+                json!({"tasks": [
+                    {"id": "ask", "title": "Ask the user", "kind": "delegate", "spec": "Ask.", "deps": []},
+                    {"id": "after", "title": "Then this", "kind": "delegate", "spec": "Then.", "deps": ["ask"]}
+                ]}),
+            )]),
+            Turn::calls(&[("ask_user", json!({"question": "Anything else?"}))]),
+        ],
+        by_instructions: vec![(
+            "task of an approved plan: Ask the user".into(),
+            vec![Turn::calls(&[("ask_user", json!({"question": "Which?"}))])],
+        )],
+        ..Default::default()
+    };
+    let server = ModelServer::start(script).await;
+    let store = Store::open("sqlite::memory:").await.unwrap();
+    let config = EngineConfig {
+        approval_ttl: Duration::from_secs(2),
+        ..EngineConfig::default()
+    };
+    let engine = engine_with(
+        store,
+        models(&server, Provider::Openai, KEY),
+        Arc::new(Counters::default()),
+        config,
+    );
+    let alice = engine.caller("alice", Face::Http);
+    let def = definition(
+        Provider::Openai,
+        rows_tools(),
+        json!({"orchestration": true}),
+    );
+    let out = engine.start_run(&alice, request(def, "Go.")).await.unwrap();
+    let id = out.execution_id().to_string();
+    // Approved: the tasks start and the run asks its own question, pausing again.
+    let out = answer_input(&engine, &id, json!({"approved": true})).await;
+    assert!(matches!(out, Outcome::Paused { .. }), "{out:?}");
+    paused_task(&engine, &id, "ask").await;
+    let before = engine.store().background_tasks(&id).await.unwrap();
+    assert!(before.iter().all(|t| !t.is_terminal()), "{before:?}");
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    // The next look at the run finds it expired; its plan ended with it.
+    let info = engine.execution(&alice, &id).await.unwrap();
+    assert_eq!(info.status, "expired");
+    let tasks = engine.store().background_tasks(&id).await.unwrap();
+    let status: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t.status.as_str()))
+        .collect();
+    assert_eq!(status, [("after", "cancelled"), ("ask", "cancelled")]);
 }

@@ -104,11 +104,41 @@ impl Wake for ThreadWaker {
     }
 }
 
+/// The run's deadline: the wall clock from the start, moved later (never earlier) by a call to a
+/// long tool ([`Limits::long_calls_ms`]). Read by the interrupt handler on every check.
+pub(crate) struct Deadline {
+    start: Instant,
+    /// Milliseconds after `start`.
+    after_ms: AtomicU64,
+}
+
+impl Deadline {
+    fn new(start: Instant, wall_clock: Duration) -> Self {
+        Self {
+            start,
+            after_ms: AtomicU64::new(u64::try_from(wall_clock.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    fn at(&self) -> Instant {
+        self.start + Duration::from_millis(self.after_ms.load(Ordering::SeqCst))
+    }
+
+    /// Moves the deadline to `until` when that is later.
+    fn extend_to(&self, until: Instant) {
+        let ms = u64::try_from(until.saturating_duration_since(self.start).as_millis())
+            .unwrap_or(u64::MAX);
+        self.after_ms.fetch_max(ms, Ordering::SeqCst);
+    }
+}
+
 type Inflight = FuturesUnordered<BoxFuture<'static, (u32, HostReply)>>;
 
 /// State the native functions share with the loop.
 struct Shared {
     host: Arc<dyn Host>,
+    deadline: Arc<Deadline>,
+    limits: Limits,
     next_seq: u32,
     max_calls: u32,
     call_limit_hit: bool,
@@ -133,6 +163,9 @@ impl Shared {
             "ask_user" => CallTarget::Ask,
             _ => CallTarget::Tool(path),
         };
+        if let Some(long) = self.limits.long_call(&target) {
+            self.deadline.extend_to(Instant::now() + long);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         tracing::trace!(seq, %target, "sandbox host call");
@@ -245,8 +278,11 @@ impl CpuMeter {
 /// Runs the job to the end on the current thread.
 pub(crate) fn execute(job: Job) -> RunResult {
     let _ = job.cancel.thread.set(std::thread::current());
+    let deadline = Arc::new(Deadline::new(job.start, job.limits.wall_clock));
     let shared = Rc::new(RefCell::new(Shared {
         host: job.host.clone(),
+        deadline: deadline.clone(),
+        limits: job.limits.clone(),
         next_seq: 0,
         max_calls: job.limits.max_tool_calls,
         call_limit_hit: false,
@@ -274,7 +310,7 @@ fn internal(what: &str, e: impl std::fmt::Display) -> ScriptError {
 }
 
 fn setup_and_run(job: &Job, shared: &Rc<RefCell<Shared>>) -> Result<Status, ScriptError> {
-    let deadline = job.start + job.limits.wall_clock;
+    let deadline = shared.borrow().deadline.clone();
     let budget = Budget::new(job.limits.memory_bytes);
     let rt = Runtime::new_with_alloc(Limited(budget.clone())).map_err(|e| {
         if budget.exhausted() {
@@ -291,11 +327,12 @@ fn setup_and_run(job: &Job, shared: &Rc<RefCell<Shared>>) -> Result<Status, Scri
         let cancel = job.cancel.clone();
         let cpu = cpu.clone();
         let cpu_limit = job.limits.cpu_time;
+        let deadline = deadline.clone();
         rt.set_interrupt_handler(Some(Box::new(move || {
             if cancel.is_cancelled() {
                 return true;
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline.at() {
                 tripped.timed_out.store(true, Ordering::SeqCst);
                 return true;
             }
@@ -345,7 +382,7 @@ struct Loop<'a, 'js> {
     tripped: &'a Tripped,
     cpu: &'a CpuMeter,
     budget: &'a Budget,
-    deadline: Instant,
+    deadline: Arc<Deadline>,
     helpers: Option<Object<'js>>,
 }
 
@@ -467,7 +504,7 @@ impl<'js> Loop<'_, 'js> {
                 "the run was cancelled",
             ));
         }
-        if self.tripped.timed_out.load(Ordering::SeqCst) || Instant::now() >= self.deadline {
+        if self.tripped.timed_out.load(Ordering::SeqCst) || Instant::now() >= self.deadline.at() {
             return Some(self.timeout_error());
         }
         if self.tripped.cpu_exceeded.load(Ordering::SeqCst)
@@ -542,11 +579,12 @@ impl<'js> Loop<'_, 'js> {
                 ));
             }
             let now = Instant::now();
-            if now >= self.deadline {
+            let deadline = self.deadline.at();
+            if now >= deadline {
                 return Status::Failed(self.timeout_error());
             }
             // Reading replies from a worker's pipe is host work too.
-            self.cpu.exclude(|| self.job.wait(self.deadline - now));
+            self.cpu.exclude(|| self.job.wait(deadline - now));
         }
     }
 
@@ -758,10 +796,11 @@ impl<'js> Loop<'_, 'js> {
                 }
             }
             let now = Instant::now();
-            if now >= self.deadline || self.job.cancel.is_cancelled() {
+            let deadline = self.deadline.at();
+            if now >= deadline || self.job.cancel.is_cancelled() {
                 return;
             }
-            self.job.wait(self.deadline - now);
+            self.job.wait(deadline - now);
         }
     }
 }
@@ -892,6 +931,8 @@ mod tests {
         }
         let mut sh = Shared {
             host: Arc::new(Nop),
+            deadline: Arc::new(Deadline::new(Instant::now(), Duration::from_secs(1))),
+            limits: Limits::default(),
             next_seq: 0,
             max_calls: 1,
             call_limit_hit: false,

@@ -15,7 +15,9 @@
 //!   nothing is shared between runs. The `tools` proxy cannot be enumerated.
 //! - **Limits** ([`Limits`]): memory, stack, wall clock (CPU loops and waits on host calls), CPU
 //!   time spent executing JavaScript (enforced by the interrupt handler, waits excluded), the
-//!   number of host calls, console output and result size.
+//!   number of host calls, console output and result size. A call to a tool named in
+//!   [`Limits::long_calls_ms`] (tools with their own, longer timeout) moves the deadline to at
+//!   least the call's start plus that time, in the worker and for the server's kill alike.
 //! - **Replay** ([`Determinism`]): `Math.random` is seeded, `Date` is pinned, and host replies
 //!   reach the script in the order the calls were issued, so a rerun whose host answers from a
 //!   journal behaves identically. A host can [`HostReply::Suspend`] a call (e.g. pending
@@ -83,7 +85,7 @@ const QUICKJS_VERSION: &str = "rquickjs-0.14";
 pub use service::{Overloaded, Permit, Sandbox, SandboxConfig};
 pub use types::{
     CallTarget, Determinism, Host, HostCall, HostError, HostReply, Limits, LogEntry, RunOutcome,
-    ScriptError, ScriptErrorKind, Status,
+    ScriptError, ScriptErrorKind, Status, MAX_LONG_CALLS,
 };
 
 /// Cancels the run when the caller drops the future returned by [`run`].

@@ -335,6 +335,10 @@ impl Session<'_> {
                         let e = io::Error::other("more calls than the tool-call limit");
                         return Step::End(self.misbehaved(w, e).await);
                     }
+                    // The worker moves its own deadline for a long tool; the kill follows.
+                    if let Some(long) = self.limits.long_call(&call.target) {
+                        self.kill_at = self.kill_at.max(TokioInstant::now() + long + KILL_MARGIN);
+                    }
                     let seq = call.seq;
                     inflight.push(self.host.call(call).map(move |r| (seq, r)).boxed());
                 }

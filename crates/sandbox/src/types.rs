@@ -18,7 +18,8 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Maximum JavaScript stack depth in bytes (default 1 MiB).
     pub stack_bytes: usize,
-    /// Wall-clock budget for the whole run, host calls included (default 30 s).
+    /// Wall-clock budget for the whole run, host calls included (default 30 s), unless a call
+    /// to one of [`Self::long_calls_ms`] moves it.
     #[serde(with = "duration_ms")]
     pub wall_clock: Duration,
     /// CPU-time budget for executing JavaScript (default 10 s). Only time the script's own code
@@ -31,6 +32,28 @@ pub struct Limits {
     pub max_log_bytes: usize,
     /// Maximum size of the JSON-encoded result (default 4 MiB).
     pub max_result_bytes: usize,
+    /// Tools that may take longer than the wall clock (their own declared timeouts, in ms): a
+    /// call to one moves the run's deadline to at least the call's start plus that time (never
+    /// earlier), so that a script can wait for a long workflow or sub-agent. The CPU-time limit
+    /// and the tool-call limit still hold; at most [`MAX_LONG_CALLS`] entries are read.
+    pub long_calls_ms: std::collections::BTreeMap<String, u64>,
+}
+
+/// Most [`Limits::long_calls_ms`] entries a run reads.
+pub const MAX_LONG_CALLS: usize = 256;
+
+impl Limits {
+    /// The time a call to `target` may move the deadline to, counted from the call's start.
+    pub fn long_call(&self, target: &CallTarget) -> Option<Duration> {
+        match target {
+            CallTarget::Tool(path) => self
+                .long_calls_ms
+                .get(path)
+                .filter(|_| self.long_calls_ms.len() <= MAX_LONG_CALLS)
+                .map(|ms| Duration::from_millis(*ms)),
+            _ => None,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -43,6 +66,7 @@ impl Default for Limits {
             max_tool_calls: 1000,
             max_log_bytes: 64 * 1024,
             max_result_bytes: 4 * 1024 * 1024,
+            long_calls_ms: Default::default(),
         }
     }
 }

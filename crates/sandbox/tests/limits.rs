@@ -63,6 +63,61 @@ async fn waiting_on_a_host_call_times_out() {
     assert!(start.elapsed() < Duration::from_secs(3));
 }
 
+/// A host whose `long.*` tools answer after 1.2 s (past a 500 ms wall clock).
+struct LongHost;
+
+impl toolshed_sandbox::Host for LongHost {
+    fn call(
+        &self,
+        call: toolshed_sandbox::HostCall,
+    ) -> futures::future::BoxFuture<'static, toolshed_sandbox::HostReply> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(1_200)).await;
+            toolshed_sandbox::HostReply::Ok(json!({"seq": call.seq}))
+        })
+    }
+}
+
+fn with_long(tool: &str, ms: u64) -> Limits {
+    let mut l = limits();
+    l.long_calls_ms.insert(tool.into(), ms);
+    l
+}
+
+#[tokio::test]
+async fn a_call_to_a_long_tool_moves_the_deadline_and_nothing_else_does() {
+    // The long tool's own time (3 s) covers its 1.2 s answer past the 500 ms wall clock.
+    let o = run_with(
+        "const a = await tools.long.run({}); return a.seq;",
+        Arc::new(LongHost),
+        &with_long("long.run", 3_000),
+    )
+    .await;
+    assert_eq!(o.status, Status::Completed(json!(0)));
+    // Another tool as slow is still held to the wall clock.
+    let o = run_with(
+        "return await tools.other.run({});",
+        Arc::new(LongHost),
+        &with_long("long.run", 3_000),
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+    // The moved deadline still ends a loop after the call: at the call's start plus 1.5 s.
+    let start = Instant::now();
+    let o = run_with(
+        "await tools.long.run({}); while (true) {}",
+        Arc::new(LongHost),
+        &with_long("long.run", 1_500),
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_500) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+}
+
 #[tokio::test]
 async fn memory_bombs_hit_the_memory_limit() {
     for src in [

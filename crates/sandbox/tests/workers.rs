@@ -293,3 +293,43 @@ async fn scripts_beyond_the_slots_and_the_queue_are_overloaded() {
     let o = run_in(&sandbox, "return 3;", host, &limits).await;
     assert_eq!(o.status, Status::Completed(json!(3)));
 }
+
+/// A host whose every call answers after 1.5 s.
+struct LateHost;
+
+impl toolshed_sandbox::Host for LateHost {
+    fn call(
+        &self,
+        call: toolshed_sandbox::HostCall,
+    ) -> futures::future::BoxFuture<'static, toolshed_sandbox::HostReply> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            toolshed_sandbox::HostReply::Ok(json!({"seq": call.seq}))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_worker_a_long_tool_outlasts_the_wall_clock_and_the_kill() {
+    let sandbox = worker_sandbox(1, 4);
+    let mut limits = short();
+    limits.long_calls_ms.insert("long.run".into(), 4_000);
+    // 1.5 s answers against a 1 s wall clock: the worker's deadline and the host's kill both
+    // moved for the long tool.
+    let o = run_in(
+        &sandbox,
+        "const a = await tools.long.run({}); const b = await tools.long.run({}); return [a.seq, b.seq];",
+        Arc::new(LateHost),
+        &limits,
+    )
+    .await;
+    assert_eq!(o.status, Status::Completed(json!([0, 1])));
+    let o = run_in(
+        &sandbox,
+        "return await tools.other.run({});",
+        Arc::new(LateHost),
+        &limits,
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+}

@@ -172,6 +172,14 @@ fn from_row(row: &sqlx::any::AnyRow) -> Result<ExecutionRecord> {
     })
 }
 
+/// An execution [`Store::expire_executions`] just expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired {
+    pub id: String,
+    /// `script`, `call` or `run`.
+    pub kind: String,
+}
+
 impl Store {
     /// Stores a new execution.
     pub async fn insert_execution(&self, r: &ExecutionRecord) -> Result<()> {
@@ -279,17 +287,24 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
-    /// Marks paused executions whose time ran out as expired; returns how many.
-    pub async fn expire_executions(&self, now_ms: i64) -> Result<u64> {
-        let done = sqlx::query(
+    /// Marks paused executions whose time ran out as expired; returns them.
+    pub async fn expire_executions(&self, now_ms: i64) -> Result<Vec<Expired>> {
+        let rows = sqlx::query(
             "UPDATE executions SET status='expired', pending=NULL, updated_at=$1, version=version+1 \
-             WHERE status='paused' AND expires_at IS NOT NULL AND expires_at < $1",
+             WHERE status='paused' AND expires_at IS NOT NULL AND expires_at < $1 \
+             RETURNING id, kind",
         )
         .bind(now_ms)
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await
         .map_err(|e| self.classify(e))?;
-        Ok(done.rows_affected())
+        Ok(rows
+            .iter()
+            .map(|r| Expired {
+                id: r.get("id"),
+                kind: r.get("kind"),
+            })
+            .collect())
     }
 }
 
@@ -370,7 +385,9 @@ mod tests {
                 .len(),
             2
         );
-        assert_eq!(s.expire_executions(100).await.unwrap(), 1);
+        let expired = s.expire_executions(100).await.unwrap();
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].kind, "script");
         assert_eq!(
             s.get_execution("a").await.unwrap().unwrap().status,
             ExecutionStatus::Expired

@@ -38,7 +38,7 @@ use sqlx::{AnyPool, ConnectOptions, Connection, Executor};
 
 pub use audit::AuditEntry;
 pub use events::StoredEvent;
-pub use executions::{ExecutionRecord, ExecutionStatus};
+pub use executions::{ExecutionRecord, ExecutionStatus, Expired};
 pub use sources::SourceRecord;
 pub use threads::{NewThreadMessage, ThreadKey, ThreadMessage};
 

@@ -80,16 +80,18 @@ const COLUMNS: &str = "thread_id, seq, role, content, vector";
 impl Store {
     /// Appends messages to a thread (created by its first message), after the newest one, and
     /// drops what falls beyond [`MAX_THREAD_MESSAGES`]. Two appends to one thread at once both
-    /// land, one after the other.
+    /// land, one after the other. `writer` names what wrote them (a run's execution id, or a
+    /// sub-agent call's key within its execution): a second append by the same writer (a
+    /// replay after a crash) adds nothing.
     pub async fn append_thread(
         &self,
         key: ThreadKey<'_>,
-        execution_id: &str,
+        writer: &str,
         messages: &[NewThreadMessage<'_>],
     ) -> Result<()> {
         let mut last = None;
         for _ in 0..APPEND_ATTEMPTS {
-            match self.try_append(key, execution_id, messages).await {
+            match self.try_append(key, writer, messages).await {
                 Ok(()) => return Ok(()),
                 Err(e) if is_conflict(&e) => last = Some(e),
                 Err(e) => return Err(self.classify(e)),
@@ -105,6 +107,19 @@ impl Store {
         messages: &[NewThreadMessage<'_>],
     ) -> std::result::Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
+        let written = sqlx::query(
+            "SELECT 1 FROM thread_messages \
+             WHERE principal = $1 AND agent = $2 AND thread_id = $3 AND execution_id = $4 LIMIT 1",
+        )
+        .bind(key.principal)
+        .bind(key.agent)
+        .bind(key.thread)
+        .bind(execution_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if written.is_some() {
+            return Ok(());
+        }
         let row = sqlx::query(
             "SELECT COALESCE(MAX(seq), 0) AS top FROM thread_messages \
              WHERE principal = $1 AND agent = $2 AND thread_id = $3",
@@ -262,6 +277,11 @@ mod tests {
             )
             .await
             .unwrap();
+        store
+            .append_thread(key("alice", "t1"), "ex_2", &[msg("user", "again", None)])
+            .await
+            .unwrap();
+        // The same writer again (a replay after a crash): nothing is added.
         store
             .append_thread(key("alice", "t1"), "ex_2", &[msg("user", "again", None)])
             .await

@@ -258,7 +258,7 @@ impl Engine {
                 Err(EngineError::Busy { id: id.into() })
             }
             ExecutionStatus::Paused if rec.expires_at.is_some_and(|t| t < now) => {
-                self.inner.store.expire_executions(now).await?;
+                self.expire_due(now).await?;
                 Err(EngineError::Expired {
                     id: id.into(),
                     ttl_secs,
@@ -530,6 +530,17 @@ impl Engine {
         events.close(&id, true).await;
         self.save(rec, true).await?;
         Ok(outcome)
+    }
+
+    /// Expires the paused executions whose time ran out; an expired run's plan ends with it
+    /// (its unfinished background tasks are cancelled: nobody would read their results).
+    pub(crate) async fn expire_due(&self, now: i64) -> Result<(), EngineError> {
+        for e in self.inner.store.expire_executions(now).await? {
+            if e.kind == "run" {
+                self.cancel_plan_of(&e.id).await;
+            }
+        }
+        Ok(())
     }
 
     /// Stops a running or paused execution. A paused one is stored as cancelled at once; a run

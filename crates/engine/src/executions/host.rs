@@ -56,6 +56,33 @@ pub(crate) struct Durable {
     pub failed: Mutex<Option<JournalFailure>>,
 }
 
+/// While alive, marks a running execution alive (`touch_execution`) at a third of the time
+/// after which a silent script counts as interrupted; stops when dropped.
+pub(crate) struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    pub(crate) fn start(engine: &Engine, id: &str) -> Self {
+        let c = &engine.inner.config;
+        let every =
+            (c.limits.wall_clock.max(c.call_timeout) / 3).max(std::time::Duration::from_millis(50));
+        let (store, id) = (engine.inner.store.clone(), id.to_string());
+        Self(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if !matches!(store.touch_execution(&id).await, Ok(true)) {
+                    return;
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Why a resumed run was stopped.
 #[derive(Clone)]
 pub(crate) struct JournalFailure {
@@ -618,6 +645,11 @@ impl HostCtx {
             host: self.clone(),
             parent: seq,
         });
+        // A stored run waiting on a long tool marks itself alive while it waits, so that it is
+        // not taken for interrupted past its wall clock.
+        let _alive = (self.durable.is_some()
+            && self.engine.script_limits().long_calls_ms.contains_key(path))
+        .then(|| Heartbeat::start(&self.engine, &self.execution_id));
         match self
             .engine
             .invoke(

@@ -172,7 +172,7 @@ impl Engine {
     /// whatever its state. Any other execution answers like a missing one.
     pub async fn execution(&self, caller: &Caller, id: &str) -> Result<ExecutionInfo, EngineError> {
         let now = now_ms();
-        self.inner.store.expire_executions(now).await?;
+        self.expire_due(now).await?;
         let unknown = || EngineError::UnknownExecution { id: id.to_string() };
         let r = self
             .inner
@@ -244,7 +244,8 @@ impl Engine {
             // than the longest call means the process driving it is gone.
             c.max_call_timeout.max(c.call_timeout)
         } else {
-            // A script's wall clock ends it, whatever its calls wait for.
+            // A script's wall clock ends it; one waiting on a tool with its own longer timeout
+            // marks itself alive meanwhile ([`super::host::Heartbeat`]).
             c.limits.wall_clock.max(c.call_timeout)
         };
         now - rec.updated_at > (longest + c.recovery_grace).as_millis() as i64
@@ -275,7 +276,7 @@ impl Engine {
         execution_kind: Option<&str>,
     ) -> Result<Vec<PendingSummary>, EngineError> {
         let now = now_ms();
-        self.inner.store.expire_executions(now).await?;
+        self.expire_due(now).await?;
         if caller.principal.is_empty() {
             return Ok(vec![]);
         }

@@ -109,13 +109,11 @@ impl Engine {
             },
         );
         let cancel = self.inner.running.register(&rec.id, &rec.principal);
-        let run = self.inner.sandbox.run(
-            permit,
-            &rec.source,
-            Arc::new(host),
-            &self.inner.config.limits,
-            det,
-        );
+        let limits = self.script_limits();
+        let run = self
+            .inner
+            .sandbox
+            .run(permit, &rec.source, Arc::new(host), &limits, det);
         let outcome = tokio::select! {
             o = run => Some(o),
             _ = cancel.notified() => None,

@@ -413,17 +413,31 @@ async fn a_clients_cancellation_reaches_the_upstream() {
     let _ = client.cancel().await;
 }
 
-/// The names a session of `/mcp/servers/{name}` lists, for the local principal (no key).
+/// The names a session of `/mcp/servers/{name}` lists, for the local principal (no key). A
+/// session that opens while the definition is being replaced is closed with the old one: it
+/// is opened again, as a client would.
 async fn listed_at(server: &Server, name: &str) -> Vec<String> {
-    let config =
-        StreamableHttpClientTransportConfig::with_uri(server.url(&format!("/mcp/servers/{name}")));
-    let client =
-        ().serve(StreamableHttpClientTransport::from_config(config))
-            .await
-            .expect("initialize");
-    let tools = client.list_all_tools().await.unwrap();
-    let _ = client.cancel().await;
-    tools.into_iter().map(|t| t.name.to_string()).collect()
+    let mut last = String::new();
+    for _ in 0..3 {
+        let config = StreamableHttpClientTransportConfig::with_uri(
+            server.url(&format!("/mcp/servers/{name}")),
+        );
+        let client = match ().serve(StreamableHttpClientTransport::from_config(config)).await {
+            Ok(c) => c,
+            Err(e) => {
+                last = format!("{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let tools = client.list_all_tools().await;
+        let _ = client.cancel().await;
+        match tools {
+            Ok(tools) => return tools.into_iter().map(|t| t.name.to_string()).collect(),
+            Err(e) => last = format!("{e:?}"),
+        }
+    }
+    panic!("no session of /mcp/servers/{name} listed its tools: {last}")
 }
 
 async fn post(url: String, body: Value) -> (u16, Value) {

@@ -541,6 +541,11 @@ pub(crate) async fn corrections(
     if let Some(HostReply::Ok(v)) = ctx.replayed(seq, CORRECTIONS_TARGET) {
         return serde_json::from_value(v).unwrap_or_default();
     }
+    // The run that planned this task may have expired while paused: that cancels its plan,
+    // this task included, which then stops.
+    if let Err(e) = ctx.engine.expire_due(toolshed_store::now_ms()).await {
+        tracing::warn!(error = %e, "expiring paused executions failed");
+    }
     let fresh: Vec<String> = ctx
         .engine
         .inner

@@ -198,7 +198,8 @@ impl Engine {
     }
 
     /// Appends a completed run's input and answer to its thread (with their vectors when the
-    /// server has an embedding model). A failure is logged: the run's result stands.
+    /// server has an embedding model), once per `execution_id` (the writer: see
+    /// [`toolshed_store::Store::append_thread`]). A failure is logged: the run's result stands.
     pub(crate) async fn memorize(
         &self,
         spec: &RunSpec,

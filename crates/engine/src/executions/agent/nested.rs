@@ -78,7 +78,10 @@ impl Engine {
         match super::step::run_loop(&frame, &spec).await {
             End::Completed(result) => {
                 let output = result["output"].as_str().unwrap_or_default();
-                self.memorize(&spec, &caller.principal, &nest.host.execution_id, output)
+                // The call's own key within the execution names the writer: a replay of this
+                // call after a crash adds nothing to the thread, another call adds its own.
+                let writer = format!("{}#{key}", nest.host.execution_id);
+                self.memorize(&spec, &caller.principal, &writer, output)
                     .await;
                 Ok(result)
             }
