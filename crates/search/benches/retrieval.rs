@@ -1,7 +1,9 @@
 //! Retrieval quality on tool-retrieval sets laid out as `<dir>/<set>/{tools.jsonl,queries.jsonl,qrels.tsv}`.
 //!
 //! `cargo bench -p toolshed-search --bench retrieval -- /work/shared/bench/retrieval`
-//! prints R@1, R@5, R@10, nDCG@10 and MRR per set (percentages). Options after the
+//! prints R@1, R@5, R@10, nDCG@10 and MRR per set (percentages), first for the plain BM25
+//! reference ([`bm25_baseline`]), then for the ranker. `scripts/retrieval-sets.sh DIR` writes
+//! further public sets in the same layout. Options after the
 //! directory override ranking parameters, for experiments:
 //! `--k1 X`, `--weights p,n,d,pn,pd`, `--b p,n,d,pn,pd`, `--feedback docs,terms,weight`,
 //! `--namespace weight,pool`, `--expand synonym,path_word,format`.
@@ -187,6 +189,73 @@ fn evaluate(set: &Set, config: Bm25fConfig) -> Metrics {
     for (qtext, rel) in &set.queries {
         let ranked = ranked(&index.search(&Query::new(qtext, 10)));
         debug_miss(set, qtext, &ranked, rel);
+        m.add(&ranked, rel);
+    }
+    m
+}
+
+/// The plain BM25 reference every set is reported against (k1 = 0.9, b = 0.4): one field of
+/// the tool's name, description and parameter names and descriptions, lower-cased words split
+/// at anything not a letter or digit, no stemming, Okapi idf.
+fn bm25_baseline(set: &Set) -> Metrics {
+    const K1: f64 = 0.9;
+    const B: f64 = 0.4;
+    fn words(text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    }
+    let docs: Vec<HashMap<String, f64>> = set
+        .docs
+        .iter()
+        .map(|d| {
+            let mut text = format!("{} {}", d.name, d.description);
+            for p in &d.params {
+                text.push(' ');
+                text.push_str(&p.name);
+                text.push(' ');
+                text.push_str(&p.description);
+            }
+            let mut tf = HashMap::new();
+            for w in words(&text) {
+                *tf.entry(w).or_insert(0.0) += 1.0;
+            }
+            tf
+        })
+        .collect();
+    let lengths: Vec<f64> = docs.iter().map(|d| d.values().sum()).collect();
+    let n = docs.len() as f64;
+    let avg = lengths.iter().sum::<f64>() / n.max(1.0);
+    let mut df: HashMap<&str, f64> = HashMap::new();
+    for d in &docs {
+        for w in d.keys() {
+            *df.entry(w.as_str()).or_insert(0.0) += 1.0;
+        }
+    }
+    let mut m = Metrics::default();
+    for (qtext, rel) in &set.queries {
+        let terms = words(qtext);
+        let mut scores: Vec<(f64, usize)> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let norm = K1 * (1.0 - B + B * lengths[i] / avg.max(1e-9));
+                let score = terms
+                    .iter()
+                    .filter_map(|t| {
+                        let tf = *d.get(t)?;
+                        let df = df[t.as_str()];
+                        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                        Some(idf * tf * (K1 + 1.0) / (tf + norm))
+                    })
+                    .sum();
+                (score, i)
+            })
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scores.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let ranked: Vec<usize> = scores.iter().take(10).map(|(_, i)| *i).collect();
         m.add(&ranked, rel);
     }
     m
@@ -393,6 +462,11 @@ fn main() {
         let Some(data) = load(&set) else {
             continue;
         };
+        let start = Instant::now();
+        bm25_baseline(&data).print(
+            &format!("{name} bm25 (reference)"),
+            start.elapsed().as_secs_f64(),
+        );
         #[cfg(feature = "semantic")]
         if let Some(embedder) = &embedder {
             evaluate_hybrid(&name, &data, config, embedder, hybrid_config);

