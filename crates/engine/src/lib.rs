@@ -256,7 +256,14 @@ impl Engine {
             .unwrap_or_else(|_| panic!("with_embedder must be called before the engine is shared"));
         Self {
             inner: Arc::new(EngineState {
-                search: discovery::SearchCache::with_embedder(embedder, vector_file),
+                // Repeated queries skip the model.
+                search: discovery::SearchCache::with_embedder(
+                    Arc::new(toolshed_search::CachedEmbedder::new(
+                        embedder,
+                        toolshed_search::query_cache::DEFAULT_QUERY_CACHE,
+                    )),
+                    vector_file,
+                ),
                 ..inner
             }),
         }

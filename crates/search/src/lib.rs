@@ -23,6 +23,7 @@ pub mod expand;
 pub mod hybrid;
 pub mod index;
 pub mod params;
+pub mod query_cache;
 #[cfg(feature = "semantic")]
 pub mod semantic;
 pub mod stem;
@@ -34,5 +35,6 @@ pub use index::{
     Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
 };
 pub use params::param_docs_from_schema;
+pub use query_cache::CachedEmbedder;
 #[cfg(feature = "semantic")]
 pub use semantic::{Embedder, SemanticError};

@@ -1,0 +1,130 @@
+//! Repeated queries cost nothing: [`CachedEmbedder`] wraps an embedder and keeps the vectors
+//! of the last single texts it embedded (queries; tools are embedded in batches and pass
+//! through), so an agent that searches again with the same words skips the model.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use crate::hybrid::{EmbedError, TextEmbedder};
+
+/// Texts kept by default.
+pub const DEFAULT_QUERY_CACHE: usize = 1024;
+/// Longer texts are not kept (they are rarely repeated and would crowd the cache).
+pub const MAX_CACHED_TEXT: usize = 1024;
+
+/// An embedder that remembers its last [`DEFAULT_QUERY_CACHE`] single-text answers.
+#[derive(Debug)]
+pub struct CachedEmbedder {
+    inner: Arc<dyn TextEmbedder>,
+    capacity: usize,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    vectors: HashMap<String, Arc<[f32]>>,
+    /// Insertion order, oldest first, for eviction.
+    order: VecDeque<String>,
+}
+
+impl CachedEmbedder {
+    /// Wraps `inner`, keeping at most `capacity` texts (0 keeps none).
+    pub fn new(inner: Arc<dyn TextEmbedder>, capacity: usize) -> Self {
+        Self {
+            inner,
+            capacity,
+            kept: Mutex::default(),
+        }
+    }
+
+    fn lookup(&self, text: &str) -> Option<Arc<[f32]>> {
+        self.kept.lock().ok()?.vectors.get(text).cloned()
+    }
+
+    fn keep(&self, text: &str, vector: &[f32]) {
+        let Ok(mut k) = self.kept.lock() else {
+            return;
+        };
+        if k.vectors.contains_key(text) {
+            return;
+        }
+        while k.order.len() >= self.capacity {
+            match k.order.pop_front() {
+                Some(old) => {
+                    k.vectors.remove(&old);
+                }
+                None => return,
+            }
+        }
+        k.order.push_back(text.to_string());
+        k.vectors.insert(text.to_string(), Arc::from(vector));
+    }
+}
+
+impl TextEmbedder for CachedEmbedder {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+
+    fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+        let [text] = texts else {
+            return self.inner.embed_texts(texts);
+        };
+        if self.capacity == 0 || text.len() > MAX_CACHED_TEXT {
+            return self.inner.embed_texts(texts);
+        }
+        if let Some(v) = self.lookup(text) {
+            return Ok(v.to_vec());
+        }
+        let v = self.inner.embed_texts(texts)?;
+        self.keep(text, &v);
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[derive(Debug, Default)]
+    struct Counting(AtomicUsize);
+
+    impl TextEmbedder for Counting {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            self.0.fetch_add(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|t| t.len() as f32).collect())
+        }
+    }
+
+    #[test]
+    fn single_texts_are_kept_batches_pass_through_and_the_oldest_go_first() {
+        let inner = Arc::new(Counting::default());
+        let c = CachedEmbedder::new(inner.clone(), 2);
+        assert_eq!(c.embed_text("ab").unwrap(), [2.0]);
+        assert_eq!(c.embed_text("ab").unwrap(), [2.0]);
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1, "the second was kept");
+        // Batches (tool texts) always reach the model and are not kept.
+        c.embed_texts(&["x", "yy"]).unwrap();
+        c.embed_texts(&["x", "yy"]).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 5);
+        // Two more texts: "ab" is evicted.
+        c.embed_text("c").unwrap();
+        c.embed_text("dd").unwrap();
+        c.embed_text("ab").unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 8);
+        // A long text is never kept.
+        let long = "z".repeat(MAX_CACHED_TEXT + 1);
+        c.embed_text(&long).unwrap();
+        c.embed_text(&long).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 10);
+    }
+}
