@@ -110,13 +110,18 @@ pub(crate) struct Deadline {
     start: Instant,
     /// Milliseconds after `start`.
     after_ms: AtomicU64,
+    /// The latest it may move to, in ms after `start`: the wall clock plus the longest long
+    /// call, however many long calls a script makes.
+    cap_ms: u64,
 }
 
 impl Deadline {
-    fn new(start: Instant, wall_clock: Duration) -> Self {
+    fn new(start: Instant, limits: &Limits) -> Self {
+        let wall = u64::try_from(limits.wall_clock.as_millis()).unwrap_or(u64::MAX);
         Self {
             start,
-            after_ms: AtomicU64::new(u64::try_from(wall_clock.as_millis()).unwrap_or(u64::MAX)),
+            after_ms: AtomicU64::new(wall),
+            cap_ms: wall.saturating_add(limits.longest_call().as_millis() as u64),
         }
     }
 
@@ -127,7 +132,8 @@ impl Deadline {
     /// Moves the deadline to `until` when that is later.
     fn extend_to(&self, until: Instant) {
         let ms = u64::try_from(until.saturating_duration_since(self.start).as_millis())
-            .unwrap_or(u64::MAX);
+            .unwrap_or(u64::MAX)
+            .min(self.cap_ms);
         self.after_ms.fetch_max(ms, Ordering::SeqCst);
     }
 }
@@ -278,7 +284,7 @@ impl CpuMeter {
 /// Runs the job to the end on the current thread.
 pub(crate) fn execute(job: Job) -> RunResult {
     let _ = job.cancel.thread.set(std::thread::current());
-    let deadline = Arc::new(Deadline::new(job.start, job.limits.wall_clock));
+    let deadline = Arc::new(Deadline::new(job.start, &job.limits));
     let shared = Rc::new(RefCell::new(Shared {
         host: job.host.clone(),
         deadline: deadline.clone(),
@@ -931,7 +937,7 @@ mod tests {
         }
         let mut sh = Shared {
             host: Arc::new(Nop),
-            deadline: Arc::new(Deadline::new(Instant::now(), Duration::from_secs(1))),
+            deadline: Arc::new(Deadline::new(Instant::now(), &Limits::default())),
             limits: Limits::default(),
             next_seq: 0,
             max_calls: 1,

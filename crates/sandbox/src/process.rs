@@ -337,7 +337,12 @@ impl Session<'_> {
                     }
                     // The worker moves its own deadline for a long tool; the kill follows.
                     if let Some(long) = self.limits.long_call(&call.target) {
-                        self.kill_at = self.kill_at.max(TokioInstant::now() + long + KILL_MARGIN);
+                        let cap = self.start
+                            + self.limits.wall_clock
+                            + self.limits.longest_call()
+                            + KILL_MARGIN;
+                        let moved = (TokioInstant::now() + long + KILL_MARGIN).min(cap);
+                        self.kill_at = self.kill_at.max(moved);
                     }
                     let seq = call.seq;
                     inflight.push(self.host.call(call).map(move |r| (seq, r)).boxed());

@@ -34,8 +34,9 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// Tools that may take longer than the wall clock (their own declared timeouts, in ms): a
     /// call to one moves the run's deadline to at least the call's start plus that time (never
-    /// earlier), so that a script can wait for a long workflow or sub-agent. The CPU-time limit
-    /// and the tool-call limit still hold; at most [`MAX_LONG_CALLS`] entries are read.
+    /// earlier), so that a script can wait for a long workflow or sub-agent; never past the wall
+    /// clock plus the longest of them ([`Self::longest_call`]). The CPU-time limit and the
+    /// tool-call limit still hold; at most [`MAX_LONG_CALLS`] entries are read.
     pub long_calls_ms: std::collections::BTreeMap<String, u64>,
 }
 
@@ -43,6 +44,12 @@ pub struct Limits {
 pub const MAX_LONG_CALLS: usize = 256;
 
 impl Limits {
+    /// The longest of [`Self::long_calls_ms`]: how far past the wall clock a run may go, however
+    /// many long calls it makes.
+    pub fn longest_call(&self) -> Duration {
+        Duration::from_millis(self.long_calls_ms.values().copied().max().unwrap_or(0))
+    }
+
     /// The time a call to `target` may move the deadline to, counted from the call's start.
     pub fn long_call(&self, target: &CallTarget) -> Option<Duration> {
         match target {

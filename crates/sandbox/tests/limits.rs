@@ -116,6 +116,18 @@ async fn a_call_to_a_long_tool_moves_the_deadline_and_nothing_else_does() {
         took >= Duration::from_millis(1_500) && took < Duration::from_secs(4),
         "{took:?}"
     );
+    // Many long calls in turn: the deadline never passes the wall clock plus the longest one
+    // (0.5 s + 1.5 s), though each call moves it.
+    let start = Instant::now();
+    let o = run_with(
+        "for (;;) { await tools.long.run({}); }",
+        Arc::new(LongHost),
+        &with_long("long.run", 1_500),
+    )
+    .await;
+    assert_eq!(kind(&o.status), ScriptErrorKind::Timeout);
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(3_500), "{took:?}");
 }
 
 #[tokio::test]

@@ -69,8 +69,13 @@ impl Heartbeat {
         Self(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                if !matches!(store.touch_execution(&id).await, Ok(true)) {
-                    return;
+                match store.touch_execution(&id).await {
+                    Ok(true) => {}
+                    // No longer running (settled, or taken by another run): nothing to keep.
+                    Ok(false) => return,
+                    Err(e) => {
+                        tracing::warn!(execution = %id, error = %e, "marking a waiting run alive failed")
+                    }
                 }
             }
         }))

@@ -259,6 +259,17 @@ impl NodeCatalog {
     }
 }
 
+/// `true` when a node type's entry lets the node pick any credential type (HTTP Request's
+/// generic and predefined authentication: a `credentialsSelect` parameter), so its credentials
+/// are not limited to the types it lists.
+pub fn takes_any_credential(entry: &Value) -> bool {
+    entry["properties"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["type"] == "credentialsSelect")
+}
+
 /// The credential types a node type's entry (one version group) takes.
 pub fn credential_names(entry: &Value) -> Vec<&str> {
     entry["credentials"]

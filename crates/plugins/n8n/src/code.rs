@@ -130,11 +130,18 @@ fn credential_ids(v: &Value) -> Value {
     let Some(m) = v.as_object() else {
         return v.clone();
     };
-    Value::Object(
-        m.iter()
-            .map(|(k, c)| (k.clone(), c.get("id").cloned().unwrap_or_else(|| c.clone())))
-            .collect(),
-    )
+    // A credential referenced by name only (an imported workflow) keeps its name.
+    let short = |c: &Value| match c.get("id") {
+        Some(Value::String(id)) => Value::String(id.clone()),
+        _ => {
+            let mut named = c.clone();
+            if let Some(o) = named.as_object_mut() {
+                o.remove("id");
+            }
+            named
+        }
+    };
+    Value::Object(m.iter().map(|(k, c)| (k.clone(), short(c))).collect())
 }
 
 fn short_type(t: &str) -> String {
@@ -277,9 +284,14 @@ fn credentials_field(v: &Value) -> Result<Value, String> {
         let id = match c {
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
-            Value::Object(o) => match o.get("id") {
-                Some(Value::String(s)) => s.clone(),
-                _ => return Err(format!("the credential '{k}' has no id")),
+            Value::Object(o) => match (o.get("id"), o.get("name")) {
+                (Some(Value::String(s)), _) => s.clone(),
+                // Named only: n8n resolves it by name.
+                (_, Some(Value::String(name))) => {
+                    out.insert(k.clone(), json!({"name": name}));
+                    continue;
+                }
+                _ => return Err(format!("the credential '{k}' has neither id nor name")),
             },
             _ => return Err(format!("the credential '{k}' must be its id")),
         };
@@ -498,7 +510,7 @@ mod tests {
                  "position": [440, 0], "parameters": {"text": "=hi\nthere"}},
                 {"id": "u4", "name": "Model", "type": "@n8n/n8n-nodes-langchain.lmChatOpenAi", "typeVersion": 1,
                  "position": [440, 200], "parameters": {},
-                 "credentials": {"openAiApi": {"id": "12", "name": "OpenAI"}}},
+                 "credentials": {"openAiApi": {"id": "12", "name": "OpenAI"}, "slackApi": {"id": null, "name": "Team Slack"}}},
                 {"id": "u5", "name": "Community", "type": "n8n-nodes-foo.bar", "typeVersion": 1,
                  "position": [660, 0], "parameters": {}}
             ],
@@ -527,7 +539,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("credentials {\"openAiApi\":\"12\"}"),
+            text.contains(
+                "credentials {\"openAiApi\":\"12\",\"slackApi\":{\"name\":\"Team Slack\"}}"
+            ),
             "{text}"
         );
         assert!(!text.contains("u1") && !text.contains("w1"), "{text}");

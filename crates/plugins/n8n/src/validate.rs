@@ -188,8 +188,9 @@ fn check_credentials(
     out: &mut Vec<Problem>,
 ) {
     let takes = crate::catalog::credential_names(entry);
+    let any = crate::catalog::takes_any_credential(entry);
     for (cred_type, c) in given.as_object().into_iter().flatten() {
-        if !takes.contains(&cred_type.as_str()) {
+        if !any && !takes.contains(&cred_type.as_str()) {
             out.push(Problem::node(
                 name,
                 format!(
@@ -203,7 +204,10 @@ fn check_credentials(
             ));
             continue;
         }
-        let id = c["id"].as_str().unwrap_or_default();
+        // A credential named without an id (an imported workflow) is resolved by n8n.
+        let Some(id) = c["id"].as_str().filter(|id| !id.is_empty()) else {
+            continue;
+        };
         match credentials.map(|all| all.get(id)) {
             Some(None) => out.push(Problem::node(
                 name,
@@ -321,6 +325,17 @@ fn is_empty(v: &Value) -> bool {
 fn type_problem(p: &Value, value: &Value) -> Option<String> {
     if value.as_str().is_some_and(|s| s.starts_with('=')) {
         return None;
+    }
+    // A parameter that takes several values holds an array of them.
+    if p["typeOptions"]["multipleValues"] == true && value.is_array() {
+        let mut one = p.clone();
+        one["typeOptions"]["multipleValues"] = Value::Bool(false);
+        return value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|v| type_problem(&one, v))
+            .map(|m| format!("an item {m}"));
     }
     let ty = p["type"].as_str().unwrap_or_default();
     let ok = match ty {
@@ -591,6 +606,41 @@ mod tests {
         let p = validate(&c, &node("z"), None);
         assert_eq!(p.len(), 1);
         assert!(p[0].message.contains("not one of its options: c"), "{p:?}");
+    }
+
+    #[test]
+    fn any_credential_type_and_lists_of_values_are_accepted_where_the_node_allows_them() {
+        let c = NodeCatalog::from_json(&json!([
+            {"name": "n8n-nodes-base.httpRequest", "version": 4.2, "outputs": ["main"], "inputs": ["main"],
+             "credentials": [{"name": "httpSslAuth"}],
+             "properties": [
+                {"name": "genericAuthType", "type": "credentialsSelect", "default": ""},
+                {"name": "to", "type": "string", "default": [], "typeOptions": {"multipleValues": true}}
+             ]}
+        ]))
+        .unwrap();
+        let creds: Credentials = [("7".to_string(), "httpHeaderAuth".to_string())]
+            .into_iter()
+            .collect();
+        let w = |to: Value, cred: &str| {
+            json!({"nodes": [{"name": "H", "type": "n8n-nodes-base.httpRequest", "typeVersion": 4.2,
+                              "parameters": {"genericAuthType": "httpHeaderAuth", "to": to},
+                              "credentials": {cred: {"id": "7"}}}], "connections": {}})
+        };
+        assert!(validate(&c, &w(json!(["a", "b"]), "httpHeaderAuth"), Some(&creds)).is_empty());
+        let p = validate(&c, &w(json!(["a", 1]), "httpHeaderAuth"), Some(&creds));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].message.starts_with("an item must be a string"),
+            "{p:?}"
+        );
+        // The credential must still exist with the type it is given as.
+        let p = validate(&c, &w(json!([]), "slackApi"), Some(&creds));
+        assert!(
+            p[0].message
+                .contains("is of type 'httpHeaderAuth', not 'slackApi'"),
+            "{p:?}"
+        );
     }
 
     #[test]

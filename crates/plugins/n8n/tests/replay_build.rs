@@ -571,6 +571,23 @@ async fn mistakes_are_named_a_patch_fixes_them_and_versions_are_kept() {
     .unwrap();
     assert_eq!(restored["restoredFrom"], json!(first));
     assert_eq!(restored["nodeCount"], 3);
+    // Changed in n8n meanwhile: patches apply to the workflow as n8n has it now, never to the
+    // older text (which would undo the change).
+    {
+        let mut inner = s.0.lock().unwrap();
+        let mut w = inner.workflows[&id].clone();
+        w["name"] = json!("Renamed in n8n");
+        inner.save(&id, w);
+    }
+    let e = call(
+        &p,
+        "n8n.workflows.build",
+        json!({"workflowId": id, "patches": [{"old": "workflow \"Build test\"", "new": "workflow \"Mine\""}]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message.contains("is not in the text"), "{e}");
+    assert_eq!(s.0.lock().unwrap().workflows[&id]["name"], "Renamed in n8n");
     let missing = call(
         &p,
         "n8n.workflows.versions.get",

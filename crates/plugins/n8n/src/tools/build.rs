@@ -83,12 +83,28 @@ fn text_key(ctx: &ToolContext, workflow: Option<&str>) -> Option<String> {
     (key.len() <= toolshed_store::plugin_state::MAX_PLUGIN_STATE_KEY).then_some(key)
 }
 
-async fn remember(store: Option<&Store>, ctx: &ToolContext, workflow: Option<&str>, text: &str) {
+/// The last text a principal sent or read for a workflow, and the workflow version it was
+/// based on (`None` for a new workflow).
+struct Kept {
+    version: Option<String>,
+    code: String,
+}
+
+/// Keeps `text` as the base of the next patches; a text too large to keep clears the base, so
+/// that the next patches apply to the workflow as n8n has it, never to an older text.
+async fn remember(
+    store: Option<&Store>,
+    ctx: &ToolContext,
+    workflow: Option<&str>,
+    text: &str,
+    version: Option<&str>,
+) {
     let (Some(store), Some(key)) = (store, text_key(ctx, workflow)) else {
         return;
     };
-    if text.len() > toolshed_store::plugin_state::MAX_PLUGIN_STATE_VALUE {
-        return;
+    let mut value = json!({"versionId": version, "code": text}).to_string();
+    if value.len() > toolshed_store::plugin_state::MAX_PLUGIN_STATE_VALUE {
+        value = json!({"versionId": null, "code": null}).to_string();
     }
     // The last writer wins: read the version, write over it, again if another write came
     // between.
@@ -98,7 +114,7 @@ async fn remember(store: Option<&Store>, ctx: &ToolContext, workflow: Option<&st
             Err(e) => return tracing::warn!("n8n: cannot keep the workflow text: {e}"),
         };
         match store
-            .put_plugin_state(crate::PLUGIN_ID, &key, read, text)
+            .put_plugin_state(crate::PLUGIN_ID, &key, read, &value)
             .await
         {
             Ok(PutOutcome::Written { .. }) => return,
@@ -112,7 +128,7 @@ async fn recall(
     store: Option<&Store>,
     ctx: &ToolContext,
     workflow: Option<&str>,
-) -> Result<Option<String>, ToolError> {
+) -> Result<Option<Kept>, ToolError> {
     let (Some(store), Some(key)) = (store, text_key(ctx, workflow)) else {
         return Ok(None);
     };
@@ -120,7 +136,13 @@ async fn recall(
         .plugin_state(crate::PLUGIN_ID, &key)
         .await
         .map_err(|e| ToolError::internal(format!("cannot read the last workflow text: {e}")))?;
-    Ok(state.map(|s| s.value))
+    let Some(v) = state.and_then(|s| serde_json::from_str::<Value>(&s.value).ok()) else {
+        return Ok(None);
+    };
+    Ok(v["code"].as_str().map(|code| Kept {
+        version: v["versionId"].as_str().map(str::to_string),
+        code: code.to_string(),
+    }))
 }
 
 async fn fetch_workflow(c: &N8nClient, ctx: &ToolContext, id: &str) -> Result<Value, ToolError> {
@@ -136,7 +158,7 @@ async fn get_as_code(
     let id = path_id(args, "workflowId")?;
     let w = fetch_workflow(c, ctx, &id).await?;
     let text = code::to_code(&w);
-    remember(store, ctx, Some(&id), &text).await;
+    remember(store, ctx, Some(&id), &text, w["versionId"].as_str()).await;
     Ok(json!({"workflowId": id, "versionId": w["versionId"], "code": text}))
 }
 
@@ -144,20 +166,24 @@ fn code_error(e: CodeError) -> ToolError {
     ToolError::invalid(format!("the workflow text cannot be read: {e}"))
 }
 
-/// The text to build: `code`, or `patches` applied to the last text.
+/// The text to build: `code`, or `patches` applied to the last text, which must still be of
+/// the workflow as n8n has it (`current`): when the workflow changed since (edited in n8n, or
+/// by another call), the patches apply to its current text instead.
 async fn submitted_text(
-    c: &N8nClient,
     store: Option<&Store>,
     ctx: &ToolContext,
     args: &Value,
     id: Option<&str>,
+    current: Option<&Value>,
 ) -> Result<String, ToolError> {
     match (args["code"].as_str(), args["patches"].as_array()) {
         (Some(text), None) => Ok(text.to_string()),
         (None, Some(patches)) => {
-            let base = match (recall(store, ctx, id).await?, id) {
-                (Some(t), _) => t,
-                (None, Some(id)) => code::to_code(&fetch_workflow(c, ctx, id).await?),
+            let kept = recall(store, ctx, id).await?;
+            let base = match (kept, current) {
+                (Some(k), Some(w)) if k.version.as_deref() == w["versionId"].as_str() => k.code,
+                (_, Some(w)) => code::to_code(w),
+                (Some(k), None) => k.code,
                 (None, None) => return Err(ToolError::invalid(
                     "there is no earlier text of a new workflow to patch: send the whole 'code'",
                 )),
@@ -179,13 +205,12 @@ async fn submitted_text(
     }
 }
 
-/// The instance's credentials (id → type), `None` when they cannot be listed.
+/// The instance's credentials (id → type), `None` when they cannot all be listed.
 async fn credential_types(c: &N8nClient, ctx: &ToolContext) -> Option<(Credentials, Value)> {
-    let q = [("limit", "250".to_string())];
-    let r = call(c, ctx, Method::GET, "/credentials", &q, None)
-        .await
-        .ok()?;
-    let list = r["data"].as_array()?;
+    let (list, complete) = super::all_credentials(c, ctx).await.ok()?;
+    if !complete {
+        return None;
+    }
     let types = list
         .iter()
         .filter_map(|x| {
@@ -195,7 +220,7 @@ async fn credential_types(c: &N8nClient, ctx: &ToolContext) -> Option<(Credentia
             ))
         })
         .collect();
-    Some((types, r["data"].clone()))
+    Some((types, Value::Array(list)))
 }
 
 /// Fills each credential's name from the instance's list.
@@ -226,9 +251,14 @@ async fn build(
         Some(_) => Some(path_id(args, "workflowId")?),
         None => None,
     };
-    let text = submitted_text(c, store, ctx, args, id.as_deref()).await?;
+    let current = match &id {
+        Some(id) => Some(fetch_workflow(c, ctx, id).await?),
+        None => None,
+    };
+    let based_on = current.as_ref().and_then(|w| w["versionId"].as_str());
+    let text = submitted_text(store, ctx, args, id.as_deref(), current.as_ref()).await?;
     // Kept before the checks, so a failed text can be fixed with a patch.
-    remember(store, ctx, id.as_deref(), &text).await;
+    remember(store, ctx, id.as_deref(), &text, based_on).await;
     let mut draft = code::parse(&text).map_err(code_error)?;
     let catalog = c.node_catalog(Some(ctx.timeout)).await?;
     let creds = credential_types(c, ctx).await;
@@ -262,28 +292,38 @@ async fn build(
     if let Some((_, list)) = &creds {
         name_credentials(&mut draft["nodes"], list);
     }
-    let saved = match &id {
-        Some(id) => {
+    let saved = match (&id, &current) {
+        (Some(id), Some(current)) => {
             let path = format!("/workflows/{id}");
-            let current = fetch_workflow(c, ctx, id).await?;
-            let body = update_body(&current, &draft)?;
+            let body = update_body(current, &draft)?;
             call(c, ctx, Method::PUT, &path, &[], Some(&body)).await?
         }
-        None => {
+        _ => {
             let mut body = json!({
                 "name": draft["name"],
                 "nodes": writable_nodes(&draft["nodes"], None)?,
                 "connections": draft["connections"],
                 "settings": writable_settings(&draft["settings"]),
             });
+            if let Some(d) = draft["description"].as_str() {
+                body["description"] = json!(d);
+            }
             if let Some(p) = opt_str(args, "projectId") {
                 body["projectId"] = json!(p);
             }
             call(c, ctx, Method::POST, "/workflows", &[], Some(&body)).await?
         }
     };
-    if let Some(new_id) = saved["id"].as_str().filter(|_| id.is_none()) {
-        remember(store, ctx, Some(new_id), &text).await;
+    // What was saved is the base of the next patches, at the version n8n gave it.
+    if let Some(saved_id) = saved["id"].as_str() {
+        remember(
+            store,
+            ctx,
+            Some(saved_id),
+            &text,
+            saved["versionId"].as_str(),
+        )
+        .await;
     }
     let mut out = compact_summary(&saved);
     out["workflowId"] = saved["id"].clone();

@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use toolshed_core::{Annotations, Tool, ToolContext, ToolError};
 
-use super::{call, def, make, object, opt_str, req_str};
+use super::{def, make, object, opt_str, req_str};
 use crate::client::N8nClient;
 use crate::error::N8nError;
 use crate::sanitize::truncate_str;
@@ -171,20 +171,21 @@ async fn explore(c: Arc<N8nClient>, ctx: ToolContext, args: Value) -> Result<Val
                 format!("n8n could not list the values of '{resource}': {} (a lookup usually needs the node's credential and the parameters it depends on)", t.message),
             )
         })?;
-    let list = r["results"]
+    let mut list = r["results"]
         .as_array()
         .or(r.as_array())
         .cloned()
         .unwrap_or_default();
-    let mut values: Vec<Value> = list.iter().take(MAX_VALUES).map(value_view).collect();
+    // Load options come whole: the filter is applied here, before the list is cut.
     let filter = opt_str(&args, "filter").map(|f| f.to_lowercase());
     if let (Some(f), Lookup::Method(_) | Lookup::Routing(_)) = (&filter, &lookup) {
-        values.retain(|v| {
+        list.retain(|v| {
             v["name"]
                 .as_str()
                 .is_some_and(|n| n.to_lowercase().contains(f))
         });
     }
+    let values: Vec<Value> = list.iter().take(MAX_VALUES).map(value_view).collect();
     let mut out =
         json!({"nodeType": node_type, "resource": resource, "values": values, "source": source});
     if list.len() > MAX_VALUES {
@@ -227,21 +228,15 @@ async fn credential_ref(
     entry: &Value,
 ) -> Result<Value, ToolError> {
     let id = super::path_id(args, "credentialId")?;
-    let q = [("limit", "250".to_string())];
-    let r = call(c, ctx, Method::GET, "/credentials", &q, None).await?;
-    let cred = r["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|x| x["id"] == id.as_str())
-        .ok_or_else(|| {
-            ToolError::not_found(format!(
-                "there is no credential '{id}'; see n8n.credentials.list"
-            ))
-        })?;
+    let (all, _) = super::all_credentials(c, ctx).await?;
+    let cred = all.iter().find(|x| x["id"] == id.as_str()).ok_or_else(|| {
+        ToolError::not_found(format!(
+            "there is no credential '{id}'; see n8n.credentials.list"
+        ))
+    })?;
     let ty = cred["type"].as_str().unwrap_or_default();
     let takes = crate::catalog::credential_names(entry);
-    if !takes.contains(&ty) {
+    if !crate::catalog::takes_any_credential(entry) && !takes.contains(&ty) {
         return Err(ToolError::invalid(format!(
             "the credential '{id}' is of type '{ty}', which this node does not take (it takes: {})",
             takes.join(", ")

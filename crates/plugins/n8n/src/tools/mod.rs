@@ -166,6 +166,32 @@ pub(crate) fn execution_id(args: &Value) -> Result<String, ToolError> {
     Ok(id)
 }
 
+/// Pages of credentials read at most (250 each).
+const CREDENTIAL_PAGES: usize = 20;
+
+/// Every credential's metadata (public API, paged), and whether the list is complete (at
+/// most [`CREDENTIAL_PAGES`] pages are read).
+pub(crate) async fn all_credentials(
+    c: &N8nClient,
+    ctx: &ToolContext,
+) -> Result<(Vec<Value>, bool), ToolError> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..CREDENTIAL_PAGES {
+        let mut q = vec![("limit", "250".to_string())];
+        if let Some(cur) = &cursor {
+            q.push(("cursor", cur.clone()));
+        }
+        let r = call(c, ctx, Method::GET, "/credentials", &q, None).await?;
+        all.extend(r["data"].as_array().cloned().unwrap_or_default());
+        cursor = r["nextCursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            return Ok((all, true));
+        }
+    }
+    Ok((all, false))
+}
+
 /// Adds `limit`/`cursor` from the arguments to a query.
 pub(crate) fn paging_query(args: &Value, query: &mut Vec<(&'static str, String)>, default: u64) {
     query.push((

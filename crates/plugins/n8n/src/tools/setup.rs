@@ -25,8 +25,6 @@ use crate::sanitize::truncate_str;
 
 /// Most credential types one search answers.
 const MAX_TYPES: u64 = 50;
-/// Most credentials read to find a new one.
-const LIST_LIMIT: &str = "250";
 
 /// The tools; `credentials.setup` only with a store (it remembers what existed when it asked).
 pub(crate) fn tools(c: &Arc<N8nClient>, store: Option<&Store>) -> Vec<Tool> {
@@ -161,15 +159,8 @@ async fn credentials_of_type(
     ctx: &ToolContext,
     ty: &str,
 ) -> Result<Vec<Value>, ToolError> {
-    let q = [("limit", LIST_LIMIT.to_string())];
-    let r = call(c, ctx, Method::GET, "/credentials", &q, None).await?;
-    Ok(r["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|x| x["type"] == ty)
-        .cloned()
-        .collect())
+    let (all, _) = super::all_credentials(c, ctx).await?;
+    Ok(all.into_iter().filter(|x| x["type"] == ty).collect())
 }
 
 /// The display name of a credential type, checking it exists: from the editor's list when a
@@ -250,7 +241,18 @@ async fn setup_credential(
                 .iter()
                 .filter(|x| x["id"].as_str().is_some_and(|id| !before.contains(id)))
                 .max_by_key(|x| x["createdAt"].as_str().unwrap_or_default().to_string());
-            created.map(credential_answer).ok_or_else(ask)
+            let Some(created) = created else {
+                return Err(ask());
+            };
+            // Answered: the next setup of this type in this execution asks anew, measured
+            // against what exists now.
+            if let Some(k) = &key {
+                let known = serde_json::to_string(&ids(&now)).unwrap_or_default();
+                let _ = store
+                    .put_plugin_state(crate::PLUGIN_ID, k, Some(state.version), &known)
+                    .await;
+            }
+            Ok(credential_answer(created))
         }
         None => {
             // First ask: remember what exists now. Outside an execution nothing can wait, so
@@ -285,12 +287,9 @@ async fn setup_workflow(
             what: "reading which credentials each node type requires".into(),
         })
     })?;
-    let q = [("limit", LIST_LIMIT.to_string())];
-    let existing: BTreeSet<String> = call(c, ctx, Method::GET, "/credentials", &q, None).await?
-        ["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let (all, complete) = super::all_credentials(c, ctx).await?;
+    let existing: BTreeSet<String> = all
+        .iter()
         .filter_map(|x| x["id"].as_str().map(str::to_string))
         .collect();
     let mut missing: Vec<Value> = Vec::new();
@@ -309,7 +308,7 @@ async fn setup_workflow(
             let set = &node["credentials"][&cred];
             let cid = set["id"].as_str();
             match cid {
-                Some(cid) if existing.contains(cid) => {
+                Some(cid) if existing.contains(cid) || !complete => {
                     assigned.push(json!({"node": name, "credentialType": cred, "credentialId": cid}));
                 }
                 _ => missing.push(json!({"node": name, "credentialType": cred,

@@ -49,7 +49,7 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
     let restore = def(
         "workflows.versions.restore",
         "Restore Workflow Version",
-        "Make a saved version the workflow's current state (its nodes, connections and settings); n8n keeps the replaced state as a version too.",
+        "Make a saved version the workflow's current state (its nodes and connections; name and settings stay); n8n keeps the replaced state as a version too.",
         object(ids.clone(), &["workflowId", "versionId"]),
         Annotations::WRITE,
     );
