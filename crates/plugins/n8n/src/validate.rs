@@ -230,19 +230,26 @@ struct Shown<'a> {
 }
 
 impl Shown<'_> {
+    /// How deep a parameter's default may depend on other parameters' display conditions.
+    const MAX_DEPTH: usize = 4;
+
     /// `Some(true)` shown, `Some(false)` hidden, `None` when a condition is not understood.
     fn shown(&self, p: &Value) -> Option<bool> {
+        self.shown_at(p, 0)
+    }
+
+    fn shown_at(&self, p: &Value, depth: usize) -> Option<bool> {
         let opts = &p["displayOptions"];
         if let Some(show) = opts["show"].as_object() {
             for (k, allowed) in show {
-                if !self.any_matches(k, allowed)? {
+                if !self.any_matches(k, allowed, depth)? {
                     return Some(false);
                 }
             }
         }
         if let Some(hide) = opts["hide"].as_object() {
             for (k, hidden) in hide {
-                if self.any_matches(k, hidden)? {
+                if self.any_matches(k, hidden, depth)? {
                     return Some(false);
                 }
             }
@@ -250,8 +257,8 @@ impl Shown<'_> {
         Some(true)
     }
 
-    fn any_matches(&self, key: &str, allowed: &Value) -> Option<bool> {
-        let value = self.value_of(key)?;
+    fn any_matches(&self, key: &str, allowed: &Value, depth: usize) -> Option<bool> {
+        let value = self.value_of(key, depth)?;
         let mut any = false;
         for a in allowed.as_array()? {
             if matches(a, &value)? {
@@ -261,7 +268,7 @@ impl Shown<'_> {
         Some(any)
     }
 
-    fn value_of(&self, key: &str) -> Option<Value> {
+    fn value_of(&self, key: &str, depth: usize) -> Option<Value> {
         if key == "@version" {
             return Some(json!(self.version));
         }
@@ -272,9 +279,19 @@ impl Shown<'_> {
         if let Some(v) = self.params.get(key) {
             return Some(v.clone());
         }
-        // A parameter not given counts as the default of the first property of that name.
-        let mut candidates = self.props.iter().filter(|p| p["name"] == key);
-        let first = candidates.next()?;
+        // A parameter not given counts as the default of the property of that name that is
+        // itself shown (properties of one name, e.g. `operation` per `resource`, differ by
+        // display options and defaults); past the depth, or when none is, the first.
+        let candidates: Vec<&&Value> = self.props.iter().filter(|p| p["name"] == key).collect();
+        let first = candidates.first()?;
+        if depth < Self::MAX_DEPTH {
+            if let Some(p) = candidates
+                .iter()
+                .find(|p| self.shown_at(p, depth + 1) == Some(true))
+            {
+                return Some(p["default"].clone());
+            }
+        }
         Some(first["default"].clone())
     }
 }
@@ -641,6 +658,34 @@ mod tests {
                 .contains("is of type 'httpHeaderAuth', not 'slackApi'"),
             "{p:?}"
         );
+    }
+
+    #[test]
+    fn a_missing_parameter_takes_the_default_of_its_shown_variant() {
+        // `operation` defaults to "send" for resource "message" and to "get" for "channel";
+        // `text` is required only for the send operation.
+        let c = NodeCatalog::from_json(&json!([
+            {"name": "n8n-nodes-base.chat", "version": 1, "outputs": ["main"], "inputs": ["main"],
+             "properties": [
+                {"name": "resource", "type": "options", "default": "message",
+                 "options": [{"value": "message"}, {"value": "channel"}]},
+                {"name": "operation", "type": "options", "default": "send",
+                 "options": [{"value": "send"}], "displayOptions": {"show": {"resource": ["message"]}}},
+                {"name": "operation", "type": "options", "default": "get",
+                 "options": [{"value": "get"}], "displayOptions": {"show": {"resource": ["channel"]}}},
+                {"name": "text", "type": "string", "default": "", "required": true,
+                 "displayOptions": {"show": {"operation": ["send"]}}}
+             ]}
+        ]))
+        .unwrap();
+        let node = |params: Value| {
+            json!({"nodes": [{"name": "C", "type": "n8n-nodes-base.chat", "typeVersion": 1,
+                              "parameters": params}], "connections": {}})
+        };
+        assert!(validate(&c, &node(json!({"resource": "channel"})), None).is_empty());
+        let p = validate(&c, &node(json!({})), None);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].parameter.as_deref(), Some("text"));
     }
 
     #[test]
