@@ -161,11 +161,20 @@ async fn create_workflow(State(s): State<N8n>, h: HeaderMap, Json(b): Json<Value
     Json(inner.save(&id, w)).into_response()
 }
 
-async fn credentials(State(s): State<N8n>, h: HeaderMap) -> Response {
+/// Credentials two to a page (whatever `limit` asks), so that readers must follow the cursor.
+async fn credentials(
+    State(s): State<N8n>,
+    h: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
     if !keyed(&h) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    Json(json!({"data": s.0.lock().unwrap().credentials, "nextCursor": null})).into_response()
+    let all = s.0.lock().unwrap().credentials.clone();
+    let from: usize = q.get("cursor").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let page: Vec<Value> = all.iter().skip(from).take(2).cloned().collect();
+    let next = (from + 2 < all.len()).then(|| (from + 2).to_string());
+    Json(json!({"data": page, "nextCursor": next})).into_response()
 }
 
 async fn executions(
@@ -340,11 +349,12 @@ async fn lookup(State(s): State<N8n>, h: HeaderMap, Json(b): Json<Value>) -> Res
             .collect();
         return Json(json!({"data": {"results": results}})).into_response();
     }
-    Json(json!({"data": [
-        {"name": "id (number)", "value": "id", "type": "number"},
-        {"name": "createdAt (date)", "value": "createdAt", "type": "date"}
-    ]}))
-    .into_response()
+    // More columns than one answer holds, the one looked for last.
+    let mut columns: Vec<Value> = (0..150)
+        .map(|i| json!({"name": format!("col{i} (string)"), "value": format!("col{i}"), "type": "string"}))
+        .collect();
+    columns.push(json!({"name": "createdAt (date)", "value": "createdAt", "type": "date"}));
+    Json(json!({"data": columns})).into_response()
 }
 
 async fn start() -> (String, N8n) {
@@ -755,6 +765,16 @@ async fn lookups_send_what_the_editor_sends_and_setup_waits_for_a_person() {
     .await
     .unwrap();
     assert_eq!(done["credentialId"], "c3");
+    // A second setup of the type in the same execution asks anew (c3 counts as existing).
+    let anew = call_in(
+        &p,
+        "n8n.credentials.setup",
+        json!({"credentialType": "httpHeaderAuth"}),
+        Some("ex_1"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(anew.kind, ToolErrorKind::ActionRequired, "{anew}");
     let unknown = call_in(
         &p,
         "n8n.credentials.setup",
