@@ -8,12 +8,10 @@
 //! credential; credential setup waits for a credential a person makes; test executions are
 //! cleaned up; the curated suggestions name installed node types.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 use toolshed_core::{Plugin, ToolErrorKind};
 use toolshed_n8n::code::{comparable, to_code};
-use toolshed_n8n::{plugin, N8nConfig, N8nLogin};
+use toolshed_n8n::{plugin, N8nConfig};
 use toolshed_store::Store;
 
 use crate::common::{call, call_in, o200k};
@@ -25,32 +23,14 @@ struct Live {
 }
 
 async fn live() -> Option<Live> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        var("N8N_URL"),
-        var("N8N_API_KEY"),
-        var("N8N_EMAIL"),
-        var("N8N_PASSWORD"),
-    ) {
-        (Some(url), Some(key), Some(email), Some(password)) => {
-            let store = Store::open("sqlite::memory:").await.unwrap();
-            let p = plugin(N8nConfig {
-                timeout: Duration::from_secs(60),
-                allow_private: true,
-                login: Some(N8nLogin { email, password }),
-                state: Some(store),
-                ..N8nConfig::new(url.clone(), key.clone())
-            })
-            .unwrap();
-            Some(Live { p, url, key })
-        }
-        _ => {
-            eprintln!(
-                "skipping live n8n build test: set N8N_URL, N8N_API_KEY, N8N_EMAIL and N8N_PASSWORD to run it"
-            );
-            None
-        }
-    }
+    let config = crate::common::live_config("build test")?;
+    let (url, key) = (config.base_url.clone(), config.api_key.clone());
+    let p = plugin(N8nConfig {
+        state: Some(Store::open("sqlite::memory:").await.unwrap()),
+        ..config
+    })
+    .unwrap();
+    Some(Live { p, url, key })
 }
 
 /// The public API directly (what a person or the test itself does in n8n).

@@ -9,31 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use toolshed_core::Plugin;
-use toolshed_n8n::{plugin, N8nConfig, N8nLogin};
+use toolshed_n8n::{plugin, N8nConfig};
 
 use crate::common::{assert_clean, call};
 
 fn live() -> Option<N8nConfig> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        var("N8N_URL"),
-        var("N8N_API_KEY"),
-        var("N8N_EMAIL"),
-        var("N8N_PASSWORD"),
-    ) {
-        (Some(url), Some(key), Some(email), Some(password)) => Some(N8nConfig {
-            timeout: Duration::from_secs(60),
-            allow_private: true,
-            login: Some(N8nLogin { email, password }),
-            ..N8nConfig::new(url, key)
-        }),
-        _ => {
-            eprintln!(
-                "skipping live n8n run test: set N8N_URL, N8N_API_KEY, N8N_EMAIL and N8N_PASSWORD to run it"
-            );
-            None
-        }
-    }
+    crate::common::live_config("run test")
 }
 
 async fn timed(p: &Plugin, path: &str, args: Value, what: &str) -> Value {

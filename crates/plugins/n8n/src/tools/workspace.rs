@@ -85,14 +85,15 @@ pub(crate) fn tools(c: &Arc<N8nClient>) -> Vec<Tool> {
     ]
 }
 
-/// A folders call refused for want of the licence, said plainly.
-fn folder_error(e: ToolError) -> ToolError {
-    if e.kind == toolshed_core::ToolErrorKind::Unauthorized && e.message.contains("403") {
-        return ToolError::unauthorized(
+/// A folders call refused (403) for want of the licence, said plainly; other failures as
+/// they are.
+fn folder_error(e: N8nError) -> ToolError {
+    match e {
+        N8nError::Forbidden { .. } => ToolError::unauthorized(
             "n8n refused the folder operation: folders need n8n's feat:folders licence on this instance, or the login lacks the project role",
-        );
+        ),
+        other => other.into(),
     }
-    e
 }
 
 /// The project: given, else the workflow's, else the login's personal project.
@@ -140,7 +141,8 @@ async fn list_folders(
         q.push(("filter", json!({"name": name}).to_string()));
     }
     let path = format!("/projects/{project}/folders");
-    let r = call(&c, &ctx, Method::GET, &path, &q, None)
+    let r = c
+        .request(Method::GET, &path, &q, None, Some(ctx.timeout))
         .await
         .map_err(folder_error)?;
     let items = r["data"]
@@ -163,7 +165,8 @@ async fn create_folder(
         body["parentFolderId"] = json!(path_id(&args, "parentFolderId")?);
     }
     let path = format!("/projects/{project}/folders");
-    let f = call(&c, &ctx, Method::POST, &path, &[], Some(&body))
+    let f = c
+        .request(Method::POST, &path, &[], Some(&body), Some(ctx.timeout))
         .await
         .map_err(folder_error)?;
     let mut out = folder_view(&f);
@@ -201,7 +204,7 @@ async fn move_workflow(
             N8nError::NotFound(_) => ToolError::not_found(format!(
                 "n8n has no folder '{folder}' in the workflow's project; see n8n.folders.list"
             )),
-            other => folder_error(other.into()),
+            other => folder_error(other),
         })?;
     Ok(json!({
         "workflowId": id,

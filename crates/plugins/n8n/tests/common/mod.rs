@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use toolshed_core::{Plugin, ToolContext, ToolError, ToolPath};
+use toolshed_n8n::{N8nConfig, N8nLogin};
 
 /// The execution fixtures with full data, by file name.
 pub const EXECUTIONS: &[&str] = &[
@@ -80,4 +81,29 @@ pub async fn call_in(
 /// [`call_in`] outside any execution.
 pub async fn call(p: &Plugin, path: &str, args: Value) -> Result<Value, ToolError> {
     call_in(p, path, args, None).await
+}
+
+/// The live n8n's configuration (with its login) from `N8N_URL`, `N8N_API_KEY`, `N8N_EMAIL`
+/// and `N8N_PASSWORD`; without them a skip line naming `what`, and `None`.
+pub fn live_config(what: &str) -> Option<N8nConfig> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        var("N8N_URL"),
+        var("N8N_API_KEY"),
+        var("N8N_EMAIL"),
+        var("N8N_PASSWORD"),
+    ) {
+        (Some(url), Some(key), Some(email), Some(password)) => Some(N8nConfig {
+            timeout: Duration::from_secs(60),
+            allow_private: true,
+            login: Some(N8nLogin { email, password }),
+            ..N8nConfig::new(url, key)
+        }),
+        _ => {
+            eprintln!(
+                "skipping live n8n {what}: set N8N_URL, N8N_API_KEY, N8N_EMAIL and N8N_PASSWORD to run it"
+            );
+            None
+        }
+    }
 }
