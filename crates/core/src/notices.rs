@@ -1,5 +1,6 @@
-//! What upstreams say outside any call: log messages (MCP `notifications/message`), for faces
-//! that relay them to their clients (virtual servers). Sources publish, faces subscribe; a
+//! What upstreams say outside any call: log messages (MCP `notifications/message`) and changed
+//! resources (`notifications/resources/updated`), for faces that relay them to their clients
+//! (virtual servers). Sources publish, faces subscribe; a
 //! subscriber that falls behind loses the oldest notices, never blocks a source.
 
 use serde_json::Value;
@@ -21,9 +22,28 @@ pub struct LogNotice {
     pub data: Value,
 }
 
+/// Longest resource URI relayed in a notice.
+pub const MAX_URI_BYTES: usize = 2048;
+
+/// A resource an upstream says changed, for the sessions that subscribed to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceNotice {
+    /// The source (namespace) that sent it.
+    pub source: String,
+    /// The resource's URI (at most [`MAX_URI_BYTES`]).
+    pub uri: String,
+}
+
+/// One notice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    Log(LogNotice),
+    ResourceUpdated(ResourceNotice),
+}
+
 /// The channel sources publish notices on. Cheap to clone; clones share the channel.
 #[derive(Clone, Debug)]
-pub struct Notices(broadcast::Sender<LogNotice>);
+pub struct Notices(broadcast::Sender<Notice>);
 
 impl Default for Notices {
     fn default() -> Self {
@@ -53,10 +73,23 @@ impl Notices {
                 "(a log message of {size} bytes, over the {MAX_LOG_BYTES} relayed)"
             ));
         }
-        let _ = self.0.send(notice);
+        let _ = self.0.send(Notice::Log(notice));
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<LogNotice> {
+    /// Publishes that the resource at `uri` of `source` changed. A URI over
+    /// [`MAX_URI_BYTES`] is not published (no client could have subscribed to it): `false`.
+    pub fn resource_updated(&self, source: &str, uri: &str) -> bool {
+        if uri.len() > MAX_URI_BYTES {
+            return false;
+        }
+        let _ = self.0.send(Notice::ResourceUpdated(ResourceNotice {
+            source: source.to_string(),
+            uri: uri.to_string(),
+        }));
+        true
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Notice> {
         self.0.subscribe()
     }
 }

@@ -343,6 +343,7 @@ pub struct ToolContext {
     engine: Option<Arc<dyn EngineAccess>>,
     wire: Option<WireSlot>,
     progress: Option<ProgressSink>,
+    client: Option<Arc<dyn ClientChannel>>,
 }
 
 /// Where a handler that relays another protocol keeps the answer exactly as that protocol gave
@@ -380,6 +381,27 @@ impl ProgressSink {
 impl fmt::Debug for ProgressSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ProgressSink")
+    }
+}
+
+/// The face's client, for the requests an upstream makes during a call that a face relays
+/// unchanged (MCP `elicitation/create`, `sampling/createMessage`). The engine hands it only to
+/// the face's own call, as it does progress.
+#[async_trait::async_trait]
+pub trait ClientChannel: Send + Sync {
+    /// Which client this is: channels of calls from one client (one session of a face) have
+    /// the same id, and channels of different clients different ones.
+    fn client_id(&self) -> u64;
+    /// Whether the client declared `capability`: `elicitation` (form mode), `elicitation.url`
+    /// or `sampling`.
+    fn supports(&self, capability: &str) -> bool;
+    /// Sends the request `method` with `params` to the client and answers its result.
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ToolError>;
+}
+
+impl fmt::Debug for dyn ClientChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientChannel")
     }
 }
 
@@ -452,7 +474,17 @@ impl ToolContext {
             engine: None,
             wire: None,
             progress: None,
+            client: None,
         }
+    }
+    /// Lets the handler put requests to the face's client ([`ClientChannel`]).
+    pub fn with_client(mut self, client: Option<Arc<dyn ClientChannel>>) -> Self {
+        self.client = client;
+        self
+    }
+    /// The face's client, when the face relays its requests.
+    pub fn client(&self) -> Option<&Arc<dyn ClientChannel>> {
+        self.client.as_ref()
     }
     /// Lets the handler report progress ([`ProgressSink`]).
     pub fn with_progress(mut self, sink: Option<ProgressSink>) -> Self {
@@ -528,6 +560,43 @@ impl ToolContext {
 #[async_trait::async_trait]
 pub trait ToolHandler: Send + Sync {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError>;
+
+    /// An operation on a catalog entry other than reading it ([`EntryOp`]); entries of
+    /// sources that have none refuse it.
+    async fn entry_op(&self, ctx: ToolContext, op: EntryOp) -> Result<Value, ToolError> {
+        let _ = ctx;
+        Err(ToolError::invalid(format!(
+            "this entry does not support {}",
+            op.name()
+        )))
+    }
+}
+
+/// What a face may ask of a resource or prompt entry besides reading it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryOp {
+    /// Suggestions for one argument (MCP `completion/complete`): `argument` is `{name, value}`,
+    /// `context` the optional `{arguments}` already chosen. Answers `{completion: {values,
+    /// total?, hasMore?}}`.
+    Complete {
+        argument: Value,
+        context: Option<Value>,
+    },
+    /// Tell the face when the resource at `uri` changes (MCP `resources/subscribe`).
+    Subscribe { uri: String },
+    /// Stop telling (MCP `resources/unsubscribe`).
+    Unsubscribe { uri: String },
+}
+
+impl EntryOp {
+    /// The operation's MCP method, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Complete { .. } => "completion/complete",
+            Self::Subscribe { .. } => "resources/subscribe",
+            Self::Unsubscribe { .. } => "resources/unsubscribe",
+        }
+    }
 }
 
 /// Adapts an async closure into a [`ToolHandler`].

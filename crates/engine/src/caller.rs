@@ -45,6 +45,9 @@ pub struct Caller {
     /// Set by [`crate::Engine::relay`] when the face's client asked for progress; like `wire`,
     /// only the face's own call gets it.
     pub(crate) progress: Option<toolshed_core::ProgressSink>,
+    /// Set by [`crate::Engine::relay`] when the face relays an upstream's requests to its
+    /// client (elicitation, sampling); like `wire`, only the face's own call gets it.
+    pub(crate) client: Option<Arc<dyn toolshed_core::ClientChannel>>,
     /// The OAuth token the principal signed in with, for sources that exchange it for their
     /// own (RFC 8693). Calls made inside this call keep it; a run resumed later does not have
     /// it.
@@ -78,6 +81,7 @@ impl Caller {
             nest: None,
             wire: None,
             progress: None,
+            client: None,
             subject_token: None,
         }
     }

@@ -201,6 +201,7 @@ impl Engine {
         let mut inner_caller = caller.clone();
         let wire = inner_caller.wire.take();
         let progress = inner_caller.progress.take();
+        let client = inner_caller.client.take();
         let access = crate::access::BoundEngine {
             engine: self.clone(),
             caller: inner_caller,
@@ -210,6 +211,7 @@ impl Engine {
             .with_engine(Some(Arc::new(access)))
             .with_wire(wire)
             .with_progress(progress)
+            .with_client(client)
             .with_execution(execution_id)
             .with_tokens(tokens)
             .with_timeout(timeout);

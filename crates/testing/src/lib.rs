@@ -4,7 +4,8 @@
 //! - [`fixtures`]: files under a crate's `tests/fixtures/` as text or JSON (`.gz` gunzipped),
 //!   through the [`fixture!`] and [`fixture_text!`] macros that name the calling crate's folder.
 //! - [`mcp`]: an MCP server and client joined in-process over a memory pipe.
-//! - [`upstream`]: [`test_upstream`], the path of `toolshed-test-upstream`, built when needed.
+//! - [`upstream`]: [`test_upstream`] and [`conformance_upstream`], the paths of the test MCP
+//!   servers, built when needed.
 //! - [`model_server`]: a scripted model server speaking the OpenAI and Anthropic streaming
 //!   wire formats, for agent runs.
 //!
@@ -16,4 +17,4 @@ pub mod mcp;
 pub mod model_server;
 pub mod upstream;
 
-pub use upstream::test_upstream;
+pub use upstream::{conformance_upstream, test_upstream};

@@ -39,3 +39,11 @@ pub fn test_upstream() -> PathBuf {
         })
         .clone()
 }
+
+/// `target/<profile>/toolshed-conformance-upstream`, the server of the conformance suite's
+/// fixture tools, resources and prompts (built with [`test_upstream`]).
+pub fn conformance_upstream() -> PathBuf {
+    let bin = test_upstream().with_file_name("toolshed-conformance-upstream");
+    assert!(bin.exists(), "{} is missing", bin.display());
+    bin
+}

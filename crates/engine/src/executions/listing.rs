@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use toolshed_core::{EntryOp, ToolContext, ToolError};
 use toolshed_store::{now_ms, ExecutionRecord, ExecutionStatus};
 
 use super::run::client_tools_of;
@@ -20,6 +21,16 @@ pub struct Relayed {
     pub outcome: Result<Outcome, EngineError>,
     /// The upstream's own answer, when the tool relays another protocol.
     pub wire: Option<Value>,
+}
+
+/// What a face that relays an upstream lends the one call it relays (never the calls made
+/// inside it).
+#[derive(Debug, Default, Clone)]
+pub struct RelayHooks {
+    /// Receives the handler's progress reports, when the face's client asked for progress.
+    pub progress: Option<toolshed_core::ProgressSink>,
+    /// The face's client, for the upstream's requests during the call (elicitation, sampling).
+    pub client: Option<Arc<dyn toolshed_core::ClientChannel>>,
 }
 
 /// The origin prefix of tools whose handler runs saved code (`script:custom.<id>`): called
@@ -136,18 +147,55 @@ impl Engine {
         caller: &Caller,
         path: &str,
         args: Value,
-        progress: Option<toolshed_core::ProgressSink>,
+        hooks: RelayHooks,
     ) -> Relayed {
         let slot = toolshed_core::WireSlot::default();
         let mut relaying = caller.clone();
         relaying.wire = Some(slot.clone());
-        relaying.progress = progress;
+        relaying.progress = hooks.progress;
+        relaying.client = hooks.client;
         let outcome = self.call(&relaying, path, args).await;
         drop(relaying);
         let wire = Arc::try_unwrap(slot)
             .map(|s| s.into_inner())
             .unwrap_or_else(|s| s.get().cloned());
         Relayed { outcome, wire }
+    }
+
+    /// An operation on a resource or prompt entry the caller may see, other than reading it
+    /// ([`EntryOp`]: completing an argument, subscribing to changes), under the entry's call
+    /// timeout. An entry outside the caller's view answers like one that does not exist.
+    pub async fn entry_op(
+        &self,
+        caller: &Caller,
+        path: &str,
+        op: EntryOp,
+    ) -> Result<Value, EngineError> {
+        let entry = self.resolve(caller, path)?;
+        let def = &entry.tool.def;
+        if def.kind == toolshed_core::EntryKind::Tool {
+            return Err(EngineError::Tool {
+                path: path.to_string(),
+                error: Box::new(ToolError::invalid(format!(
+                    "{} applies to resources and prompts, and '{path}' is a tool",
+                    op.name()
+                ))),
+            });
+        }
+        let timeout = self.inner.config.timeout_of(def);
+        let ctx =
+            ToolContext::new(caller.principal.clone(), def.path.clone()).with_timeout(timeout);
+        match tokio::time::timeout(timeout, entry.tool.handler.entry_op(ctx, op)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(error)) => Err(EngineError::Tool {
+                path: path.to_string(),
+                error: Box::new(error),
+            }),
+            Err(_) => Err(EngineError::Timeout {
+                path: path.to_string(),
+                after: timeout,
+            }),
+        }
     }
 
     /// Follows the events of an execution the caller may see (as [`Self::execution`] decides;

@@ -60,7 +60,7 @@ use toolshed_sandbox::LogEntry;
 use crate::EngineError;
 pub use agent::{RunRequest, RunSpec};
 pub use answer::{MAX_ANSWER_BYTES, MAX_TOOL_RESULT_BYTES};
-pub use listing::Relayed;
+pub use listing::{RelayHooks, Relayed};
 pub use run::ScriptOptions;
 pub use waits::{AnswerAction, ClientError, InputMode, ToolCall, ToolResultAnswer, Wait, WaitKind};
 

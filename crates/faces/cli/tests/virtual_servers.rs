@@ -89,7 +89,11 @@ async fn names(client: &Client) -> Vec<String> {
     names
 }
 
-async fn call(client: &Client, name: &str, args: Value) -> Result<CallToolResult, String> {
+async fn call(
+    client: &rmcp::Peer<RoleClient>,
+    name: &str,
+    args: Value,
+) -> Result<CallToolResult, String> {
     let params = CallToolRequestParams::new(name.to_string())
         .with_arguments(args.as_object().cloned().unwrap_or_default());
     client.call_tool(params).await.map_err(|e| e.to_string())
@@ -649,4 +653,250 @@ async fn an_upstreams_log_messages_reach_the_session_at_its_own_level() {
     );
     let _ = a.cancel().await;
     let _ = b.cancel().await;
+}
+
+/// A client that takes elicitation and sampling: it answers "Ada" and "forty-two".
+#[derive(Clone, Default)]
+struct Answering;
+
+impl ClientHandler for Answering {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities =
+            serde_json::from_value(json!({"elicitation": {"form": {}}, "sampling": {}})).unwrap();
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("answering", "1"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let asked = serde_json::to_value(&request).unwrap();
+        assert_eq!(asked["message"], "What is your name?", "{asked}");
+        Ok(
+            serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada"}}))
+                .unwrap(),
+        )
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let asked = serde_json::to_value(&params).unwrap();
+        assert_eq!(
+            asked["messages"][0]["content"]["text"],
+            "what is six times seven?"
+        );
+        Ok(serde_json::from_value(json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": "forty-two"},
+            "model": "scripted"
+        }))
+        .unwrap())
+    }
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    serde_json::to_value(r).unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_elicitation_and_sampling_reach_the_client_of_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+        .auth_header("k-admin".to_string());
+    let answering = Answering
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    let r = call(&answering, "ask", json!({})).await.unwrap();
+    let answer: Value = serde_json::from_str(&text_of(&r)).unwrap();
+    assert_eq!(answer["action"], "accept", "{r:?}");
+    assert_eq!(answer["content"]["name"], "Ada", "{r:?}");
+    let r = call(
+        &answering,
+        "sample",
+        json!({"prompt": "what is six times seven?"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text_of(&r), "the model said: forty-two", "{r:?}");
+
+    // A client that declared neither is not asked; the upstream hears why.
+    let plain = connect(&server, "up", "k-admin").await;
+    let r = call(&plain, "ask", json!({})).await.unwrap();
+    assert!(
+        text_of(&r).contains("did not declare the 'elicitation' capability"),
+        "{r:?}"
+    );
+    let r = call(&plain, "sample", json!({"prompt": "x"}))
+        .await
+        .unwrap();
+    assert!(text_of(&r).contains("'sampling' capability"), "{r:?}");
+
+    // While a call of another client is in flight on the same upstream, the question could be
+    // either client's: it goes to neither.
+    let slow = tokio::spawn({
+        let plain = plain.peer().clone();
+        async move { call(&plain, "sleep", json!({"ms": 1500})).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let r = call(&answering, "ask", json!({})).await.unwrap();
+    assert!(text_of(&r).contains("calls of different clients"), "{r:?}");
+    slow.await.unwrap().unwrap();
+    // Alone again, the client is asked.
+    let r = call(&answering, "ask", json!({})).await.unwrap();
+    assert!(text_of(&r).contains("Ada"), "{r:?}");
+    let _ = answering.cancel().await;
+    let _ = plain.cancel().await;
+}
+
+/// A client that records the resource updates it hears of.
+#[derive(Clone, Default)]
+struct Watching {
+    updated: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Watching {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe: deprecated by 2026-07-28, still the older revisions'
+async fn subscriptions_and_completions_pass_through_under_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("toolshed.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[[sources]]
+kind = "mcp"
+name = "fx"
+command = "{}"
+
+[[servers]]
+name = "fx"
+names = "original"
+tools = ["fx.**"]
+resources = ["fx.**"]
+prompts = ["fx.**"]
+
+[[roles]]
+id = "all"
+patterns = ["*"]
+[[roles]]
+id = "some"
+patterns = ["fx.static_text", "fx.watched_resource", "fx.template", "fx.test_*"]
+[[principals]]
+id = "admin"
+roles = ["all"]
+api_keys = ["k-admin"]
+[[principals]]
+id = "bob"
+roles = ["some"]
+api_keys = ["k-bob"]
+"#,
+            crate::support::conformance_upstream().display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let connect_as = |key: &str, handler: Watching| {
+        let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/fx"))
+            .auth_header(key.to_string());
+        handler.serve(StreamableHttpClientTransport::from_config(config))
+    };
+    let watching = Watching::default();
+    let admin = connect_as("k-admin", watching.clone()).await.unwrap();
+    let bob = connect_as("k-bob", Watching::default()).await.unwrap();
+
+    // A subscription hears of its resource's updates, until it ends.
+    let watched = "test://watched-resource";
+    admin
+        .subscribe(rmcp::model::SubscribeRequestParams::new(watched))
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        if !watching.updated.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        watching.updated.lock().unwrap().first().map(String::as_str),
+        Some(watched)
+    );
+    admin
+        .unsubscribe(rmcp::model::UnsubscribeRequestParams::new(watched))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let heard = watching.updated.lock().unwrap().len();
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    assert_eq!(
+        watching.updated.lock().unwrap().len(),
+        heard,
+        "updates after unsubscribing"
+    );
+
+    // Completion of a prompt's argument and of a template's variable, asked of the upstream.
+    let complete =
+        |r: Value| serde_json::from_value::<rmcp::model::CompleteRequestParams>(r).unwrap();
+    let got = admin
+        .complete(complete(json!({
+            "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+            "argument": {"name": "arg1", "value": ""}
+        })))
+        .await
+        .unwrap();
+    assert!(!got.completion.values.is_empty(), "{got:?}");
+    let e = admin
+        .complete(complete(json!({
+            "ref": {"type": "ref/prompt", "name": "no_such_prompt"},
+            "argument": {"name": "a", "value": ""}
+        })))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no_such_prompt"), "{e}");
+
+    // A role without one resource neither lists, reads nor subscribes to it.
+    let uris = |r: rmcp::model::ListResourcesResult| -> Vec<String> {
+        r.resources.into_iter().map(|r| r.uri.clone()).collect()
+    };
+    let all = uris(admin.list_resources(None).await.unwrap());
+    let some = uris(bob.list_resources(None).await.unwrap());
+    assert!(all.contains(&"test://static-binary".to_string()), "{all:?}");
+    assert!(
+        !some.contains(&"test://static-binary".to_string()),
+        "{some:?}"
+    );
+    assert!(some.contains(&"test://static-text".to_string()), "{some:?}");
+    let hidden = rmcp::model::ReadResourceRequestParams::new("test://static-binary");
+    assert!(bob.read_resource(hidden).await.is_err());
+    assert!(bob
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "test://static-binary"
+        ))
+        .await
+        .is_err());
+    let _ = admin.cancel().await;
+    let _ = bob.cancel().await;
 }

@@ -25,11 +25,13 @@
 //! bounded in total and per principal and end when idle ([`sessions`]).
 
 mod admit;
+mod channel;
 mod elicit;
 mod logs;
 mod meta;
 mod progress;
 pub mod sessions;
+mod subscriptions;
 mod tasks;
 mod virtual_server;
 
@@ -101,6 +103,10 @@ pub struct ToolshedMcp {
     options: McpOptions,
     /// This session's `logging/setLevel` (relayed upstream logs).
     log_level: logs::SessionLevel,
+    /// This session's resource subscriptions (virtual servers).
+    subscriptions: subscriptions::SessionSubscriptions,
+    /// This session's identity among the clients of upstream requests ([`channel`]).
+    session_id: u64,
 }
 
 impl ToolshedMcp {
@@ -110,6 +116,8 @@ impl ToolshedMcp {
             identity: Arc::new(identity),
             options,
             log_level: Arc::default(),
+            subscriptions: Arc::default(),
+            session_id: channel::new_session_id(),
         }
     }
 
@@ -117,6 +125,8 @@ impl ToolshedMcp {
     fn for_session(&self) -> Self {
         Self {
             log_level: Arc::default(),
+            subscriptions: Arc::default(),
+            session_id: channel::new_session_id(),
             ..self.clone()
         }
     }
@@ -154,6 +164,8 @@ struct VirtualCall<'a> {
     as_task: bool,
     peer: Option<&'a rmcp::Peer<RoleServer>>,
     progress: Option<&'a progress::Forward>,
+    /// The session's client, for the upstream's requests during the call.
+    client: Option<&'a Arc<dyn toolshed_core::ClientChannel>>,
 }
 
 impl ToolshedMcp {
@@ -171,6 +183,7 @@ impl ToolshedMcp {
             as_task,
             peer,
             progress,
+            client,
         } = how;
         let Some(path) = virtual_server::resolve(&self.engine, caller, server, name) else {
             return Err(McpError::invalid_params(
@@ -178,8 +191,11 @@ impl ToolshedMcp {
                 None,
             ));
         };
-        let sink = progress.map(progress::Forward::sink);
-        let relayed = self.engine.relay(caller, &path, args, sink).await;
+        let hooks = toolshed_engine::RelayHooks {
+            progress: progress.map(progress::Forward::sink),
+            client: client.cloned(),
+        };
+        let relayed = self.engine.relay(caller, &path, args, hooks).await;
         let settled = match &relayed.outcome {
             Ok(o) if o.is_paused() && as_task => {
                 return Ok(CallToolResponse::Task(CreateTaskResult::new(
@@ -213,10 +229,15 @@ fn virtual_info(server: &VirtualServer) -> ServerConfig {
     // Upstream log messages are relayed (logging/setLevel per session).
     capabilities.logging = Some(Default::default());
     if server.has_resources() {
-        capabilities.resources = Some(Default::default());
+        // Subscriptions are relayed to upstreams that offer them (others refuse, saying so).
+        capabilities.resources =
+            serde_json::from_value(serde_json::json!({"subscribe": true})).ok();
     }
     if server.has_prompts() {
         capabilities.prompts = Some(Default::default());
+    }
+    if server.has_resources() || server.has_prompts() {
+        capabilities.completions = Some(Default::default());
     }
     ServerConfig::new(capabilities)
         .with_server_info(Implementation::new(
@@ -303,15 +324,20 @@ impl ServerHandler for ToolshedMcp {
             logs::relay(
                 notices,
                 server.clone(),
-                self.log_level.clone(),
+                logs::Session {
+                    level: self.log_level.clone(),
+                    subscriptions: self.subscriptions.clone(),
+                },
                 peer.clone(),
             );
         }
+        let subscriptions = self.subscriptions.clone();
         tokio::spawn(async move {
             let mut seen = engine.catalog().load().version();
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 if peer.is_transport_closed() {
+                    subscriptions::end_all(&engine, &subscriptions).await;
                     break;
                 }
                 let now = engine.catalog().load().version();
@@ -376,10 +402,12 @@ impl ServerHandler for ToolshedMcp {
                 .meta
                 .get_progress_token()
                 .map(|token| progress::Forward::start(ctx.peer.clone(), token));
+            let client = channel::of(self.session_id, ctx.peer.clone(), ctx.id.clone());
             let how = VirtualCall {
                 as_task,
                 peer,
                 progress: progress.as_ref(),
+                client: Some(&client),
             };
             // A client's `notifications/cancelled` drops the call, and with it the upstream
             // request, which then hears of the cancellation too.
@@ -544,6 +572,49 @@ impl ServerHandler for ToolshedMcp {
         tasks::cancel(&self.engine, &caller, &request.task_id).await
     }
 
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Ok(rmcp::model::CompleteResult::default());
+        };
+        subscriptions::complete(&self.engine, &caller, server, request).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&ctx)?;
+        let Some(server) = &self.options.server else {
+            return Err(McpError::resource_not_found(
+                "this endpoint serves no resources: connect to a virtual server (/mcp/servers/{name})",
+                None,
+            ));
+        };
+        subscriptions::subscribe(
+            &self.engine,
+            &caller,
+            server,
+            &self.subscriptions,
+            &request.uri,
+        )
+        .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.caller(&ctx)?;
+        subscriptions::unsubscribe(&self.engine, &self.subscriptions, &request.uri).await
+    }
+
     #[allow(deprecated)]
     async fn set_level(
         &self,
@@ -687,12 +758,7 @@ pub fn http_router(
     };
     let sessions_table = http.sessions.clone();
     let service = move |options: McpOptions| {
-        let server = ToolshedMcp {
-            engine: engine.clone(),
-            identity: identity.clone(),
-            options,
-            log_level: Arc::default(),
-        };
+        let server = ToolshedMcp::new(engine.clone(), (*identity).clone(), options);
         StreamableHttpService::new(
             move || Ok(server.for_session()),
             Arc::new(sessions::CappedSessions::new(sessions_table.clone())),

@@ -1,6 +1,8 @@
-//! Upstream log messages relayed by virtual servers: an upstream MCP server's
-//! `notifications/message` reach every session of a virtual server that exposes that source, at
-//! or above the level the session set with `logging/setLevel` (everything until it sets one).
+//! Upstream log messages and resource updates relayed by virtual servers: an upstream MCP
+//! server's `notifications/message` reach every session of a virtual server that exposes that
+//! source, at or above the level the session set with `logging/setLevel` (everything until it
+//! sets one); its `notifications/resources/updated` reach the sessions that subscribed to the
+//! resource ([`crate::subscriptions`]).
 //! The levels are per session. Logging is deprecated by the 2026-07-28 revision (SEP-2577);
 //! sessions of the earlier revisions still get it.
 #![allow(deprecated)]
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::{Peer, RoleServer};
-use toolshed_core::notices::{level_rank, LogNotice, Notices};
+use toolshed_core::notices::{level_rank, LogNotice, Notice, Notices};
 use toolshed_core::VirtualServer;
 
 /// The lowest level a session wants (a [`level_rank`]).
@@ -40,11 +42,18 @@ fn params(n: LogNotice) -> Option<LoggingMessageNotificationParam> {
     })
 }
 
-/// Relays, until the session ends, the log messages of the sources `server` exposes.
+/// What one session wants relayed.
+pub(crate) struct Session {
+    pub(crate) level: SessionLevel,
+    pub(crate) subscriptions: crate::subscriptions::SessionSubscriptions,
+}
+
+/// Relays, until the session ends, the log messages of the sources `server` exposes and the
+/// updates of the resources the session subscribed to.
 pub(crate) fn relay(
     notices: &Notices,
     server: Arc<VirtualServer>,
-    level: SessionLevel,
+    session: Session,
     peer: Peer<RoleServer>,
 ) {
     let mut rx = notices.subscribe();
@@ -61,8 +70,20 @@ pub(crate) fn relay(
             if peer.is_transport_closed() {
                 return;
             }
+            let notice = match notice {
+                Notice::Log(n) => n,
+                Notice::ResourceUpdated(r) => {
+                    if crate::subscriptions::wants(&session.subscriptions, &r.source, &r.uri) {
+                        let p = rmcp::model::ResourceUpdatedNotificationParam::new(r.uri);
+                        if peer.notify_resource_updated(p).await.is_err() {
+                            return;
+                        }
+                    }
+                    continue;
+                }
+            };
             if !covers(&server, &notice.source)
-                || level_rank(&notice.level) < level.load(Ordering::Relaxed)
+                || level_rank(&notice.level) < session.level.load(Ordering::Relaxed)
             {
                 continue;
             }

@@ -27,7 +27,7 @@ use rmcp::ErrorData as McpError;
 use serde_json::{Map, Value};
 use toolshed_core::path::to_segment;
 use toolshed_core::{EntryKind, ToolDef, VirtualServer};
-use toolshed_engine::{Caller, Engine, EngineError, Outcome, Relayed};
+use toolshed_engine::{Caller, Engine, EngineError, Outcome, RelayHooks, Relayed};
 
 /// The tools of `server` the caller sees, as MCP tools.
 pub(crate) fn list(engine: &Engine, caller: &Caller, server: &VirtualServer) -> Vec<McpTool> {
@@ -155,6 +155,75 @@ pub(crate) fn prompts(engine: &Engine, caller: &Caller, server: &VirtualServer) 
         .collect()
 }
 
+/// The path of the resource `uri` names: a listed resource with that URI, else a template the
+/// URI fits; the args a read of it takes.
+fn resource_target(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    uri: &str,
+) -> Result<(String, Value), McpError> {
+    let entries = exposed_entries(engine, caller, server, EntryKind::Resource);
+    let fixed = entries
+        .iter()
+        .find(|(_, n)| n.get("uri").and_then(Value::as_str) == Some(uri));
+    if let Some((d, _)) = fixed {
+        return Ok((d.path.to_string(), serde_json::json!({})));
+    }
+    let template = entries.iter().find(|(_, n)| {
+        n.get("uriTemplate")
+            .and_then(Value::as_str)
+            .is_some_and(|t| toolshed_core::servers::uri_template_matches(t, uri))
+    });
+    match template {
+        Some((d, _)) => Ok((d.path.to_string(), serde_json::json!({"uri": uri}))),
+        None => Err(McpError::resource_not_found(
+            format!("resource not found: {}", crate::truncate(uri, 300)),
+            None,
+        )),
+    }
+}
+
+/// The path of the resource `uri` names (see [`resource_target`]).
+pub(crate) fn resource_path(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    uri: &str,
+) -> Result<String, McpError> {
+    resource_target(engine, caller, server, uri).map(|(path, _)| path)
+}
+
+/// The path of the entry of `kind` the client knows as `name`.
+pub(crate) fn entry_named(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    kind: EntryKind,
+    name: &str,
+) -> Option<String> {
+    exposed_entries(engine, caller, server, kind)
+        .into_iter()
+        .find(|(_, n)| n.get("name").and_then(Value::as_str) == Some(name))
+        .map(|(d, _)| d.path.to_string())
+}
+
+/// The path of the resource template `template` (or the listed resource with that URI).
+pub(crate) fn template_path(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    template: &str,
+) -> Option<String> {
+    exposed_entries(engine, caller, server, EntryKind::Resource)
+        .into_iter()
+        .find(|(_, n)| {
+            n.get("uriTemplate").and_then(Value::as_str) == Some(template)
+                || n.get("uri").and_then(Value::as_str) == Some(template)
+        })
+        .map(|(d, _)| d.path.to_string())
+}
+
 /// `resources/read`: a listed resource by its URI, else a template whose form the URI has.
 pub(crate) async fn read(
     engine: &Engine,
@@ -162,30 +231,10 @@ pub(crate) async fn read(
     server: &VirtualServer,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
-    let entries = exposed_entries(engine, caller, server, EntryKind::Resource);
-    let fixed = entries
-        .iter()
-        .find(|(_, n)| n.get("uri").and_then(Value::as_str) == Some(uri));
-    let (path, args) = match fixed {
-        Some((d, _)) => (d.path.to_string(), serde_json::json!({})),
-        None => {
-            let template = entries.iter().find(|(_, n)| {
-                n.get("uriTemplate")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| toolshed_core::servers::uri_template_matches(t, uri))
-            });
-            match template {
-                Some((d, _)) => (d.path.to_string(), serde_json::json!({"uri": uri})),
-                None => {
-                    return Err(McpError::resource_not_found(
-                        format!("resource not found: {}", crate::truncate(uri, 300)),
-                        None,
-                    ))
-                }
-            }
-        }
-    };
-    let relayed = engine.relay(caller, &path, args, None).await;
+    let (path, args) = resource_target(engine, caller, server, uri)?;
+    let relayed = engine
+        .relay(caller, &path, args, RelayHooks::default())
+        .await;
     relayed_entry(relayed)
 }
 
@@ -197,17 +246,18 @@ pub(crate) async fn get_prompt(
     name: &str,
     arguments: Option<Map<String, Value>>,
 ) -> Result<GetPromptResult, McpError> {
-    let found = exposed_entries(engine, caller, server, EntryKind::Prompt)
-        .into_iter()
-        .find(|(_, n)| n.get("name").and_then(Value::as_str) == Some(name));
-    let Some((d, _)) = found else {
+    let Some(path) = entry_named(engine, caller, server, EntryKind::Prompt, name) else {
         return Err(McpError::invalid_params(
             format!("unknown prompt '{}'", crate::truncate(name, 200)),
             None,
         ));
     };
     let args = Value::Object(arguments.unwrap_or_default());
-    relayed_entry(engine.relay(caller, d.path.as_str(), args, None).await)
+    relayed_entry(
+        engine
+            .relay(caller, &path, args, RelayHooks::default())
+            .await,
+    )
 }
 
 /// The upstream's answer to a read of an entry, or the engine's refusal as an MCP error.

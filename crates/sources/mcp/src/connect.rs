@@ -54,7 +54,9 @@ pub fn protocol_supported(version: &str) -> bool {
     (MIN_PROTOCOL_VERSION..=MAX_PROTOCOL_VERSION).contains(&version)
 }
 
-/// The rmcp client handler: identifies Toolshed and forwards `tools/list_changed`.
+/// The rmcp client handler: identifies Toolshed, declares elicitation and sampling (relayed to
+/// the client of the call in flight, see [`crate::relay`]), forwards list changes, progress,
+/// log messages and resource updates.
 #[derive(Clone)]
 pub(crate) struct SourceClient {
     pub(crate) name: String,
@@ -63,6 +65,8 @@ pub(crate) struct SourceClient {
     pub(crate) progress: ProgressRoutes,
     /// Where the upstream's log messages go (virtual servers relay them).
     pub(crate) notices: Option<toolshed_core::notices::Notices>,
+    /// The calls in flight, whose client gets the upstream's requests.
+    pub(crate) calls: std::sync::Arc<crate::relay::CallsInFlight>,
 }
 
 /// Progress tokens of calls in flight and where their reports go. rmcp gives every request a
@@ -122,7 +126,7 @@ pub(crate) fn open_route(
 impl ClientHandler for SourceClient {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            relayed_capabilities(),
             Implementation::new("toolshed", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -178,6 +182,92 @@ impl ClientHandler for SourceClient {
         tracing::debug!(upstream = %self.name, "upstream sent tools/list_changed");
         let _ = self.events.send(Event::ListChanged);
     }
+
+    // Resources and prompts are catalog entries too: a change re-lists them with the tools.
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Event::ListChanged);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Event::ListChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let published = self
+            .notices
+            .as_ref()
+            .is_some_and(|n| n.resource_updated(&self.name, &params.uri));
+        if !published {
+            tracing::debug!(upstream = %self.name, "a resource update no session can receive");
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let url = matches!(
+            request,
+            rmcp::model::ElicitRequestParams::UrlElicitationParams { .. }
+        );
+        let asked = crate::relay::Asked {
+            method: "elicitation/create",
+            capability: if url {
+                "elicitation.url"
+            } else {
+                "elicitation"
+            },
+        };
+        self.relay(asked, &request).await
+    }
+
+    // Sampling is deprecated by the 2026-07-28 revision; upstreams of earlier ones still ask.
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let asked = crate::relay::Asked {
+            method: "sampling/createMessage",
+            capability: "sampling",
+        };
+        self.relay(asked, &params).await
+    }
+}
+
+impl SourceClient {
+    /// Relays one request of the upstream to the client of the call in flight.
+    async fn relay<P: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        asked: crate::relay::Asked,
+        params: &P,
+    ) -> Result<R, rmcp::ErrorData> {
+        let params = serde_json::to_value(params)
+            .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        let answer = crate::relay::relay(&self.calls, &self.name, asked, params).await?;
+        serde_json::from_value(answer).map_err(|e| {
+            rmcp::ErrorData::internal_error(
+                format!("the client's answer to {} is malformed: {e}", asked.method),
+                None,
+            )
+        })
+    }
+}
+
+/// What Toolshed declares to upstreams: elicitation (form and URL) and sampling, which it
+/// relays to the client of the call in flight or refuses with a reason.
+fn relayed_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "elicitation": {"form": {}, "url": {}},
+        "sampling": {}
+    }))
+    .unwrap_or_default()
 }
 
 /// A fresh connection, before it is published.

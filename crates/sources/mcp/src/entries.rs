@@ -19,14 +19,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use rmcp::model::{
-    GetPromptRequestParams, Prompt, ReadResourceRequestParams, Resource, ResourceTemplate,
+    ArgumentInfo, CompleteRequestParams, CompletionContext, GetPromptRequestParams, Prompt,
+    ReadResourceRequestParams, Reference, Resource, ResourceTemplate, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 use toolshed_core::path::to_segment;
 use toolshed_core::servers::uri_template_matches;
 use toolshed_core::{
-    Annotations, EntryKind, Tool, ToolContext, ToolDef, ToolError, ToolHandler, ToolPath,
+    Annotations, EntryKind, EntryOp, Tool, ToolContext, ToolDef, ToolError, ToolHandler, ToolPath,
 };
 use toolshed_outbound::secret::{redact_outcome, redact_value};
 
@@ -38,6 +40,43 @@ enum Target {
     Resource { uri: String },
     Template { template: String },
     Prompt { name: String },
+}
+
+/// How many sessions subscribe to each URI of one upstream: the upstream is asked to
+/// subscribe once, and to unsubscribe when the last session does.
+#[derive(Default)]
+pub(crate) struct Subscriptions(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+impl Subscriptions {
+    /// Counts one more (`on`) or one fewer subscription to `uri`: `Some(true)` when the
+    /// upstream must subscribe now, `Some(false)` when it must unsubscribe, `None` when it need
+    /// not hear of it.
+    pub(crate) fn change(&self, uri: &str, on: bool) -> Option<bool> {
+        let mut counts = crate::upstream::lock(&self.0);
+        let n = counts.entry(uri.to_string()).or_default();
+        match (on, *n) {
+            (true, 0) => {
+                *n = 1;
+                Some(true)
+            }
+            (true, _) => {
+                *n += 1;
+                None
+            }
+            (false, 0) => {
+                counts.remove(uri);
+                None
+            }
+            (false, 1) => {
+                counts.remove(uri);
+                Some(false)
+            }
+            (false, _) => {
+                *n -= 1;
+                None
+            }
+        }
+    }
 }
 
 /// Most resources (static ones and templates together) and prompts imported per upstream.
@@ -219,22 +258,145 @@ impl ToolHandler for EntryHandler {
         let outcome = self.read(&ctx, args, &secrets).await;
         redact_outcome(outcome, &secrets)
     }
+
+    /// Completion of a prompt's or a template's argument (`completion/complete` with the
+    /// entry's own reference), and subscriptions to a resource: one upstream subscription per
+    /// URI, however many sessions subscribe ([`Subscriptions`]).
+    async fn entry_op(&self, ctx: ToolContext, op: EntryOp) -> Result<Value, ToolError> {
+        let secrets = self.upstream.secrets();
+        let outcome = match op {
+            EntryOp::Complete { argument, context } => self.complete(&ctx, argument, context).await,
+            EntryOp::Subscribe { uri } => self.subscription(&ctx, uri, true).await,
+            EntryOp::Unsubscribe { uri } => self.subscription(&ctx, uri, false).await,
+        };
+        redact_outcome(outcome, &secrets)
+    }
 }
 
 impl EntryHandler {
+    /// The upstream's session within the call's budget, and that budget's deadline.
+    async fn session(
+        &self,
+        ctx: &ToolContext,
+    ) -> Result<(std::sync::Arc<crate::upstream::Session>, Instant), ToolError> {
+        let shared = self.upstream.shared();
+        let budget = shared.cfg.call_timeout.min(ctx.timeout);
+        let deadline = Instant::now() + budget;
+        let session = wait_ready(shared, deadline, 0)
+            .await
+            .map_err(|e| ToolError::upstream(e.to_string()))?;
+        Ok((session, deadline))
+    }
+
+    async fn complete(
+        &self,
+        ctx: &ToolContext,
+        argument: Value,
+        context: Option<Value>,
+    ) -> Result<Value, ToolError> {
+        let reference = match &self.target {
+            Target::Prompt { name } => Reference::for_prompt(name.clone()),
+            Target::Template { template } => Reference::for_resource(template.clone()),
+            Target::Resource { uri } => Reference::for_resource(uri.clone()),
+        };
+        let argument: ArgumentInfo = serde_json::from_value(argument).map_err(|e| {
+            ToolError::invalid(format!("argument must be {{name, value}} (strings): {e}"))
+        })?;
+        let context = context
+            .map(serde_json::from_value::<CompletionContext>)
+            .transpose()
+            .map_err(|e| {
+                ToolError::invalid(format!(
+                    "context must be {{arguments: {{...strings}}}}: {e}"
+                ))
+            })?;
+        let mut params = CompleteRequestParams::new(reference, argument);
+        params.context = context;
+        let (session, deadline) = self.session(ctx).await?;
+        let ns = self.upstream.name();
+        let answer = tokio::time::timeout_at(deadline, session.peer.complete(params))
+            .await
+            .map_err(|_| ToolError::upstream(format!("upstream '{ns}' did not answer in time")))?
+            .map_err(|e| ToolError::upstream(format!("upstream '{ns}' refused completion: {e}")))?;
+        Ok(serde_json::to_value(answer).unwrap_or_default())
+    }
+
+    /// Subscribes (`on`) or unsubscribes one session's interest in `uri`; the upstream hears
+    /// of the first subscription and of the last unsubscription only.
+    async fn subscription(
+        &self,
+        ctx: &ToolContext,
+        uri: String,
+        on: bool,
+    ) -> Result<Value, ToolError> {
+        match &self.target {
+            Target::Resource { uri: own } if *own == uri => {}
+            Target::Template { template } if uri_template_matches(template, &uri) => {}
+            Target::Prompt { .. } => {
+                return Err(ToolError::invalid("prompts have no subscriptions"));
+            }
+            _ => {
+                let shown: String = uri.chars().take(300).collect();
+                return Err(ToolError::invalid(format!(
+                    "'{shown}' is not this resource's URI"
+                )));
+            }
+        }
+        let shared = self.upstream.shared();
+        let ns = self.upstream.name();
+        let (session, deadline) = self.session(ctx).await?;
+        let subscribes = session
+            .peer
+            .peer_info()
+            .and_then(|i| i.capabilities.resources.as_ref().and_then(|r| r.subscribe))
+            .unwrap_or(false);
+        if !subscribes {
+            return Err(ToolError::invalid(format!(
+                "upstream '{ns}' does not offer resource subscriptions"
+            )));
+        }
+        let Some(send) = shared.subscriptions.change(&uri, on) else {
+            return Ok(json!({}));
+        };
+        #[allow(deprecated)]
+        let answer = tokio::time::timeout_at(deadline, async {
+            if send {
+                session
+                    .peer
+                    .subscribe(SubscribeRequestParams::new(uri.clone()))
+                    .await
+            } else {
+                session
+                    .peer
+                    .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
+                    .await
+            }
+        })
+        .await;
+        match answer {
+            Ok(Ok(())) => Ok(json!({})),
+            failed => {
+                // The upstream did not take it: the count goes back.
+                shared.subscriptions.change(&uri, !on);
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "no answer in time".into(),
+                };
+                Err(ToolError::upstream(format!(
+                    "upstream '{ns}' refused the subscription change: {why}"
+                )))
+            }
+        }
+    }
+
     async fn read(
         &self,
         ctx: &ToolContext,
         args: Value,
         secrets: &[&str],
     ) -> Result<Value, ToolError> {
-        let shared = self.upstream.shared();
         let ns = self.upstream.name();
-        let budget = shared.cfg.call_timeout.min(ctx.timeout);
-        let deadline = Instant::now() + budget;
-        let session = wait_ready(shared, deadline, 0)
-            .await
-            .map_err(|e| ToolError::upstream(e.to_string()))?;
+        let (session, deadline) = self.session(ctx).await?;
         let request = match &self.target {
             Target::Resource { uri } => Request::Read(uri.clone()),
             Target::Template { template } => {
@@ -269,9 +431,7 @@ impl EntryHandler {
             }
         })
         .await
-        .map_err(|_| {
-            ToolError::upstream(format!("upstream '{ns}' did not answer within {budget:?}"))
-        })?;
+        .map_err(|_| ToolError::upstream(format!("upstream '{ns}' did not answer in time")))?;
         let mut value = answer
             .map_err(|e| ToolError::upstream(format!("upstream '{ns}' refused the read: {e}")))?;
         redact_value(&mut value, secrets);
@@ -308,6 +468,19 @@ mod tests {
             json!({"city": "Oslo", "days": "3", "hot": "true"})
         );
         assert_eq!(prompt_arguments(&json!({})), None);
+    }
+
+    #[test]
+    fn the_upstream_hears_of_the_first_subscription_and_the_last_unsubscription() {
+        let subs = Subscriptions::default();
+        assert_eq!(subs.change("a://x", true), Some(true));
+        assert_eq!(subs.change("a://x", true), None);
+        assert_eq!(subs.change("a://y", true), Some(true));
+        assert_eq!(subs.change("a://x", false), None);
+        assert_eq!(subs.change("a://x", false), Some(false));
+        // An unsubscription nobody subscribed for is not sent.
+        assert_eq!(subs.change("a://x", false), None);
+        assert_eq!(subs.change("a://x", true), Some(true));
     }
 
     #[test]

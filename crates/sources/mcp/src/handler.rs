@@ -59,6 +59,8 @@ impl UpstreamToolHandler {
         let budget = shared.cfg.call_timeout.min(ctx.timeout);
         let deadline = Instant::now() + budget;
         let arguments = object_arguments(args)?;
+        // While it waits, the upstream's requests (elicitation, sampling) go to its client.
+        let _in_flight = crate::relay::enter(&shared.calls, ctx);
         let mut min_generation = 0;
         for attempt in 0..2 {
             let session = wait_ready(shared, deadline, min_generation)

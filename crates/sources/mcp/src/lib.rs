@@ -16,6 +16,8 @@
 //! - `handler`: the tool handler that relays one call as `tools/call`.
 //! - [`entries`]: resources, resource templates and prompts as catalog entries, read through
 //!   the engine like tools.
+//! - `relay`: the upstream's requests during a call (elicitation, sampling) relayed to the
+//!   client of the face that made the call.
 //! - `stderr`: a child's stderr, logged with secrets blanked out, its tail kept for errors.
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
@@ -42,6 +44,7 @@ pub mod entries;
 pub mod error;
 mod handler;
 pub mod mapping;
+mod relay;
 mod stderr;
 pub mod supervisor;
 pub mod upstream;

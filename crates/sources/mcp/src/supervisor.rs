@@ -137,6 +137,7 @@ async fn reconnect(
             events: shared.events.clone(),
             progress: shared.progress.clone(),
             notices: shared.cfg.notices.clone(),
+            calls: shared.calls.clone(),
         };
         let attempt = tokio::select! {
             r = connect_once(&shared.cfg, client) => r,

@@ -80,6 +80,10 @@ pub(crate) struct Shared {
     pub(crate) redact: Vec<String>,
     /// Where the upstream's progress for each call in flight goes.
     pub(crate) progress: crate::connect::ProgressRoutes,
+    /// The calls waiting for the upstream, whose client gets the upstream's requests.
+    pub(crate) calls: Arc<crate::relay::CallsInFlight>,
+    /// Sessions' subscriptions to the upstream's resources, counted per URI.
+    pub(crate) subscriptions: crate::entries::Subscriptions,
 }
 
 /// Where the session stands; watched by calls waiting for a session.
@@ -105,11 +109,13 @@ impl Upstream {
         cfg.validate()?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let progress = crate::connect::ProgressRoutes::default();
+        let calls = Arc::new(crate::relay::CallsInFlight::default());
         let client = SourceClient {
             name: cfg.name.clone(),
             events: events_tx.clone(),
             progress: progress.clone(),
             notices: cfg.notices.clone(),
+            calls: calls.clone(),
         };
         let conn = connect_once(&cfg, client).await?;
         let (shutdown, _) = watch::channel(false);
@@ -128,6 +134,8 @@ impl Upstream {
             known_tools: Mutex::new(None),
             events: events_tx,
             progress,
+            calls,
+            subscriptions: Default::default(),
         });
         let session = publish(&shared, &conn, 1);
         tokio::spawn(supervise(shared.clone(), conn, session));

@@ -23,6 +23,7 @@ async fn lists_and_maps_tools() {
         paths,
         [
             "test.add",
+            "test.ask",
             "test.delete_everything",
             "test.echo",
             "test.fail",
@@ -31,6 +32,7 @@ async fn lists_and_maps_tools() {
             "test.http_headers",
             "test.log",
             "test.media",
+            "test.sample",
             "test.sleep",
             "test.steps",
             "test.toggle_extra",

@@ -258,7 +258,7 @@ pub async fn drop_schema(base: &str, schema: &str) {
     }
 }
 
-pub use toolshed_testing::test_upstream;
+pub use toolshed_testing::{conformance_upstream, test_upstream};
 
 /// Where `scripts/peers.sh` installed the peers (`$MCP_TOOLS`, default `/tmp/mcp-tools`).
 pub fn peers_dir() -> std::path::PathBuf {

@@ -24,7 +24,9 @@
 //! `toggle_extra`, which adds or removes the tool `extra` and sends `tools/list_changed`,
 //! `getenv` (read-only: the value of the environment variable `name`, or null),
 //! `http_headers` (read-only: the HTTP request headers of the call, `{}` over stdio) and `media`
-//! (read-only: one content block of every kind, structured content and `_meta`).
+//! (read-only: one content block of every kind, structured content and `_meta`), `ask`
+//! (read-only: asks its client for a `name` by elicitation and answers what came back) and
+//! `sample` (read-only: asks its client's model by sampling and answers its text).
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,7 +167,23 @@ impl TestUpstream {
         );
         steps.annotations = Some(hints(Some(true), None, None));
 
+        let mut ask = Tool::new(
+            "ask",
+            "Asks the client for a name (elicitation/create) and answers the client's answer.",
+            schema(json!({"type": "object"})),
+        );
+        ask.annotations = Some(hints(Some(true), None, None));
+
+        let mut sample = Tool::new(
+            "sample",
+            "Asks the client's model to complete `prompt` (sampling/createMessage) and answers its text.",
+            schema(json!({"type": "object", "properties": {"prompt": {"type": "string"}}})),
+        );
+        sample.annotations = Some(hints(Some(true), None, None));
+
         let mut tools = vec![
+            ask,
+            sample,
             media,
             steps,
             echo,
@@ -366,6 +384,42 @@ impl ServerHandler for TestUpstream {
                 } else {
                     "no token"
                 }))
+            }
+            "ask" => {
+                let params = serde_json::from_value(json!({
+                    "mode": "form",
+                    "message": "What is your name?",
+                    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+                }))
+                .expect("valid elicitation params");
+                match context.peer.create_elicitation(params).await {
+                    Ok(answer) => Ok(text(serde_json::to_string(&answer).unwrap_or_default())),
+                    Err(e) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                        ContentBlock::text(format!("elicitation failed: {e}")),
+                    ]))),
+                }
+            }
+            "sample" => {
+                let prompt = args.get("prompt").and_then(Value::as_str).unwrap_or("hi");
+                let params = serde_json::from_value(json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": 50
+                }))
+                .expect("valid sampling params");
+                #[allow(deprecated)]
+                match context.peer.create_message(params).await {
+                    Ok(answer) => {
+                        let said = serde_json::to_value(&answer).unwrap_or_default();
+                        let said = said["content"]["text"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string();
+                        Ok(text(format!("the model said: {said}")))
+                    }
+                    Err(e) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                        ContentBlock::text(format!("sampling failed: {e}")),
+                    ]))),
+                }
             }
             "media" => Ok(CallToolResponse::Complete(
                 serde_json::from_value(media_result()).expect("a valid CallToolResult"),

@@ -1,0 +1,198 @@
+//! Requests an upstream makes of its client during a call (`elicitation/create`,
+//! `sampling/createMessage`), relayed to the client of the face that made the call
+//! ([`ToolContext::client`]).
+//!
+//! MCP does not say which call a server's request belongs to, and every call of an upstream
+//! shares one session. So each call registers itself while it is in flight ([`CallsInFlight`]),
+//! and a request goes to the client of the calls in flight when they all come from one client
+//! (one session of a face). When calls of several clients are in flight, or the call came from
+//! a face that cannot relay (a script, the HTTP API), or the client did not declare the
+//! capability, the upstream gets an error that says so, and the refusal is logged: a person's
+//! question never reaches another person's client.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::ErrorCode;
+use rmcp::ErrorData;
+use serde_json::Value;
+use toolshed_core::{ClientChannel, ToolContext};
+
+/// The calls of one upstream that are waiting for its answer.
+#[derive(Default)]
+pub(crate) struct CallsInFlight {
+    next: AtomicU64,
+    calls: Mutex<Vec<InFlight>>,
+}
+
+struct InFlight {
+    id: u64,
+    client: Option<Arc<dyn ClientChannel>>,
+}
+
+/// A registered call; it leaves the list when dropped.
+pub(crate) struct Registered {
+    calls: Arc<CallsInFlight>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        crate::upstream::lock(&self.calls.calls).retain(|c| c.id != self.id);
+    }
+}
+
+/// Registers the call of `ctx` as in flight until the guard is dropped.
+pub(crate) fn enter(calls: &Arc<CallsInFlight>, ctx: &ToolContext) -> Registered {
+    let id = calls.next.fetch_add(1, Ordering::Relaxed);
+    crate::upstream::lock(&calls.calls).push(InFlight {
+        id,
+        client: ctx.client().cloned(),
+    });
+    Registered {
+        calls: calls.clone(),
+        id,
+    }
+}
+
+/// A server-to-client request: its MCP method and the capability the client must have.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked {
+    pub(crate) method: &'static str,
+    pub(crate) capability: &'static str,
+}
+
+/// The client every call in flight came from, or why there is none.
+fn route(calls: &CallsInFlight, asked: Asked) -> Result<Arc<dyn ClientChannel>, String> {
+    let calls = crate::upstream::lock(&calls.calls);
+    let Some(first) = calls.first() else {
+        return Err(format!(
+            "{} arrived while no call was in flight; Toolshed relays it only during a tool call",
+            asked.method
+        ));
+    };
+    let Some(client) = first.client.clone() else {
+        return Err(format!(
+            "the call in flight came from a client Toolshed cannot relay {} to (a script, the HTTP API or the CLI)",
+            asked.method
+        ));
+    };
+    let one_client = calls.iter().all(|c| {
+        c.client
+            .as_ref()
+            .is_some_and(|o| o.client_id() == client.client_id())
+    });
+    if !one_client {
+        return Err(format!(
+            "{} calls of different clients are in flight, and MCP does not say which one {} belongs to",
+            calls.len(),
+            asked.method
+        ));
+    }
+    Ok(client)
+}
+
+/// Relays one request of upstream `upstream` to the client of the call in flight; the
+/// client's result, or an error for the upstream saying why it could not be relayed.
+pub(crate) async fn relay(
+    calls: &CallsInFlight,
+    upstream: &str,
+    asked: Asked,
+    params: Value,
+) -> Result<Value, ErrorData> {
+    let refuse = |why: String| {
+        tracing::warn!(upstream, method = asked.method, "not relayed: {why}");
+        ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Toolshed did not relay {}: {why}", asked.method),
+            None,
+        )
+    };
+    let client = route(calls, asked).map_err(refuse)?;
+    if !client.supports(asked.capability) {
+        return Err(refuse(format!(
+            "the client did not declare the '{}' capability",
+            asked.capability
+        )));
+    }
+    client
+        .request(asked.method, params)
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("the client answered: {}", e.message), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolshed_core::{ToolError, ToolPath};
+
+    struct Client(&'static str);
+
+    #[async_trait::async_trait]
+    impl ClientChannel for Client {
+        fn client_id(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn supports(&self, capability: &str) -> bool {
+            capability == "elicitation"
+        }
+        async fn request(&self, method: &str, params: Value) -> Result<Value, ToolError> {
+            Ok(serde_json::json!({"by": self.0, "method": method, "params": params}))
+        }
+    }
+
+    const ELICIT: Asked = Asked {
+        method: "elicitation/create",
+        capability: "elicitation",
+    };
+
+    fn ctx(client: Option<Arc<dyn ClientChannel>>) -> ToolContext {
+        ToolContext::new(Arc::from("p"), ToolPath::parse("up.t").unwrap()).with_client(client)
+    }
+
+    #[tokio::test]
+    async fn a_request_reaches_the_one_client_whose_calls_are_in_flight() {
+        let calls = Arc::new(CallsInFlight::default());
+        // Two calls of one session, each with a channel of its own.
+        let _a = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let _b = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let v = relay(&calls, "up", ELICIT, serde_json::json!({"x": 1}))
+            .await
+            .unwrap();
+        assert_eq!(v["by"], "alice");
+        assert_eq!(v["params"]["x"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_request_is_refused_when_it_could_belong_to_another_client() {
+        let calls = Arc::new(CallsInFlight::default());
+        let none = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        assert!(none.message.contains("no call was in flight"), "{none:?}");
+        let a = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let b = enter(&calls, &ctx(Some(Arc::new(Client("robert")))));
+        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        assert!(e.message.contains("2 calls of different clients"), "{e:?}");
+        drop(a);
+        // Robert's call alone is in flight now: the request is his.
+        let v = relay(&calls, "up", ELICIT, Value::Null).await.unwrap();
+        assert_eq!(v["by"], "robert");
+        drop(b);
+        let _script = enter(&calls, &ctx(None));
+        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        assert!(e.message.contains("cannot relay"), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_client_without_the_capability_is_not_asked() {
+        let calls = Arc::new(CallsInFlight::default());
+        let _a = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let sampling = Asked {
+            method: "sampling/createMessage",
+            capability: "sampling",
+        };
+        let e = relay(&calls, "up", sampling, Value::Null)
+            .await
+            .unwrap_err();
+        assert!(e.message.contains("'sampling' capability"), "{e:?}");
+    }
+}
