@@ -900,3 +900,119 @@ api_keys = ["k-bob"]
     let _ = admin.cancel().await;
     let _ = bob.cancel().await;
 }
+
+/// A configuration with the test upstream behind the virtual server `up`, started with `args`.
+fn config_with_upstream_args(dir: &Path, args: &[&str]) -> PathBuf {
+    let f = dir.join("toolshed.toml");
+    std::fs::write(
+        &f,
+        format!(
+            r#"
+[[sources]]
+kind = "mcp"
+name = "up"
+command = "{}"
+args = {}
+
+[[roles]]
+id = "admin"
+patterns = ["*"]
+allow = ["up.**"]
+[[principals]]
+id = "admin"
+roles = ["admin"]
+api_keys = ["k-admin"]
+
+[[servers]]
+name = "up"
+tools = ["up.**"]
+names = "original"
+"#,
+            test_upstream().display(),
+            serde_json::to_string(args).unwrap()
+        ),
+    )
+    .unwrap();
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_answers_an_older_upstreams_question_by_input_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_with_upstream_args(dir.path(), &[]);
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+        .auth_header("k-admin".to_string());
+    let modern = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client = rmcp::service::serve_client_with_lifecycle(
+        Answering,
+        StreamableHttpClientTransport::from_config(config),
+        modern,
+    )
+    .await
+    .unwrap();
+    // The upstream (2025-11-25) sends elicitation/create mid-call; the client, which takes no
+    // requests from servers, gets `input_required` and answers in a retry (rmcp's call_tool
+    // drives the rounds through its handler).
+    let once = client
+        .peer()
+        .call_tool_once(CallToolRequestParams::new("ask"))
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(asked) = once else {
+        panic!("expected input_required, got {once:?}");
+    };
+    let asked = serde_json::to_value(&asked).unwrap();
+    let (_, request) = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{asked}");
+    assert_eq!(
+        request["params"]["message"], "What is your name?",
+        "{asked}"
+    );
+    // A forged state is refused with a clear error.
+    let mut forged = CallToolRequestParams::new("ask");
+    forged.request_state = Some("not-a-state".into());
+    let e = client.peer().call_tool_once(forged).await.unwrap_err();
+    assert!(e.to_string().contains("requestState is unknown"), "{e}");
+    // Answered, the call completes with what the upstream made of the answer.
+    let r = client
+        .call_tool(CallToolRequestParams::new("ask"))
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_str(&text_of(&r)).unwrap_or_else(|_| panic!("{r:?}"));
+    assert_eq!(answer["content"]["name"], "Ada", "{r:?}");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_client_answers_a_2026_upstreams_input_required_by_elicitation() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_with_upstream_args(dir.path(), &["--modern-only"]);
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+        .auth_header("k-admin".to_string());
+    let client = Answering
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    // The upstream answers `input_required`; Toolshed puts the question to this 2025-11-25
+    // client as elicitation/create and retries the upstream with its answer and state.
+    let r = call(&client, "ask", json!({})).await.unwrap();
+    let answer: Value = serde_json::from_str(&text_of(&r)).unwrap_or_else(|_| panic!("{r:?}"));
+    assert_eq!(answer["action"], "accept", "{r:?}");
+    assert_eq!(answer["content"]["name"], "Ada", "{r:?}");
+    // A client that cannot be asked gets the upstream's need as an error.
+    let plain = connect(&server, "up", "k-admin").await;
+    let r = call(&plain, "ask", json!({})).await.unwrap();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(text_of(&r).contains("'elicitation' capability"), "{r:?}");
+    let _ = client.cancel().await;
+    let _ = plain.cancel().await;
+}

@@ -27,6 +27,7 @@
 mod admit;
 mod channel;
 mod elicit;
+mod held;
 mod logs;
 mod meta;
 mod progress;
@@ -107,6 +108,8 @@ pub struct ToolshedMcp {
     subscriptions: subscriptions::SessionSubscriptions,
     /// This session's identity among the clients of upstream requests ([`channel`]).
     session_id: u64,
+    /// Calls of 2026-07-28 clients that wait for their input (shared by every session).
+    held: Arc<held::HeldCalls>,
 }
 
 impl ToolshedMcp {
@@ -118,6 +121,7 @@ impl ToolshedMcp {
             log_level: Arc::default(),
             subscriptions: Arc::default(),
             session_id: channel::new_session_id(),
+            held: Arc::default(),
         }
     }
 
@@ -208,6 +212,40 @@ impl ToolshedMcp {
             _ => None,
         };
         Ok(virtual_server::answer(relayed, settled).into())
+    }
+}
+
+/// A call on a virtual server that may be held for its client's input ([`held`]).
+struct HeldCall {
+    server: Arc<VirtualServer>,
+    caller: Caller,
+    name: String,
+    args: Value,
+    as_task: bool,
+}
+
+impl ToolshedMcp {
+    /// Runs a call of a 2026-07-28 client in a task of its own, whose upstream's questions
+    /// come back to the client as `input_required` ([`held`]).
+    async fn call_held(
+        &self,
+        call: HeldCall,
+        capabilities: Option<rmcp::model::ClientCapabilities>,
+    ) -> Result<CallToolResponse, McpError> {
+        let (client, questions) = held::client(capabilities);
+        let principal = call.caller.principal.clone();
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let how = VirtualCall {
+                as_task: call.as_task,
+                peer: None,
+                progress: None,
+                client: Some(&client),
+            };
+            this.call_virtual(&call.server, &call.caller, &call.name, call.args, how)
+                .await
+        });
+        self.held.start(principal, questions, task).await
     }
 }
 
@@ -398,6 +436,27 @@ impl ServerHandler for ToolshedMcp {
             .is_some_and(|c| c.supports_tasks());
         let peer = (!as_task).then_some(&ctx.peer);
         if let Some(server) = &self.options.server {
+            // A client of 2026-07-28 takes no requests from the server: an upstream's question
+            // comes back as `input_required`, and its retry continues the held call.
+            if let Some(state) = request.request_state.as_deref() {
+                return self
+                    .held
+                    .resume(&caller.principal, state, request.input_responses)
+                    .await;
+            }
+            let modern = ctx
+                .protocol_version()
+                .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+            if modern {
+                let held = HeldCall {
+                    server: server.clone(),
+                    caller,
+                    name: name.to_string(),
+                    args,
+                    as_task,
+                };
+                return self.call_held(held, ctx.client_capabilities()).await;
+            }
             let progress = ctx
                 .meta
                 .get_progress_token()

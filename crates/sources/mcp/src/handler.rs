@@ -62,15 +62,18 @@ impl UpstreamToolHandler {
         // While it waits, the upstream's requests (elicitation, sampling) go to its client.
         let _in_flight = crate::relay::enter(&shared.calls, ctx);
         let mut min_generation = 0;
-        for attempt in 0..2 {
+        let mut params = CallToolRequestParams::new(self.remote_name.clone());
+        params.arguments = arguments;
+        let (mut attempt, mut rounds) = (0, 0);
+        loop {
             let session = wait_ready(shared, deadline, min_generation)
                 .await
                 .map_err(session_error)?;
-            let mut params = CallToolRequestParams::new(self.remote_name.clone());
-            params.arguments = arguments.clone();
-            let outcome =
-                tokio::time::timeout_at(deadline, send(shared, &session, ctx, params, deadline))
-                    .await;
+            let outcome = tokio::time::timeout_at(
+                deadline,
+                send(shared, &session, ctx, params.clone(), deadline),
+            )
+            .await;
             let Ok(answer) = outcome else {
                 return Err(ToolError::new(
                     ToolErrorKind::Timeout,
@@ -84,6 +87,7 @@ impl UpstreamToolHandler {
             match answer {
                 Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                     if attempt == 0 && self.may_resend(&e, &session) {
+                        attempt += 1;
                         min_generation = session.generation + 1;
                         continue;
                     }
@@ -93,14 +97,71 @@ impl UpstreamToolHandler {
                         self.remote_name
                     )));
                 }
+                // A 2026-07-28 upstream asks for input by answering `input_required`: the
+                // questions go to the call's client, and the call is sent again with the
+                // answers and the upstream's own state.
+                Ok(CallToolResponse::InputRequired(asked)) if rounds < MAX_INPUT_ROUNDS => {
+                    rounds += 1;
+                    let (responses, state) = self.answer_inputs(ctx, asked).await?;
+                    params.input_responses = Some(responses);
+                    params.request_state = state;
+                }
                 other => return self.answer(other, ctx, secrets),
             }
         }
-        Err(ToolError::upstream(format!(
-            "upstream '{}' lost its connection twice during '{}'",
-            self.ns(),
-            self.remote_name
-        )))
+    }
+
+    /// The answers of the call's client to the requests of an `input_required` result, and the
+    /// state to send back with them. A `roots/list` is answered with no roots (Toolshed exposes
+    /// none).
+    async fn answer_inputs(
+        &self,
+        ctx: &ToolContext,
+        asked: rmcp::model::InputRequiredResult,
+    ) -> Result<(rmcp::model::InputResponses, Option<String>), ToolError> {
+        let mut responses = rmcp::model::InputResponses::new();
+        for (key, request) in asked.input_requests.unwrap_or_default() {
+            let request = serde_json::to_value(&request).unwrap_or_default();
+            let method = request["method"].as_str().unwrap_or_default().to_string();
+            let params = request.get("params").cloned().unwrap_or(Value::Null);
+            let answer = match method.as_str() {
+                "roots/list" => serde_json::json!({"roots": []}),
+                "elicitation/create" | "sampling/createMessage" => {
+                    let url = params["mode"] == "url";
+                    let asked = crate::relay::Asked {
+                        method: if method == "sampling/createMessage" {
+                            "sampling/createMessage"
+                        } else {
+                            "elicitation/create"
+                        },
+                        capability: match (method.as_str(), url) {
+                            ("sampling/createMessage", _) => "sampling",
+                            (_, true) => "elicitation.url",
+                            _ => "elicitation",
+                        },
+                    };
+                    crate::relay::ask_client(ctx, asked, params)
+                        .await
+                        .map_err(|why| {
+                            ToolError::upstream(format!(
+                                "upstream '{}' tool '{}' needs input: {why}",
+                                self.ns(),
+                                self.remote_name
+                            ))
+                        })?
+                }
+                other => {
+                    return Err(ToolError::upstream(format!(
+                        "upstream '{}' tool '{}' asked for '{}', which Toolshed cannot answer",
+                        self.ns(),
+                        self.remote_name,
+                        crate::relay::shown(other)
+                    )))
+                }
+            };
+            responses.insert(key, answer);
+        }
+        Ok((responses, asked.request_state))
     }
 
     /// The namespace (the upstream's configured name).
@@ -145,7 +206,7 @@ impl UpstreamToolHandler {
                 convert_result(result)
             }
             Ok(CallToolResponse::InputRequired(_)) => Err(ToolError::upstream(format!(
-                "upstream '{ns}' tool '{tool}' asked for interactive input, which Toolshed does not provide"
+                "upstream '{ns}' tool '{tool}' asked for input more than {MAX_INPUT_ROUNDS} times"
             ))),
             Ok(_) => Err(ToolError::upstream(format!(
                 "upstream '{ns}' tool '{tool}' answered with an asynchronous task, which Toolshed does not poll"
@@ -175,6 +236,9 @@ impl UpstreamToolHandler {
         }
     }
 }
+
+/// Most rounds of `input_required` one call may take before it fails.
+const MAX_INPUT_ROUNDS: usize = 8;
 
 /// How long a call's route stays open after its answer, for reports still being handled.
 const REPORTS_GRACE: std::time::Duration = std::time::Duration::from_millis(20);

@@ -28,6 +28,8 @@ pub(crate) struct CallsInFlight {
 struct InFlight {
     id: u64,
     client: Option<Arc<dyn ClientChannel>>,
+    /// Requests of the upstream this call's client is answering now.
+    asking: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A registered call; it leaves the list when dropped.
@@ -48,6 +50,7 @@ pub(crate) fn enter(calls: &Arc<CallsInFlight>, ctx: &ToolContext) -> Registered
     crate::upstream::lock(&calls.calls).push(InFlight {
         id,
         client: ctx.client().cloned(),
+        asking: Arc::default(),
     });
     Registered {
         calls: calls.clone(),
@@ -62,10 +65,24 @@ pub(crate) struct Asked {
     pub(crate) capability: &'static str,
 }
 
-/// The client every call in flight came from, or why there is none.
-fn route(calls: &CallsInFlight, asked: Asked) -> Result<Arc<dyn ClientChannel>, String> {
+/// The client every call in flight came from, or why there is none. A call whose client is
+/// answering a request of the upstream now is blocked on that answer and asks nothing else, so
+/// it is left out (unless every call is).
+fn route(
+    calls: &CallsInFlight,
+    asked: Asked,
+) -> Result<(Arc<dyn ClientChannel>, Arc<std::sync::atomic::AtomicUsize>), String> {
     let calls = crate::upstream::lock(&calls.calls);
-    let Some(first) = calls.first() else {
+    let free: Vec<&InFlight> = calls
+        .iter()
+        .filter(|c| c.asking.load(Ordering::Relaxed) == 0)
+        .collect();
+    let candidates = if free.is_empty() {
+        calls.iter().collect()
+    } else {
+        free
+    };
+    let Some(first) = candidates.first() else {
         return Err(format!(
             "{} arrived while no call was in flight; Toolshed relays it only during a tool call",
             asked.method
@@ -77,19 +94,26 @@ fn route(calls: &CallsInFlight, asked: Asked) -> Result<Arc<dyn ClientChannel>, 
             asked.method
         ));
     };
-    let one_client = calls.iter().all(|c| {
-        c.client
-            .as_ref()
-            .is_some_and(|o| o.client_id() == client.client_id())
-    });
+    let one_client = candidates
+        .iter()
+        .all(|c| c.client.as_ref().is_some_and(|o| o.client_id() == client.client_id()));
     if !one_client {
         return Err(format!(
             "{} calls of different clients are in flight, and MCP does not say which one {} belongs to",
-            calls.len(),
+            candidates.len(),
             asked.method
         ));
     }
-    Ok(client)
+    Ok((client, first.asking.clone()))
+}
+
+/// Counts one request a call's client is answering, until dropped.
+struct Asking(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Relays one request of upstream `upstream` to the client of the call in flight; the
@@ -108,7 +132,9 @@ pub(crate) async fn relay(
             None,
         )
     };
-    let client = route(calls, asked).map_err(refuse)?;
+    let (client, asking) = route(calls, asked).map_err(refuse)?;
+    asking.fetch_add(1, Ordering::Relaxed);
+    let _asking = Asking(asking);
     if !client.supports(asked.capability) {
         return Err(refuse(format!(
             "the client did not declare the '{}' capability",
@@ -119,6 +145,36 @@ pub(crate) async fn relay(
         .request(asked.method, params)
         .await
         .map_err(|e| ErrorData::internal_error(format!("the client answered: {}", e.message), None))
+}
+
+/// Puts one request straight to the client of `ctx`'s own call (an upstream's
+/// `input_required` names its call, so no routing is needed); why not, as text.
+pub(crate) async fn ask_client(
+    ctx: &ToolContext,
+    asked: Asked,
+    params: Value,
+) -> Result<Value, String> {
+    let Some(client) = ctx.client() else {
+        return Err(format!(
+            "the call came from a client Toolshed cannot relay {} to (a script, the HTTP API or the CLI)",
+            asked.method
+        ));
+    };
+    if !client.supports(asked.capability) {
+        return Err(format!(
+            "the client did not declare the '{}' capability",
+            asked.capability
+        ));
+    }
+    client
+        .request(asked.method, params)
+        .await
+        .map_err(|e| format!("the client answered: {}", e.message))
+}
+
+/// A method name from an upstream, bounded for messages.
+pub(crate) fn shown(method: &str) -> String {
+    method.chars().take(100).collect()
 }
 
 #[cfg(test)]
@@ -180,6 +236,37 @@ mod tests {
         let _script = enter(&calls, &ctx(None));
         let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
         assert!(e.message.contains("cannot relay"), "{e:?}");
+    }
+
+    /// A client that never answers.
+    struct Silent;
+
+    #[async_trait::async_trait]
+    impl ClientChannel for Silent {
+        fn client_id(&self) -> u64 {
+            99
+        }
+        fn supports(&self, _: &str) -> bool {
+            true
+        }
+        async fn request(&self, _: &str, _: Value) -> Result<Value, ToolError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_waiting_for_its_clients_answer_does_not_make_the_next_request_ambiguous() {
+        let calls = Arc::new(CallsInFlight::default());
+        let _held = enter(&calls, &ctx(Some(Arc::new(Silent))));
+        let first = {
+            let calls = calls.clone();
+            tokio::spawn(async move { relay(&calls, "up", ELICIT, Value::Null).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let _b = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let v = relay(&calls, "up", ELICIT, Value::Null).await.unwrap();
+        assert_eq!(v["by"], "alice");
+        first.abort();
     }
 
     #[tokio::test]

@@ -25,7 +25,8 @@
 //! `getenv` (read-only: the value of the environment variable `name`, or null),
 //! `http_headers` (read-only: the HTTP request headers of the call, `{}` over stdio) and `media`
 //! (read-only: one content block of every kind, structured content and `_meta`), `ask`
-//! (read-only: asks its client for a `name` by elicitation and answers what came back) and
+//! (read-only: asks its client for a `name` by elicitation, or on 2026-07-28 with an
+//! `input_required` result, and answers what came back) and
 //! `sample` (read-only: asks its client's model by sampling and answers its text).
 
 use std::borrow::Cow;
@@ -384,6 +385,30 @@ impl ServerHandler for TestUpstream {
                 } else {
                     "no token"
                 }))
+            }
+            "ask"
+                if context
+                    .protocol_version()
+                    .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28) =>
+            {
+                // 2026-07-28 takes no server-to-client requests: ask with `input_required`,
+                // and answer once the retry brings the answer and the state back.
+                let answer = request.input_responses.and_then(|mut r| r.remove("name"));
+                match (answer, request.request_state.as_deref()) {
+                    (Some(answer), Some("asked-for-name")) => Ok(text(answer.to_string())),
+                    _ => Ok(CallToolResponse::InputRequired(
+                        serde_json::from_value(json!({
+                            "resultType": "input_required",
+                            "inputRequests": {"name": {"method": "elicitation/create", "params": {
+                                "mode": "form",
+                                "message": "What is your name?",
+                                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+                            }}},
+                            "requestState": "asked-for-name"
+                        }))
+                        .expect("a valid input_required result"),
+                    )),
+                }
             }
             "ask" => {
                 let params = serde_json::from_value(json!({
