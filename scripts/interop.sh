@@ -211,6 +211,16 @@ names = "original"
 tools = ["everything.**"]
 resources = ["everything.**"]
 prompts = ["everything.**"]
+
+# The reference server's tools that ask the client (elicitation, sampling) carry no read-only
+# hint, so MCP's defaults make them destructive: this policy lets them run unconfirmed.
+[[roles]]
+id = "admin"
+patterns = ["*"]
+allow = ["everything.**"]
+[[principals]]
+id = "local"
+roles = ["admin"]
 TOML
   # (A wrapper: the Inspector CLI takes --config for itself.)
   # (Beside, not inside, the data directory, whose files Toolshed keeps private.)
@@ -230,7 +240,7 @@ TOML
   inspector_check "inspector virtual server prompts/get with arguments" virtual/prompt.json \
     "'Paris' in d['messages'][0]['content']['text']" \
     "${VIRTUAL[@]}" --method prompts/get --prompt-name args-prompt --prompt-args city=Paris
-  check "python-sdk virtual server (resources, prompts, progress as the upstream's own)" \
+  check "python-sdk virtual server (resources, prompts, progress; elicitation, sampling, completion on both protocol generations; a subscription's update)" \
     "$PY" "$HERE/virtual_client.py" "$TMP/virtual/serve.sh" "$EVERYTHING"
 else
   log "== virtual server: SKIPPED (no $EVERYTHING; run scripts/peers.sh)"
@@ -398,6 +408,60 @@ TOML
   [ "$direct_ok" -gt 0 ] || fail "conformance against the fixture directly" "$(tail -n 20 conformance-direct.log)"
 else
   fail "conformance fixture upstream" "no executable $FIXTURE"
+fi
+
+# ---------------------------------------------------------------- Toolshed's upstream client under the suite
+# The suite's client scenarios with Toolshed's own upstream MCP client (`Upstream`, with its OAuth)
+# as the client under test: toolshed-conformance-client connects to the scenario's server, lists
+# and calls its tools through the tool handlers (elicitation answered with the schema's defaults)
+# and, for auth/*, gets its token as configured (client credentials, or the authorization-code
+# flow with PKCE that the suite's authorization servers approve at once). One check per scenario:
+# its checks.json has checks and none FAILURE or WARNING. Not run, with their reasons:
+#   auth/2025-03-26-oauth-metadata-backcompat  the metadata at the root well-known URL names the
+#       issuer <base>/oauth; RFC 8414 §3.3 requires the issuer the URL was built from, and rmcp
+#       refuses the mismatch (a mix-up defence)
+#   auth/cross-app-access-complete-flow         SEP-990's enterprise ID token → ID-JAG → token
+#       exchange is not one of the configurable grants
+CONF_CLIENT="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolshed-conformance-client"
+CLIENT_SCENARIOS=(initialize tools_call elicitation-sep1034-client-defaults sse-retry
+  auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 auth/basic-cimd
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported auth/scope-omitted-when-undefined
+  auth/scope-step-up auth/scope-retry-limit auth/token-endpoint-auth-basic auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none auth/pre-registration auth/2025-03-26-oauth-endpoint-fallback
+  auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported
+  auth/client-credentials-basic auth/client-credentials-jwt)
+
+# client_checks DIR: fails (saying why) unless the scenario run into DIR has checks, none bad.
+client_checks() {
+  python3 - "$1" <<'EOF'
+import glob, json, sys
+files = glob.glob(sys.argv[1] + "/**/checks.json", recursive=True)
+if not files:
+    sys.exit("no checks.json")
+checks = json.load(open(files[0]))
+bad = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+if not checks or bad:
+    sys.exit("; ".join(f"{c.get('id')} {c.get('status')}: {c.get('errorMessage') or c.get('description')}" for c in bad) or "no checks")
+EOF
+}
+
+log "== conformance client scenarios with toolshed-conformance-client"
+if (cd "$ROOT" && cargo build -q -p toolshed-mcp-source --features test-upstream \
+  --bin toolshed-conformance-client) && [ -x "$CONF_CLIENT" ]; then
+  mkdir -p "$TMP/conformance-client"
+  for scen in "${CLIENT_SCENARIOS[@]}"; do
+    out="$TMP/conformance-client/${scen//\//-}"
+    timeout 120 "$NODE22" "$CONFORMANCE" client --command "$CONF_CLIENT" --scenario "$scen" -o "$out" \
+      >"$out.log" 2>&1 || true
+    if why=$(client_checks "$out" 2>&1); then
+      pass "conformance client: $scen"
+    else
+      fail "conformance client: $scen" "$why
+$(grep -v '^\s*$' "$out.log" | tail -n 8)"
+    fi
+  done
+else
+  fail "conformance client (toolshed-conformance-client)" "could not build $CONF_CLIENT"
 fi
 
 echo "$PASSED passed, $FAILED failed"

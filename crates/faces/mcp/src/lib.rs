@@ -222,6 +222,8 @@ struct HeldCall {
     name: String,
     args: Value,
     as_task: bool,
+    /// The upstream's progress, relayed under the first request's token.
+    progress: Option<progress::Forward>,
 }
 
 impl ToolshedMcp {
@@ -239,11 +241,16 @@ impl ToolshedMcp {
             let how = VirtualCall {
                 as_task: call.as_task,
                 peer: None,
-                progress: None,
+                progress: call.progress.as_ref(),
                 client: Some(&client),
             };
-            this.call_virtual(&call.server, &call.caller, &call.name, call.args, how)
-                .await
+            let r = this
+                .call_virtual(&call.server, &call.caller, &call.name, call.args, how)
+                .await;
+            if let Some(p) = call.progress {
+                p.finish().await;
+            }
+            r
         });
         self.held.start(principal, questions, task).await
     }
@@ -454,6 +461,10 @@ impl ServerHandler for ToolshedMcp {
                     name: name.to_string(),
                     args,
                     as_task,
+                    progress: ctx
+                        .meta
+                        .get_progress_token()
+                        .map(|token| progress::Forward::start(ctx.peer.clone(), token)),
                 };
                 return self.call_held(held, ctx.client_capabilities()).await;
             }

@@ -148,7 +148,7 @@ pub(crate) async fn complete(
         .entry_op(caller, &path, op)
         .await
         .map_err(entry_error)?;
-    serde_json::from_value(answer).map_err(|e| {
+    serde_json::from_value(crate::virtual_server::mark_complete(answer)).map_err(|e| {
         McpError::internal_error(format!("the upstream's completion is malformed: {e}"), None)
     })
 }

@@ -289,7 +289,7 @@ fn relayed_entry<T: serde::de::DeserializeOwned>(relayed: Relayed) -> Result<T, 
             });
         }
     };
-    serde_json::from_value(complete(value)).map_err(|e| {
+    serde_json::from_value(mark_complete(value)).map_err(|e| {
         McpError::internal_error(format!("the upstream's answer is malformed: {e}"), None)
     })
 }
@@ -297,7 +297,7 @@ fn relayed_entry<T: serde::de::DeserializeOwned>(relayed: Relayed) -> Result<T, 
 /// An upstream's result with `resultType: "complete"` when it has none: an upstream on an older
 /// protocol leaves it out, a client on 2026-07-28 requires it, and rmcp strips it again for
 /// clients on older protocols.
-fn complete(mut v: Value) -> Value {
+pub(crate) fn mark_complete(mut v: Value) -> Value {
     if let Value::Object(m) = &mut v {
         m.entry("resultType")
             .or_insert_with(|| Value::String("complete".into()));
@@ -311,7 +311,7 @@ pub(crate) fn answer(relayed: Relayed, settled: Option<Outcome>) -> CallToolResu
     let Relayed { outcome, wire } = relayed;
     let unchanged = || {
         wire.clone()
-            .and_then(|w| serde_json::from_value(complete(w)).ok())
+            .and_then(|w| serde_json::from_value(mark_complete(w)).ok())
     };
     match (outcome, settled) {
         (Ok(Outcome::Completed { result, .. }), _) => {

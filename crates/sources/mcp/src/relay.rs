@@ -94,9 +94,11 @@ fn route(
             asked.method
         ));
     };
-    let one_client = candidates
-        .iter()
-        .all(|c| c.client.as_ref().is_some_and(|o| o.client_id() == client.client_id()));
+    let one_client = candidates.iter().all(|c| {
+        c.client
+            .as_ref()
+            .is_some_and(|o| o.client_id() == client.client_id())
+    });
     if !one_client {
         return Err(format!(
             "{} calls of different clients are in flight, and MCP does not say which one {} belongs to",
