@@ -273,9 +273,15 @@ impl App {
         // Always present, so that a source added at runtime gets its connection.
         engine =
             engine.with_connections(connections(&config, &store, connection_specs(&registry))?);
-        if let Some(dir) = &config.search.model {
-            let vectors = config.data_dir().join("tool-vectors.bin");
-            engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));
+        match &config.search.model {
+            Some(dir) => {
+                let vectors = config.data_dir().join("tool-vectors.bin");
+                engine = engine.with_embedder(load_embedder(dir)?, Some(vectors));
+            }
+            None => tracing::info!(
+                "search: no embedding model ([search] model, TOOLSHED_SEARCH__MODEL); ranking lexically \
+                 (scripts/serve.sh fetches one)"
+            ),
         }
         Ok(Self {
             config,

@@ -196,3 +196,21 @@ fn configured_limits_reach_the_sandbox() {
         "stopped by the CPU budget, not the 20 s wall clock"
     );
 }
+
+#[test]
+fn without_an_embedding_model_search_says_once_that_it_ranks_lexically() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--json", "search", "table rows"])
+        .env_remove("TOOLSHED_SEARCH__MODEL")
+        .env_remove("TOOLSHED_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(log.matches("ranking lexically").count(), 1, "{log}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!v["hits"].as_array().unwrap().is_empty(), "{v}");
+}
