@@ -440,6 +440,18 @@ pub trait EngineAccess: Send + Sync {
         let _ = (agent, input, thread_id);
         Err(ToolError::internal("agent runs are not available here"))
     }
+    /// Asks the caller's people `message` (a form of `schema`) while the call runs, as a stored
+    /// question any session may answer, and waits up to `timeout`: `{action, content?}` as
+    /// MCP's `ElicitResult`.
+    async fn ask(
+        &self,
+        message: &str,
+        schema: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, ToolError> {
+        let _ = (message, schema, timeout);
+        Err(ToolError::internal("questions are not available here"))
+    }
 }
 
 /// How [`EngineAccess::run_script`] runs saved code.

@@ -29,6 +29,15 @@ pub(crate) struct BoundEngine {
     pub execution_id: Option<Arc<str>>,
 }
 
+impl BoundEngine {
+    /// What the question names as its asker: the execution, when there is one.
+    fn asking_path(&self) -> String {
+        self.execution_id
+            .as_deref()
+            .map_or_else(|| "a call".to_string(), |e| format!("a call of {e}"))
+    }
+}
+
 /// An engine error as the tool error a composing handler sees.
 pub(crate) fn tool_error(e: EngineError) -> ToolError {
     let kind = match &e {
@@ -58,6 +67,24 @@ impl EngineAccess for BoundEngine {
             .resolve(&self.caller, path)
             .ok()
             .map(|e| e.tool.def.clone())
+    }
+
+    async fn ask(
+        &self,
+        message: &str,
+        schema: Option<Value>,
+        timeout: std::time::Duration,
+    ) -> Result<Value, ToolError> {
+        let answer = self
+            .engine
+            .ask_question(&self.caller, &self.asking_path(), message, schema, timeout)
+            .await
+            .map_err(tool_error)?;
+        let mut v = serde_json::json!({"action": answer.action});
+        if let Some(c) = answer.content {
+            v["content"] = c;
+        }
+        Ok(v)
     }
 
     async fn call(&self, path: &str, args: Value) -> Result<Value, ToolError> {

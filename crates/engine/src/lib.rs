@@ -60,8 +60,8 @@ pub use discovery::{Description, SearchAnswer, SearchHit};
 pub use error::EngineError;
 pub use executions::{
     AnswerAction, ClientError, Decision, ExecutionInfo, InputMode, Outcome, PendingCall,
-    PendingSummary, RelayHooks, Relayed, RunRequest, ScriptOptions, ToolCall, ToolResultAnswer,
-    Wait, WaitKind,
+    PendingSummary, QuestionAnswer, RelayHooks, Relayed, RunRequest, ScriptOptions, ToolCall,
+    ToolResultAnswer, Wait, WaitKind,
 };
 pub use ops::{Op, OpAnswer};
 pub use rate::RateLimits;

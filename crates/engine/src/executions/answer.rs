@@ -359,6 +359,9 @@ impl Engine {
         if rec.kind == "run" {
             return self.continue_run(caller, rec).await;
         }
+        if rec.kind == super::question::QUESTION_KIND {
+            return self.settle_question(rec).await;
+        }
         let script = rec.kind != "call";
         if script {
             if let Some(stored) = rec.meta.get("runtime").and_then(Value::as_str) {

@@ -49,6 +49,7 @@ pub mod agent;
 pub mod answer;
 pub mod host;
 pub mod listing;
+pub mod question;
 pub mod run;
 pub mod waits;
 
@@ -61,6 +62,7 @@ use crate::EngineError;
 pub use agent::{RunRequest, RunSpec};
 pub use answer::{MAX_ANSWER_BYTES, MAX_TOOL_RESULT_BYTES};
 pub use listing::{RelayHooks, Relayed};
+pub use question::QuestionAnswer;
 pub use run::ScriptOptions;
 pub use waits::{AnswerAction, ClientError, InputMode, ToolCall, ToolResultAnswer, Wait, WaitKind};
 

@@ -733,13 +733,19 @@ async fn an_upstreams_elicitation_and_sampling_reach_the_client_of_the_call() {
     .unwrap();
     assert_eq!(text_of(&r), "the model said: forty-two", "{r:?}");
 
-    // A client that declared neither is not asked; the upstream hears why.
+    // A client that declared neither is not asked: the question waits as an `input` wait that
+    // another face answers (here the HTTP API); sampling, which no person can answer, is
+    // refused and the upstream hears why.
     let plain = connect(&server, "up", "k-admin").await;
-    let r = call(&plain, "ask", json!({})).await.unwrap();
-    assert!(
-        text_of(&r).contains("did not declare the 'elicitation' capability"),
-        "{r:?}"
-    );
+    let asking = tokio::spawn({
+        let plain = plain.peer().clone();
+        async move { call(&plain, "ask", json!({})).await }
+    });
+    let question = answer_waiting_question(&server, json!({"name": "Grace"})).await;
+    assert_eq!(question["message"], "What is your name?", "{question}");
+    let r = asking.await.unwrap().unwrap();
+    let answer: Value = serde_json::from_str(&text_of(&r)).unwrap_or_else(|_| panic!("{r:?}"));
+    assert_eq!(answer["content"]["name"], "Grace", "{r:?}");
     let r = call(&plain, "sample", json!({"prompt": "x"}))
         .await
         .unwrap();
@@ -1008,11 +1014,51 @@ async fn an_older_client_answers_a_2026_upstreams_input_required_by_elicitation(
     let answer: Value = serde_json::from_str(&text_of(&r)).unwrap_or_else(|_| panic!("{r:?}"));
     assert_eq!(answer["action"], "accept", "{r:?}");
     assert_eq!(answer["content"]["name"], "Ada", "{r:?}");
-    // A client that cannot be asked gets the upstream's need as an error.
+    // A client that cannot be asked: the question waits for an answer from another face.
     let plain = connect(&server, "up", "k-admin").await;
-    let r = call(&plain, "ask", json!({})).await.unwrap();
-    assert_eq!(r.is_error, Some(true), "{r:?}");
-    assert!(text_of(&r).contains("'elicitation' capability"), "{r:?}");
+    let asking = tokio::spawn({
+        let plain = plain.peer().clone();
+        async move { call(&plain, "ask", json!({})).await }
+    });
+    answer_waiting_question(&server, json!({"name": "Grace"})).await;
+    let r = asking.await.unwrap().unwrap();
+    assert!(text_of(&r).contains("Grace"), "{r:?}");
     let _ = client.cancel().await;
     let _ = plain.cancel().await;
+}
+
+/// Answers, as the admin over the HTTP API, the first question that waits (an `input` wait of
+/// a call whose client could not be asked) with `content`; the question's wait.
+async fn answer_waiting_question(server: &Server, content: Value) -> Value {
+    let http = reqwest::Client::new();
+    for _ in 0..100 {
+        let list: Value = http
+            .get(server.url("/v1/executions?wait=input"))
+            .bearer_auth("k-admin")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let waiting = list["executions"]
+            .as_array()
+            .and_then(|e| e.iter().find(|x| x["kind"] == "question"))
+            .cloned();
+        if let Some(x) = waiting {
+            let wait = x["waits"][0].clone();
+            let id = x["executionId"].as_str().unwrap().to_string();
+            let r = http
+                .post(server.url(&format!("/v1/executions/{id}/answer")))
+                .bearer_auth("k-admin")
+                .json(&json!({"waitId": wait["waitId"], "action": "accept", "content": content}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{:?}", r.text().await);
+            return wait;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no question waited")
 }

@@ -5,18 +5,22 @@
 //! MCP does not say which call a server's request belongs to, and every call of an upstream
 //! shares one session. So each call registers itself while it is in flight ([`CallsInFlight`]),
 //! and a request goes to the client of the calls in flight when they all come from one client
-//! (one session of a face). When calls of several clients are in flight, or the call came from
-//! a face that cannot relay (a script, the HTTP API), or the client did not declare the
-//! capability, the upstream gets an error that says so, and the refusal is logged: a person's
-//! question never reaches another person's client.
+//! (one session of a face, [`ClientChannel::client_id`]). When the one call in flight came from
+//! a client that cannot take a form question (a client without elicitation, a script, the HTTP
+//! API), the question becomes a stored `input` wait that any session may answer
+//! ([`EngineAccess::ask`]), and the call waits for it. When calls of several clients are in
+//! flight, or the request cannot wait for a person (sampling, a URL), the upstream gets an error
+//! that says so, and the refusal is logged: a person's question never reaches another person's
+//! client.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::ErrorCode;
 use rmcp::ErrorData;
 use serde_json::Value;
-use toolshed_core::{ClientChannel, ToolContext};
+use toolshed_core::{ClientChannel, EngineAccess, ToolContext};
 
 /// The calls of one upstream that are waiting for its answer.
 #[derive(Default)]
@@ -25,11 +29,15 @@ pub(crate) struct CallsInFlight {
     calls: Mutex<Vec<InFlight>>,
 }
 
+#[derive(Clone)]
 struct InFlight {
     id: u64,
     client: Option<Arc<dyn ClientChannel>>,
+    /// Where a question goes when the client cannot take it.
+    engine: Option<Arc<dyn EngineAccess>>,
+    timeout: Duration,
     /// Requests of the upstream this call's client is answering now.
-    asking: Arc<std::sync::atomic::AtomicUsize>,
+    asking: Arc<AtomicUsize>,
 }
 
 /// A registered call; it leaves the list when dropped.
@@ -50,6 +58,8 @@ pub(crate) fn enter(calls: &Arc<CallsInFlight>, ctx: &ToolContext) -> Registered
     crate::upstream::lock(&calls.calls).push(InFlight {
         id,
         client: ctx.client().cloned(),
+        engine: ctx.engine().cloned(),
+        timeout: ctx.timeout,
         asking: Arc::default(),
     });
     Registered {
@@ -65,13 +75,10 @@ pub(crate) struct Asked {
     pub(crate) capability: &'static str,
 }
 
-/// The client every call in flight came from, or why there is none. A call whose client is
-/// answering a request of the upstream now is blocked on that answer and asks nothing else, so
-/// it is left out (unless every call is).
-fn route(
-    calls: &CallsInFlight,
-    asked: Asked,
-) -> Result<(Arc<dyn ClientChannel>, Arc<std::sync::atomic::AtomicUsize>), String> {
+/// The call a request belongs to: every call in flight when they all came from one client,
+/// or the only one. A call whose client is answering a request of the upstream now is blocked
+/// on that answer and asks nothing else, so it is left out (unless every call is).
+fn route(calls: &CallsInFlight, asked: Asked) -> Result<InFlight, String> {
     let calls = crate::upstream::lock(&calls.calls);
     let free: Vec<&InFlight> = calls
         .iter()
@@ -88,17 +95,14 @@ fn route(
             asked.method
         ));
     };
-    let Some(client) = first.client.clone() else {
-        return Err(format!(
-            "the call in flight came from a client Toolshed cannot relay {} to (a script, the HTTP API or the CLI)",
-            asked.method
-        ));
+    let one_client = match &first.client {
+        Some(client) => candidates.iter().all(|c| {
+            c.client
+                .as_ref()
+                .is_some_and(|o| o.client_id() == client.client_id())
+        }),
+        None => candidates.len() == 1,
     };
-    let one_client = candidates.iter().all(|c| {
-        c.client
-            .as_ref()
-            .is_some_and(|o| o.client_id() == client.client_id())
-    });
     if !one_client {
         return Err(format!(
             "{} calls of different clients are in flight, and MCP does not say which one {} belongs to",
@@ -106,11 +110,11 @@ fn route(
             asked.method
         ));
     }
-    Ok((client, first.asking.clone()))
+    Ok((*first).clone())
 }
 
 /// Counts one request a call's client is answering, until dropped.
-struct Asking(Arc<std::sync::atomic::AtomicUsize>);
+struct Asking(Arc<AtomicUsize>);
 
 impl Drop for Asking {
     fn drop(&mut self) {
@@ -118,8 +122,9 @@ impl Drop for Asking {
     }
 }
 
-/// Relays one request of upstream `upstream` to the client of the call in flight; the
-/// client's result, or an error for the upstream saying why it could not be relayed.
+/// Relays one request of upstream `upstream` to the client of the call in flight, or puts a
+/// form question to the call's people as a stored wait; the answer, or an error for the
+/// upstream saying why there is none.
 pub(crate) async fn relay(
     calls: &CallsInFlight,
     upstream: &str,
@@ -134,44 +139,67 @@ pub(crate) async fn relay(
             None,
         )
     };
-    let (client, asking) = route(calls, asked).map_err(refuse)?;
-    asking.fetch_add(1, Ordering::Relaxed);
-    let _asking = Asking(asking);
-    if !client.supports(asked.capability) {
-        return Err(refuse(format!(
+    let call = route(calls, asked).map_err(refuse)?;
+    call.asking.fetch_add(1, Ordering::Relaxed);
+    let _asking = Asking(call.asking.clone());
+    match &call.client {
+        Some(client) if client.supports(asked.capability) => client
+            .request(asked.method, params)
+            .await
+            .map_err(|e| {
+                ErrorData::internal_error(format!("the client answered: {}", e.message), None)
+            }),
+        _ if asked.capability == "elicitation" && call.engine.is_some() => {
+            let engine = call.engine.as_ref().expect("checked");
+            let message = params["message"].as_str().unwrap_or("The upstream asks:");
+            let schema = params.get("requestedSchema").cloned();
+            engine
+                .ask(message, schema, call.timeout)
+                .await
+                .map_err(|e| refuse(format!("the question was not answered: {}", e.message)))
+        }
+        Some(_) => Err(refuse(format!(
             "the client did not declare the '{}' capability",
             asked.capability
-        )));
+        ))),
+        None => Err(refuse(format!(
+            "the call in flight came from a client Toolshed cannot relay {} to (a script, the HTTP API or the CLI)",
+            asked.method
+        ))),
     }
-    client
-        .request(asked.method, params)
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("the client answered: {}", e.message), None))
 }
 
 /// Puts one request straight to the client of `ctx`'s own call (an upstream's
-/// `input_required` names its call, so no routing is needed); why not, as text.
+/// `input_required` names its call, so no routing is needed), or a form question to the call's
+/// people as a stored wait when the client cannot take it; why not, as text.
 pub(crate) async fn ask_client(
     ctx: &ToolContext,
     asked: Asked,
     params: Value,
 ) -> Result<Value, String> {
-    let Some(client) = ctx.client() else {
-        return Err(format!(
-            "the call came from a client Toolshed cannot relay {} to (a script, the HTTP API or the CLI)",
-            asked.method
-        ));
-    };
-    if !client.supports(asked.capability) {
-        return Err(format!(
+    match ctx.client() {
+        Some(client) if client.supports(asked.capability) => client
+            .request(asked.method, params)
+            .await
+            .map_err(|e| format!("the client answered: {}", e.message)),
+        _ if asked.capability == "elicitation" && ctx.engine().is_some() => {
+            let engine = ctx.engine().expect("checked");
+            let message = params["message"].as_str().unwrap_or("The upstream asks:");
+            let schema = params.get("requestedSchema").cloned();
+            engine
+                .ask(message, schema, ctx.timeout)
+                .await
+                .map_err(|e| format!("the question was not answered: {}", e.message))
+        }
+        Some(_) => Err(format!(
             "the client did not declare the '{}' capability",
             asked.capability
-        ));
+        )),
+        None => Err(format!(
+            "the call came from a client Toolshed cannot relay {} to (a script, the HTTP API or the CLI)",
+            asked.method
+        )),
     }
-    client
-        .request(asked.method, params)
-        .await
-        .map_err(|e| format!("the client answered: {}", e.message))
 }
 
 /// A method name from an upstream, bounded for messages.
