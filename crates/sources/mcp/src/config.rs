@@ -6,6 +6,7 @@ use std::time::Duration;
 use toolshed_outbound::secret::{is_credential_name, scheme_credential, REDACTED};
 
 use crate::error::McpSourceError;
+use crate::oauth::OAuthConfig;
 
 /// The way Toolshed talks to an upstream server.
 ///
@@ -86,6 +87,12 @@ pub struct UpstreamConfig {
     pub secrets: Vec<String>,
     /// Where the upstream's log messages are published, if anywhere.
     pub notices: Option<toolshed_core::notices::Notices>,
+    /// OAuth for a streamable HTTP upstream that asks for a token ([`crate::oauth`]).
+    pub oauth: Option<OAuthConfig>,
+    /// Also accept an upstream that negotiates MCP 2025-03-26, the first streamable HTTP
+    /// revision (no elicitation, structured tool output, resource links or tool titles),
+    /// below [`crate::MIN_PROTOCOL_VERSION`] (default false: refused).
+    pub accept_2025_03_26: bool,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -97,6 +104,8 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("call_timeout", &self.call_timeout)
             .field("allow_private", &self.allow_private)
             .field("secrets", &self.secrets.len())
+            .field("oauth", &self.oauth)
+            .field("accept_2025_03_26", &self.accept_2025_03_26)
             .finish()
     }
 }
@@ -117,6 +126,8 @@ impl UpstreamConfig {
             allow_private: false,
             secrets: Vec::new(),
             notices: None,
+            oauth: None,
+            accept_2025_03_26: false,
         }
     }
 
@@ -173,6 +184,18 @@ impl UpstreamConfig {
         self
     }
 
+    /// See [`Self::accept_2025_03_26`].
+    pub fn with_accept_2025_03_26(mut self, accept: bool) -> Self {
+        self.accept_2025_03_26 = accept;
+        self
+    }
+
+    /// Gets tokens with OAuth when the (streamable HTTP) upstream asks for one.
+    pub fn with_oauth(mut self, oauth: OAuthConfig) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
     /// Every value blanked out of this upstream's results and errors: [`Self::secrets`] plus
     /// the values of environment variables and headers with credential-like names
     /// ([`toolshed_outbound::secret::is_credential_name`]). Values shorter than 3 characters
@@ -187,6 +210,7 @@ impl UpstreamConfig {
             .filter(|(k, _)| is_credential_name(k))
             .map(|(_, v)| v.clone())
             .chain(self.secrets.iter().cloned())
+            .chain(self.oauth.iter().flat_map(OAuthConfig::secret_values))
             .filter(|v| v.len() >= 3)
             .collect();
         // An `Authorization: Bearer x` header also leaks as `x` alone; other values with spaces
@@ -221,6 +245,23 @@ impl UpstreamConfig {
         }
         if self.connect_timeout.is_zero() || self.call_timeout.is_zero() {
             return Err(invalid("timeouts must be greater than zero".into()));
+        }
+        if let Some(oauth) = &self.oauth {
+            let Transport::Http { headers, .. } = &self.transport else {
+                return Err(invalid(
+                    "oauth applies to streamable HTTP upstreams (url), not to stdio children"
+                        .into(),
+                ));
+            };
+            if headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(invalid(
+                    "give an Authorization header or oauth, not both".into(),
+                ));
+            }
+            oauth.validate().map_err(invalid)?;
         }
         match &self.transport {
             Transport::Stdio { command, .. } if command.trim().is_empty() => {
@@ -344,6 +385,50 @@ mod tests {
                 "abcdef".into()
             ]
         );
+    }
+
+    #[test]
+    fn oauth_is_checked_and_its_secrets_blanked_out() {
+        use crate::oauth::OAuthConfig;
+        use toolshed_outbound::secret::Secret;
+        let oauth = OAuthConfig::client_credentials("toolshed", Secret::new("client-secret-9"));
+        let c = UpstreamConfig::http("web", "https://example.com/mcp").with_oauth(oauth.clone());
+        assert!(c.validate().is_ok());
+        assert_eq!(c.redacted_values(), vec!["client-secret-9".to_string()]);
+        let text = format!("{c:?}");
+        assert!(
+            text.contains("toolshed") && !text.contains("client-secret-9"),
+            "{text}"
+        );
+
+        let e = UpstreamConfig::stdio("kid", "server", Vec::<String>::new())
+            .with_oauth(oauth.clone())
+            .validate()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("oauth applies to streamable HTTP"),
+            "{e}"
+        );
+        let e = UpstreamConfig::new(
+            "web",
+            Transport::Http {
+                url: "https://example.com/mcp".into(),
+                headers: vec![("authorization".into(), "Bearer x".into())],
+            },
+        )
+        .with_oauth(oauth)
+        .validate()
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("Authorization header or oauth"),
+            "{e}"
+        );
+        // The OAuth settings' own checks name the field.
+        let e = UpstreamConfig::http("web", "https://example.com/mcp")
+            .with_oauth(OAuthConfig::authorization_code().with_scopes([""]))
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("oauth.scopes"), "{e}");
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! `server/discover` lifecycle, preferring
 //! 2026-07-28; in that mode `tools/list_changed` arrives through a `subscriptions/listen`
 //! stream, which Toolshed opens when the server advertises `tools.listChanged`. Revisions
-//! outside the range are refused with [`McpSourceError::UnsupportedProtocol`]. Notifications
+//! outside the range are refused with [`McpSourceError::UnsupportedProtocol`], except 2025-03-26
+//! for an upstream configured with [`UpstreamConfig::accept_2025_03_26`]. Notifications
 //! (logging, progress...) sent before the `initialize` answer are tolerated by rmcp.
 //!
 //! # Children
@@ -67,6 +68,9 @@ pub(crate) struct SourceClient {
     pub(crate) notices: Option<toolshed_core::notices::Notices>,
     /// The calls in flight, whose client gets the upstream's requests.
     pub(crate) calls: std::sync::Arc<crate::relay::CallsInFlight>,
+    /// The upstream's OAuth state (streamable HTTP with `oauth` configured), kept across
+    /// reconnects.
+    pub(crate) oauth: Option<std::sync::Arc<crate::oauth::Authorizer>>,
 }
 
 /// Progress tokens of calls in flight and where their reports go. rmcp gives every request a
@@ -333,7 +337,8 @@ pub(crate) async fn connect_once(
         }
         Err(AttemptError::Fatal(e)) => return Err(e),
     };
-    if !protocol_supported(conn.protocol.as_str()) {
+    let legacy_accepted = cfg.accept_2025_03_26 && conn.protocol == ProtocolVersion::V_2025_03_26;
+    if !protocol_supported(conn.protocol.as_str()) && !legacy_accepted {
         let version = conn.protocol.to_string();
         let mut running = conn.running;
         let _ = running.close_with_timeout(SHUTDOWN_GRACE).await;
@@ -542,13 +547,26 @@ async fn attempt_http(
         })?;
     let config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(header_map(name, headers)?);
-    let transport = StreamableHttpClientTransport::with_client(http, config);
-    match tokio::time::timeout_at(
-        deadline,
-        serve_client_with_lifecycle(client, transport, mode),
-    )
-    .await
-    {
+    let handshake = match client.oauth.clone() {
+        Some(auth) => {
+            let http = crate::oauth::OAuthHttp { inner: http, auth };
+            let transport = StreamableHttpClientTransport::with_client(http, config);
+            tokio::time::timeout_at(
+                deadline,
+                serve_client_with_lifecycle(client, transport, mode),
+            )
+            .await
+        }
+        None => {
+            let transport = StreamableHttpClientTransport::with_client(http, config);
+            tokio::time::timeout_at(
+                deadline,
+                serve_client_with_lifecycle(client, transport, mode),
+            )
+            .await
+        }
+    };
+    match handshake {
         Ok(Ok(running)) => Ok(running),
         Ok(Err(e)) => Err(classify_init_error(name, e, "")),
         Err(_) => Err(timeout_error(cfg, String::new()).into()),

@@ -19,6 +19,8 @@
 //! - `relay`: the upstream's requests during a call (elicitation, sampling) relayed to the
 //!   client of the face that made the call.
 //! - `stderr`: a child's stderr, logged with secrets blanked out, its tail kept for errors.
+//! - [`oauth`]: OAuth for streamable HTTP upstreams that ask for a token (discovery, client
+//!   credentials, authorization code with PKCE, scope step-up).
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
 //!
@@ -44,6 +46,7 @@ pub mod entries;
 pub mod error;
 mod handler;
 pub mod mapping;
+pub mod oauth;
 mod relay;
 mod stderr;
 pub mod supervisor;
@@ -51,4 +54,5 @@ pub mod upstream;
 
 pub use config::{Transport, UpstreamConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT};
 pub use error::McpSourceError;
+pub use oauth::{OAuthConfig, OAuthGrant, OAuthSpec};
 pub use upstream::{Upstream, MAX_PROTOCOL_VERSION, MIN_PROTOCOL_VERSION};

@@ -138,6 +138,7 @@ async fn reconnect(
             progress: shared.progress.clone(),
             notices: shared.cfg.notices.clone(),
             calls: shared.calls.clone(),
+            oauth: shared.oauth.clone(),
         };
         let attempt = tokio::select! {
             r = connect_once(&shared.cfg, client) => r,

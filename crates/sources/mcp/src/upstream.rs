@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) calls: Arc<crate::relay::CallsInFlight>,
     /// Sessions' subscriptions to the upstream's resources, counted per URI.
     pub(crate) subscriptions: crate::entries::Subscriptions,
+    /// The OAuth state, shared by the reconnects ([`crate::oauth`]).
+    pub(crate) oauth: Option<Arc<crate::oauth::Authorizer>>,
 }
 
 /// Where the session stands; watched by calls waiting for a session.
@@ -110,12 +112,20 @@ impl Upstream {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let progress = crate::connect::ProgressRoutes::default();
         let calls = Arc::new(crate::relay::CallsInFlight::default());
+        let oauth = match (&cfg.oauth, &cfg.transport) {
+            (Some(oauth), crate::config::Transport::Http { url, .. }) => {
+                crate::oauth::Authorizer::new(&cfg.name, url, oauth.clone(), cfg.allow_private)
+                    .map(Arc::new)
+            }
+            _ => None,
+        };
         let client = SourceClient {
             name: cfg.name.clone(),
             events: events_tx.clone(),
             progress: progress.clone(),
             notices: cfg.notices.clone(),
             calls: calls.clone(),
+            oauth: oauth.clone(),
         };
         let conn = connect_once(&cfg, client).await?;
         let (shutdown, _) = watch::channel(false);
@@ -136,6 +146,7 @@ impl Upstream {
             progress,
             calls,
             subscriptions: Default::default(),
+            oauth,
         });
         let session = publish(&shared, &conn, 1);
         tokio::spawn(supervise(shared.clone(), conn, session));

@@ -2,6 +2,7 @@
 
 mod common;
 mod http_upstream;
+mod oauth;
 mod protocol_versions;
 mod redirects;
 mod reference_servers;

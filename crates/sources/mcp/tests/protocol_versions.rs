@@ -1,5 +1,6 @@
 //! Protocol revisions: an upstream capped at 2025-06-18 negotiates it (stdio and streamable
-//! HTTP); one capped at 2025-03-26 is refused with `UnsupportedProtocol`; a 2026-07-28-only
+//! HTTP); one capped at 2025-03-26 is refused with `UnsupportedProtocol` unless configured with
+//! `accept_2025_03_26`; a 2026-07-28-only
 //! upstream is reached through `server/discover` over both transports, whether it refuses
 //! `initialize` as "unsupported protocol version" (-32022) or as "method not found" (-32601).
 
@@ -101,6 +102,18 @@ async fn capped_at_2025_03_26_is_refused_over_http() {
         .await
         .unwrap_err();
     assert_refused_2025_03_26(e);
+}
+
+/// An upstream configured with `accept_2025_03_26` may negotiate that revision.
+#[tokio::test]
+async fn capped_at_2025_03_26_is_accepted_when_configured() {
+    let server = HttpServer::start(&["--max-version", "2025-03-26"]).await;
+    let up = Upstream::connect(http("old", &server.url).with_accept_2025_03_26(true))
+        .await
+        .unwrap();
+    assert_eq!(up.protocol_version().as_deref(), Some("2025-03-26"));
+    works(&up, "old").await;
+    up.shutdown().await;
 }
 
 #[tokio::test]

@@ -1,0 +1,294 @@
+//! OAuth for a streamable HTTP upstream, against an in-process MCP server that wants a bearer
+//! token (`401` with a `resource_metadata` challenge; `tools/call` needs the `write` scope, a
+//! `403 insufficient_scope` otherwise) and its authorization server: client credentials and the
+//! authorization-code flow with PKCE, each stepping up to the wider scope once; a refused
+//! client secret that the authorization server echoes stays out of the error.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Form, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use toolshed_mcp_source::oauth::{FollowRedirects, OAuthConfig};
+use toolshed_mcp_source::{Upstream, UpstreamConfig};
+use toolshed_outbound::secret::Secret;
+
+const CLIENT_ID: &str = "toolshed";
+const CLIENT_SECRET: &str = "s3cret-client-value";
+
+#[derive(Default)]
+struct Seen {
+    /// Token requests: grant type, requested scope, resource, Basic authentication used.
+    token_requests: Vec<(String, String, String, bool)>,
+    /// Issued tokens and their scopes.
+    tokens: HashMap<String, Vec<String>>,
+    /// The PKCE challenge of the last authorization request.
+    challenge: Option<String>,
+    pkce_verified: usize,
+}
+
+#[derive(Clone)]
+struct Server {
+    base: String,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Server {
+    fn prm(&self) -> String {
+        format!("{}/.well-known/oauth-protected-resource/mcp", self.base)
+    }
+}
+
+async fn prm(State(s): State<Server>) -> Json<Value> {
+    Json(json!({"resource": format!("{}/mcp", s.base), "authorization_servers": [s.base]}))
+}
+
+async fn as_metadata(State(s): State<Server>) -> Json<Value> {
+    let b = &s.base;
+    Json(json!({
+        "issuer": b,
+        "authorization_endpoint": format!("{b}/authorize"),
+        "token_endpoint": format!("{b}/token"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "client_credentials"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+    }))
+}
+
+async fn authorize(State(s): State<Server>, Query(q): Query<HashMap<String, String>>) -> Response {
+    assert_eq!(
+        q.get("code_challenge_method").map(String::as_str),
+        Some("S256")
+    );
+    s.seen.lock().unwrap().challenge = q.get("code_challenge").cloned();
+    let scope = q.get("scope").cloned().unwrap_or_default();
+    let back = format!(
+        "{}?code={}&state={}",
+        q["redirect_uri"],
+        scope.replace(' ', "."),
+        q["state"]
+    );
+    Redirect::to(&back).into_response()
+}
+
+fn s256(verifier: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier))
+}
+
+async fn token(
+    State(s): State<Server>,
+    headers: HeaderMap,
+    Form(f): Form<HashMap<String, String>>,
+) -> Response {
+    use base64::Engine;
+    let basic = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .map(|b| String::from_utf8_lossy(&b).to_string());
+    let mut seen = s.seen.lock().unwrap();
+    let grant = f.get("grant_type").cloned().unwrap_or_default();
+    let scope = match grant.as_str() {
+        "authorization_code" => f.get("code").cloned().unwrap_or_default().replace('.', " "),
+        _ => f.get("scope").cloned().unwrap_or_default(),
+    };
+    seen.token_requests.push((
+        grant.clone(),
+        scope.clone(),
+        f.get("resource").cloned().unwrap_or_default(),
+        basic.is_some(),
+    ));
+    let expected = format!("{CLIENT_ID}:{CLIENT_SECRET}");
+    if basic.as_deref() != Some(expected.as_str()) {
+        // Echoes what the client sent, as careless servers do.
+        let sent = basic.unwrap_or_default();
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "invalid_client", "error_description": format!("bad client credentials {sent}")})),
+        )
+            .into_response();
+    }
+    if grant == "authorization_code" {
+        let verifier = f.get("code_verifier").cloned().unwrap_or_default();
+        assert_eq!(seen.challenge.as_deref(), Some(s256(&verifier).as_str()));
+        seen.pkce_verified += 1;
+    }
+    let token = format!("tok-{}", seen.tokens.len() + 1);
+    let scopes: Vec<String> = scope.split_whitespace().map(str::to_string).collect();
+    seen.tokens.insert(token.clone(), scopes);
+    Json(json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": scope}))
+        .into_response()
+}
+
+/// A minimal stateless MCP server: JSON answers, no SSE.
+async fn mcp(State(s): State<Server>, headers: HeaderMap, Json(msg): Json<Value>) -> Response {
+    let challenge = |status: StatusCode, value: String| {
+        (status, [("www-authenticate", value)], "").into_response()
+    };
+    let method = msg["method"].as_str().unwrap_or_default().to_string();
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let scopes = token.and_then(|t| s.seen.lock().unwrap().tokens.get(&t).cloned());
+    let Some(scopes) = scopes else {
+        return challenge(
+            StatusCode::UNAUTHORIZED,
+            format!(r#"Bearer resource_metadata="{}", scope="read""#, s.prm()),
+        );
+    };
+    if method == "tools/call" && !scopes.iter().any(|s| s == "write") {
+        return challenge(
+            StatusCode::FORBIDDEN,
+            format!(
+                r#"Bearer error="insufficient_scope", scope="read write", resource_metadata="{}""#,
+                s.prm()
+            ),
+        );
+    }
+    let Some(id) = msg.get("id").cloned() else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let result = match method.as_str() {
+        "initialize" => json!({
+            "protocolVersion": msg["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "oauth-test", "version": "1"},
+        }),
+        "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+        "tools/call" => json!({"content": [{"type": "text", "text": scopes.join(" ")}]}),
+        _ => json!({}),
+    };
+    Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+}
+
+async fn start() -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server {
+        base: format!("http://{}", listener.local_addr().unwrap()),
+        seen: Default::default(),
+    };
+    let app = Router::new()
+        .route("/.well-known/oauth-protected-resource/mcp", get(prm))
+        .route("/.well-known/oauth-authorization-server", get(as_metadata))
+        .route("/authorize", get(authorize))
+        .route("/token", post(token))
+        .route(
+            "/mcp",
+            post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+        )
+        .with_state(server.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    server
+}
+
+fn config(server: &Server, oauth: OAuthConfig) -> UpstreamConfig {
+    UpstreamConfig::http("guarded", format!("{}/mcp", server.base))
+        .with_allow_private(true)
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_call_timeout(Duration::from_secs(10))
+        .with_oauth(oauth)
+}
+
+/// Lists and calls `whoami`, which answers the scopes of the token it got.
+async fn list_and_call(up: &Upstream) -> Value {
+    let tools = up.tools().await.unwrap();
+    common::call(common::tool(&tools, "guarded.whoami"), json!({}))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn client_credentials_then_a_step_up_to_the_wider_scope() {
+    let server = start().await;
+    let oauth = OAuthConfig::client_credentials(CLIENT_ID, Secret::new(CLIENT_SECRET));
+    let up = Upstream::connect(config(&server, oauth)).await.unwrap();
+    assert_eq!(list_and_call(&up).await, json!("read write"));
+    // A second call reuses the wider token.
+    assert_eq!(list_and_call(&up).await, json!("read write"));
+    up.shutdown().await;
+
+    let seen = server.seen.lock().unwrap();
+    let resource = format!("{}/mcp", server.base);
+    assert_eq!(
+        seen.token_requests,
+        vec![
+            // The challenge's scope first, then the union the 403 asked for.
+            (
+                "client_credentials".into(),
+                "read".into(),
+                resource.clone(),
+                true
+            ),
+            (
+                "client_credentials".into(),
+                "read write".into(),
+                resource,
+                true
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn authorization_code_with_pkce_and_a_step_up() {
+    let server = start().await;
+    let oauth = OAuthConfig::authorization_code()
+        .with_client(CLIENT_ID, Some(Secret::new(CLIENT_SECRET)))
+        .with_agent(Arc::new(FollowRedirects::new(true)));
+    let up = Upstream::connect(config(&server, oauth)).await.unwrap();
+    assert_eq!(list_and_call(&up).await, json!("read write"));
+    up.shutdown().await;
+
+    let seen = server.seen.lock().unwrap();
+    assert_eq!(seen.pkce_verified, 2);
+    let asked: Vec<&str> = seen
+        .token_requests
+        .iter()
+        .map(|(grant, scope, _, basic)| {
+            assert_eq!(grant, "authorization_code");
+            assert!(basic);
+            scope.as_str()
+        })
+        .collect();
+    assert_eq!(asked, ["read", "read write"]);
+}
+
+#[tokio::test]
+async fn a_refused_secret_stays_out_of_the_error() {
+    let server = start().await;
+    let wrong = "wrong-secret-value-77";
+    let oauth = OAuthConfig::client_credentials(CLIENT_ID, Secret::new(wrong));
+    let e = Upstream::connect(config(&server, oauth))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("client_credentials") && e.contains("guarded") && e.contains("invalid_client"),
+        "{e}"
+    );
+    assert!(!e.contains(wrong), "{e}");
+}
+
+#[tokio::test]
+async fn authorization_code_without_an_agent_says_what_is_missing() {
+    let server = start().await;
+    let oauth = OAuthConfig::authorization_code().with_client(CLIENT_ID, None);
+    let e = Upstream::connect(config(&server, oauth))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no authorization agent is configured"), "{e}");
+}
