@@ -589,6 +589,12 @@ pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
     if let Some(ms) = s.call_timeout_ms {
         cfg = cfg.with_call_timeout(Duration::from_millis(ms));
     }
+    if let Some(o) = &s.oauth {
+        let oauth = o
+            .resolve(s.allow_private)
+            .map_err(|e| SourcesError::invalid(name, e))?;
+        cfg = cfg.with_oauth(oauth);
+    }
     Ok(cfg)
 }
 

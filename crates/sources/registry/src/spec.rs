@@ -156,6 +156,10 @@ pub struct McpSpec {
     pub call_timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideSpec>,
+    /// OAuth for a streamable HTTP upstream that asks for a token (secret fields accept
+    /// `env:NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<toolshed_mcp_source::OAuthSpec>,
 }
 
 /// Credentials; secret fields accept `env:NAME`.
@@ -682,6 +686,39 @@ mod tests {
             "kind": "openapi", "name": "x", "spec": "a", "colour": "blue"
         }));
         assert!(bad.unwrap_err().to_string().contains("colour"));
+    }
+
+    #[test]
+    fn an_mcp_sources_oauth_is_read_and_checked_with_the_field_named() {
+        let spec = |oauth: serde_json::Value| -> McpSpec {
+            serde_json::from_value(serde_json::json!({
+                "name": "tracker", "url": "https://mcp.example.com/mcp", "oauth": oauth
+            }))
+            .unwrap()
+        };
+        std::env::set_var("TRACKER_TEST_SECRET", "s3cret");
+        let ok = spec(serde_json::json!({
+            "grant": "client_credentials", "client_id": "toolshed",
+            "client_secret": "env:TRACKER_TEST_SECRET", "scopes": ["issues:read"]
+        }));
+        let cfg = crate::load::upstream_config(&ok).unwrap();
+        assert!(cfg.oauth.is_some());
+        assert!(
+            !format!("{cfg:?}").contains("s3cret"),
+            "the secret stays out of Debug"
+        );
+        let missing = spec(serde_json::json!({"grant": "client_credentials"}));
+        let e = crate::load::upstream_config(&missing)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tracker") && e.contains("oauth.client_id"),
+            "{e}"
+        );
+        let unknown = serde_json::from_value::<McpSpec>(serde_json::json!({
+            "name": "t", "url": "https://x/mcp", "oauth": {"grant": "password"}
+        }));
+        assert!(unknown.unwrap_err().to_string().contains("password"));
     }
 
     #[test]

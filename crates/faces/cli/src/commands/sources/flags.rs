@@ -474,6 +474,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
                 connect_timeout_ms: *connect_timeout_ms,
                 call_timeout_ms: *call_timeout_ms,
                 overrides: common.overrides(),
+                oauth: None,
             };
             (SourceSpec::Mcp(s), common)
         }
