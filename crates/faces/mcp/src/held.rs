@@ -9,7 +9,7 @@
 //! or altered into another call's, it is bound to the principal that made the call (another
 //! principal's retry is refused as if the state were unknown) and it expires after
 //! [`HOLD_FOR`] (the call is then cancelled, and the upstream hears so). A process holds at most
-//! [`MAX_HELD`] calls.
+//! [`MAX_HELD`] calls, and [`MAX_HELD_PER_PRINCIPAL`] of one principal.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +27,8 @@ use toolshed_core::{ClientChannel, ToolError};
 pub(crate) const HOLD_FOR: Duration = Duration::from_secs(600);
 /// Most calls held at once.
 pub(crate) const MAX_HELD: usize = 1000;
+/// Most calls one principal may have held at once.
+pub(crate) const MAX_HELD_PER_PRINCIPAL: usize = 32;
 
 /// One question of the upstream, waiting for the client.
 pub(crate) struct Question {
@@ -229,6 +231,18 @@ impl HeldCalls {
                 None,
             ));
         }
+        let theirs = calls
+            .values()
+            .filter(|h| h.principal == held.principal)
+            .count();
+        if theirs >= MAX_HELD_PER_PRINCIPAL {
+            return Err(McpError::invalid_request(
+                format!(
+                    "{MAX_HELD_PER_PRINCIPAL} of your calls already wait for your input: answer or abandon them first"
+                ),
+                None,
+            ));
+        }
         calls.insert(state, held);
         Ok(CallToolResponse::InputRequired(result))
     }
@@ -311,6 +325,36 @@ mod tests {
             serde_json::to_value(&r).unwrap()["content"][0]["text"],
             "\"Ada\" 36"
         );
+    }
+
+    #[tokio::test]
+    async fn one_principal_cannot_hold_more_than_its_share() {
+        let held = HeldCalls::default();
+        let ask = || {
+            let (client, questions) = client(caps());
+            let task = tokio::spawn(async move {
+                let q = json!({"mode": "form", "message": "?", "requestedSchema": {"type": "object", "properties": {}}});
+                client
+                    .request("elicitation/create", q)
+                    .await
+                    .map_err(|e| McpError::internal_error(e.message, None))?;
+                Ok(CallToolResponse::Complete(
+                    rmcp::model::CallToolResult::success(vec![]),
+                ))
+            });
+            (questions, task)
+        };
+        for _ in 0..MAX_HELD_PER_PRINCIPAL {
+            let (q, t) = ask();
+            let r = held.start(Arc::from("greedy"), q, t).await.unwrap();
+            assert!(matches!(r, CallToolResponse::InputRequired(_)));
+        }
+        let (q, t) = ask();
+        let e = held.start(Arc::from("greedy"), q, t).await.unwrap_err();
+        assert!(e.message.contains("of your calls already wait"), "{e:?}");
+        // Someone else still may.
+        let (q, t) = ask();
+        assert!(held.start(Arc::from("other"), q, t).await.is_ok());
     }
 
     #[tokio::test]
