@@ -12,7 +12,6 @@
 //! [`MAX_HELD`] calls, and [`MAX_HELD_PER_PRINCIPAL`] of one principal.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -107,14 +106,19 @@ impl ClientChannel for HoldingClient {
     }
 }
 
-/// A new client for a held call, and the receiving end of its questions.
+/// A new client for a held call of `principal`, and the receiving end of its questions. A
+/// 2026-07-28 client has no session, so the principal is the client: its held calls share one
+/// client id (an upstream's question may go to any of them, never to another principal's).
 pub(crate) fn client(
+    principal: &str,
     capabilities: Option<rmcp::model::ClientCapabilities>,
 ) -> (Arc<dyn ClientChannel>, mpsc::Receiver<Question>) {
-    static NEXT: AtomicU64 = AtomicU64::new(1 << 62);
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ("held", principal).hash(&mut h);
     let (tx, rx) = mpsc::channel(1);
     let client = HoldingClient {
-        id: NEXT.fetch_add(1, Ordering::Relaxed),
+        id: h.finish() | (1 << 63),
         capabilities,
         questions: tx,
     };
@@ -277,7 +281,7 @@ mod tests {
     #[tokio::test]
     async fn a_question_is_held_and_answered_by_the_retry_of_the_same_principal() {
         let held = HeldCalls::default();
-        let (client, questions) = client(caps());
+        let (client, questions) = client("alice", caps());
         assert!(client.supports("elicitation"));
         let call = tokio::spawn(async move {
             let ask = |m: &str| json!({"mode": "form", "message": m, "requestedSchema": {"type": "object", "properties": {}}});
@@ -331,7 +335,7 @@ mod tests {
     async fn one_principal_cannot_hold_more_than_its_share() {
         let held = HeldCalls::default();
         let ask = || {
-            let (client, questions) = client(caps());
+            let (client, questions) = client("alice", caps());
             let task = tokio::spawn(async move {
                 let q = json!({"mode": "form", "message": "?", "requestedSchema": {"type": "object", "properties": {}}});
                 client
@@ -360,7 +364,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_without_questions_answers_directly() {
         let held = HeldCalls::default();
-        let (_client, questions) = client(None);
+        let (_client, questions) = client("a", None);
         let task = tokio::spawn(async {
             Ok(CallToolResponse::Complete(
                 rmcp::model::CallToolResult::success(vec![]),

@@ -234,7 +234,7 @@ impl ToolshedMcp {
         call: HeldCall,
         capabilities: Option<rmcp::model::ClientCapabilities>,
     ) -> Result<CallToolResponse, McpError> {
-        let (client, questions) = held::client(capabilities);
+        let (client, questions) = held::client(&call.caller.principal, capabilities);
         let principal = call.caller.principal.clone();
         let this = self.clone();
         let task = tokio::spawn(async move {

@@ -255,6 +255,8 @@ struct EntryHandler {
 impl ToolHandler for EntryHandler {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
         let secrets = self.upstream.secrets();
+        // A request of the upstream meanwhile cannot be told apart from another call's.
+        let _in_flight = crate::relay::enter_opaque(&self.upstream.shared().calls);
         let outcome = self.read(&ctx, args, &secrets).await;
         redact_outcome(outcome, &secrets)
     }
@@ -264,6 +266,7 @@ impl ToolHandler for EntryHandler {
     /// URI, however many sessions subscribe ([`Subscriptions`]).
     async fn entry_op(&self, ctx: ToolContext, op: EntryOp) -> Result<Value, ToolError> {
         let secrets = self.upstream.secrets();
+        let _in_flight = crate::relay::enter_opaque(&self.upstream.shared().calls);
         let outcome = match op {
             EntryOp::Complete { argument, context } => self.complete(&ctx, argument, context).await,
             EntryOp::Subscribe { uri } => self.subscription(&ctx, uri, true).await,

@@ -68,6 +68,23 @@ pub(crate) fn enter(calls: &Arc<CallsInFlight>, ctx: &ToolContext) -> Registered
     }
 }
 
+/// Registers a request of no relaying client (a read, a completion, a subscription) as in
+/// flight, so that a request of the upstream meanwhile is not taken for another call's.
+pub(crate) fn enter_opaque(calls: &Arc<CallsInFlight>) -> Registered {
+    let id = calls.next.fetch_add(1, Ordering::Relaxed);
+    crate::upstream::lock(&calls.calls).push(InFlight {
+        id,
+        client: None,
+        engine: None,
+        timeout: Duration::ZERO,
+        asking: Arc::default(),
+    });
+    Registered {
+        calls: calls.clone(),
+        id,
+    }
+}
+
 /// A server-to-client request: its MCP method and the capability the client must have.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Asked {
@@ -75,42 +92,36 @@ pub(crate) struct Asked {
     pub(crate) capability: &'static str,
 }
 
-/// The call a request belongs to: every call in flight when they all came from one client,
-/// or the only one. A call whose client is answering a request of the upstream now is blocked
-/// on that answer and asks nothing else, so it is left out (unless every call is).
+/// The call a request belongs to: a call in flight when every call in flight came from one
+/// client (one session, or one principal's stateless calls), or the only one. Among them, a
+/// call whose client is answering a request of the upstream now is blocked on that answer, so
+/// another of the same client's calls is preferred. Calls of two clients make any request
+/// ambiguous: it is refused, whichever of them is answering.
 fn route(calls: &CallsInFlight, asked: Asked) -> Result<InFlight, String> {
     let calls = crate::upstream::lock(&calls.calls);
-    let free: Vec<&InFlight> = calls
-        .iter()
-        .filter(|c| c.asking.load(Ordering::Relaxed) == 0)
-        .collect();
-    let candidates = if free.is_empty() {
-        calls.iter().collect()
-    } else {
-        free
-    };
-    let Some(first) = candidates.first() else {
+    let Some(first) = calls.first() else {
         return Err(format!(
             "{} arrived while no call was in flight; Toolshed relays it only during a tool call",
             asked.method
         ));
     };
     let one_client = match &first.client {
-        Some(client) => candidates.iter().all(|c| {
+        Some(client) => calls.iter().all(|c| {
             c.client
                 .as_ref()
                 .is_some_and(|o| o.client_id() == client.client_id())
         }),
-        None => candidates.len() == 1,
+        None => calls.len() == 1,
     };
     if !one_client {
         return Err(format!(
-            "{} calls of different clients are in flight, and MCP does not say which one {} belongs to",
-            candidates.len(),
+            "{} calls of different clients (or reads of other sessions) are in flight, and MCP does not say which one {} belongs to",
+            calls.len(),
             asked.method
         ));
     }
-    Ok((*first).clone())
+    let free = calls.iter().find(|c| c.asking.load(Ordering::Relaxed) == 0);
+    Ok(free.unwrap_or(first).clone())
 }
 
 /// Counts one request a call's client is answering, until dropped.
@@ -140,8 +151,17 @@ pub(crate) async fn relay(
         )
     };
     let call = route(calls, asked).map_err(refuse)?;
-    call.asking.fetch_add(1, Ordering::Relaxed);
+    let already = call.asking.fetch_add(1, Ordering::Relaxed);
     let _asking = Asking(call.asking.clone());
+    let stored = !call
+        .client
+        .as_ref()
+        .is_some_and(|c| c.supports(asked.capability));
+    if stored && already > 0 {
+        return Err(refuse(
+            "the call already waits for a person's answer to an earlier question".into(),
+        ));
+    }
     match &call.client {
         Some(client) if client.supports(asked.capability) => client
             .request(asked.method, params)
@@ -284,19 +304,59 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_call_waiting_for_its_clients_answer_does_not_make_the_next_request_ambiguous() {
-        let calls = Arc::new(CallsInFlight::default());
-        let _held = enter(&calls, &ctx(Some(Arc::new(Silent))));
-        let first = {
+    /// Another call of the client `Silent` belongs to (id 99), which answers.
+    struct SameAsSilent;
+
+    #[async_trait::async_trait]
+    impl ClientChannel for SameAsSilent {
+        fn client_id(&self) -> u64 {
+            99
+        }
+        fn supports(&self, _: &str) -> bool {
+            true
+        }
+        async fn request(&self, _: &str, _: Value) -> Result<Value, ToolError> {
+            Ok(serde_json::json!({"by": "the free call"}))
+        }
+    }
+
+    /// A call of `Silent` answering a request of the upstream (forever).
+    async fn answering(calls: &Arc<CallsInFlight>) -> (Registered, tokio::task::JoinHandle<()>) {
+        let held = enter(calls, &ctx(Some(Arc::new(Silent))));
+        let task = {
             let calls = calls.clone();
-            tokio::spawn(async move { relay(&calls, "up", ELICIT, Value::Null).await })
+            tokio::spawn(async move {
+                let _ = relay(&calls, "up", ELICIT, Value::Null).await;
+            })
         };
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let _b = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        (held, task)
+    }
+
+    #[tokio::test]
+    async fn a_call_waiting_for_its_clients_answer_leaves_the_next_request_to_its_other_call() {
+        let calls = Arc::new(CallsInFlight::default());
+        let (_held, task) = answering(&calls).await;
+        let _other = enter(&calls, &ctx(Some(Arc::new(SameAsSilent))));
         let v = relay(&calls, "up", ELICIT, Value::Null).await.unwrap();
-        assert_eq!(v["by"], "alice");
-        first.abort();
+        assert_eq!(v["by"], "the free call");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn while_one_client_answers_another_clients_call_is_never_asked() {
+        let calls = Arc::new(CallsInFlight::default());
+        let (_held, task) = answering(&calls).await;
+        let _bob = enter(&calls, &ctx(Some(Arc::new(Client("robert")))));
+        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        assert!(e.message.contains("different clients"), "{e:?}");
+        // A read in flight (no client) makes a request just as ambiguous.
+        task.abort();
+        let calls = Arc::new(CallsInFlight::default());
+        let _alice = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let _read = enter_opaque(&calls);
+        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        assert!(e.message.contains("different clients"), "{e:?}");
     }
 
     #[tokio::test]
