@@ -228,7 +228,11 @@ struct Prepared {
 /// The caller's rule for the call; `deny` refuses it. Saved code (custom tools) is gated call
 /// by call inside: the default does not ask to confirm the whole as well, an explicit rule
 /// still applies.
-fn call_rule(caller: &Caller, path: &str, def: &ToolDef) -> Result<CallRule, EngineError> {
+pub(crate) fn call_rule(
+    caller: &Caller,
+    path: &str,
+    def: &ToolDef,
+) -> Result<CallRule, EngineError> {
     let rule = if def
         .origin
         .starts_with(crate::executions::listing::SCRIPT_ORIGIN)

@@ -164,13 +164,46 @@ impl Engine {
 
     /// An operation on a resource or prompt entry the caller may see, other than reading it
     /// ([`EntryOp`]: completing an argument, subscribing to changes), under the entry's call
-    /// timeout. An entry outside the caller's view answers like one that does not exist.
+    /// timeout. It takes the steps of a call that apply: the rate limit, the caller's view (an
+    /// entry outside it answers like one that does not exist), the call rules (`deny` refuses;
+    /// `confirm` refuses too, as an operation cannot wait for approval) and the audit log.
     pub async fn entry_op(
         &self,
         caller: &Caller,
         path: &str,
         op: EntryOp,
     ) -> Result<Value, EngineError> {
+        let started = std::time::Instant::now();
+        let name = op.name();
+        let result = self.entry_op_steps(caller, path, op).await;
+        let (outcome, error) = match &result {
+            Ok(_) => ("ok", None),
+            Err(e) => (e.code(), Some(e.to_string())),
+        };
+        self.inner.audit.record(toolshed_store::AuditEntry {
+            id: uuid::Uuid::now_v7().to_string(),
+            ts: now_ms(),
+            principal: caller.principal.to_string(),
+            face: caller.face.as_str().to_string(),
+            path: crate::audit::truncated(path, crate::audit::MAX_PATH_BYTES),
+            execution_id: None,
+            args: crate::audit::audit_args(&json!({"operation": name})),
+            outcome: outcome.to_string(),
+            error,
+            duration_us: started.elapsed().as_micros() as i64,
+        });
+        result
+    }
+
+    async fn entry_op_steps(
+        &self,
+        caller: &Caller,
+        path: &str,
+        op: EntryOp,
+    ) -> Result<Value, EngineError> {
+        self.inner
+            .rates
+            .check(&caller.principal, crate::rate::RateKind::Calls)?;
         let entry = self.resolve(caller, path)?;
         let def = &entry.tool.def;
         if def.kind == toolshed_core::EntryKind::Tool {
@@ -178,6 +211,15 @@ impl Engine {
                 path: path.to_string(),
                 error: Box::new(ToolError::invalid(format!(
                     "{} applies to resources and prompts, and '{path}' is a tool",
+                    op.name()
+                ))),
+            });
+        }
+        if crate::invoke::call_rule(caller, path, def)? == toolshed_core::CallRule::Confirm {
+            return Err(EngineError::Tool {
+                path: path.to_string(),
+                error: Box::new(ToolError::conflict(format!(
+                    "'{path}' needs approval, and {} cannot wait for one",
                     op.name()
                 ))),
             });

@@ -811,6 +811,7 @@ patterns = ["*"]
 [[roles]]
 id = "some"
 patterns = ["fx.static_text", "fx.watched_resource", "fx.template", "fx.test_*"]
+deny = ["fx.template"]
 [[principals]]
 id = "admin"
 roles = ["all"]
@@ -903,6 +904,22 @@ api_keys = ["k-bob"]
         ))
         .await
         .is_err());
+    // A denied template: seen, but neither completed nor subscribed to.
+    let e = bob
+        .complete(complete(json!({
+            "ref": {"type": "ref/resource", "uri": "test://template/{id}/data"},
+            "argument": {"name": "id", "value": "1"}
+        })))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("denied"), "{e}");
+    let e = bob
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "test://template/1/data",
+        ))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("denied"), "{e}");
     let _ = admin.cancel().await;
     let _ = bob.cancel().await;
 }

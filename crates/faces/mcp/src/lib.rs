@@ -389,6 +389,7 @@ impl ServerHandler for ToolshedMcp {
                 if now != seen {
                     seen = now;
                     if peer.notify_tool_list_changed().await.is_err() {
+                        subscriptions::end_all(&engine, &subscriptions).await;
                         break;
                     }
                 }

@@ -18,6 +18,9 @@ use serde_json::Value;
 use toolshed_core::{EntryKind, EntryOp, VirtualServer};
 use toolshed_engine::{Caller, Engine, EngineError};
 
+/// Most subscriptions of one session.
+pub(crate) const MAX_PER_SESSION: usize = 256;
+
 /// A session's subscriptions: URI → the entry's path, and the caller who subscribed.
 pub(crate) type SessionSubscriptions = Arc<Mutex<HashMap<String, (String, Caller)>>>;
 
@@ -54,6 +57,24 @@ pub(crate) async fn subscribe(
 ) -> Result<(), McpError> {
     if lock(subs).contains_key(uri) {
         return Ok(());
+    }
+    if uri.len() > toolshed_core::notices::MAX_URI_BYTES {
+        return Err(McpError::invalid_params(
+            format!(
+                "the URI is {} bytes; Toolshed relays updates of URIs up to {} bytes",
+                uri.len(),
+                toolshed_core::notices::MAX_URI_BYTES
+            ),
+            None,
+        ));
+    }
+    if lock(subs).len() >= MAX_PER_SESSION {
+        return Err(McpError::invalid_params(
+            format!(
+                "this session already has {MAX_PER_SESSION} subscriptions: unsubscribe some first"
+            ),
+            None,
+        ));
     }
     let path = crate::virtual_server::resource_path(engine, caller, server, uri)?;
     let op = EntryOp::Subscribe {

@@ -247,12 +247,23 @@ impl UpstreamConfig {
             return Err(invalid("timeouts must be greater than zero".into()));
         }
         if let Some(oauth) = &self.oauth {
-            let Transport::Http { headers, .. } = &self.transport else {
+            let Transport::Http { headers, url } = &self.transport else {
                 return Err(invalid(
                     "oauth applies to streamable HTTP upstreams (url), not to stdio children"
                         .into(),
                 ));
             };
+            // The client's secret goes to whichever authorization server the upstream names:
+            // over plain http anyone on the way could name their own.
+            let plain = reqwest::Url::parse(url).is_ok_and(|u| {
+                u.scheme() == "http"
+                    && !matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"))
+            });
+            if plain {
+                return Err(invalid(format!(
+                    "oauth needs an https url (or a loopback one), got '{url}'"
+                )));
+            }
             if headers
                 .iter()
                 .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
@@ -400,6 +411,17 @@ mod tests {
             text.contains("toolshed") && !text.contains("client-secret-9"),
             "{text}"
         );
+
+        // The secret never travels over plain http, except on loopback.
+        let e = UpstreamConfig::http("web", "http://example.com/mcp")
+            .with_oauth(oauth.clone())
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("oauth needs an https url"), "{e}");
+        assert!(UpstreamConfig::http("web", "http://127.0.0.1:9/mcp")
+            .with_oauth(oauth.clone())
+            .validate()
+            .is_ok());
 
         let e = UpstreamConfig::stdio("kid", "server", Vec::<String>::new())
             .with_oauth(oauth.clone())

@@ -358,6 +358,11 @@ impl EntryHandler {
                 "upstream '{ns}' does not offer resource subscriptions"
             )));
         }
+        if session.protocol >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+            return Err(ToolError::invalid(format!(
+                "upstream '{ns}' speaks MCP 2026-07-28, whose resource updates Toolshed does not relay yet"
+            )));
+        }
         let Some(send) = shared.subscriptions.change(&uri, on) else {
             return Ok(json!({}));
         };

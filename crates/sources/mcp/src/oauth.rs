@@ -287,7 +287,7 @@ fn signing_algorithm(name: &str) -> Result<JwtSigningAlgorithm, String> {
 /// credential in Toolshed's configuration. `headless = true` lets Toolshed follow the
 /// authorization server's redirects itself ([`FollowRedirects`]): for servers that approve
 /// without a person (development servers, pre-consented clients).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthSpec {
     #[serde(default)]
@@ -310,6 +310,19 @@ pub struct OAuthSpec {
     pub client_name: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub headless: bool,
+}
+
+impl std::fmt::Debug for OAuthSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| "[REDACTED]");
+        f.debug_struct("OAuthSpec")
+            .field("grant", &self.grant)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &hidden(&self.client_secret))
+            .field("private_key", &hidden(&self.private_key))
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl OAuthSpec {

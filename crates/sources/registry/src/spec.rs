@@ -538,6 +538,10 @@ impl SourceSpec {
             SourceSpec::Mcp(s) => {
                 out.extend(s.env.values_mut());
                 out.extend(s.headers.values_mut());
+                if let Some(o) = &mut s.oauth {
+                    out.extend(o.client_secret.as_mut());
+                    out.extend(o.private_key.as_mut());
+                }
             }
         }
         out
@@ -779,6 +783,19 @@ mod tests {
             text.contains(REDACTED) && text.contains("env:G_TOKEN"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_mcp_sources_oauth_secrets_are_redacted() {
+        let s: SourceSpec = serde_json::from_value(serde_json::json!({
+            "kind": "mcp", "name": "t", "url": "https://t.example.com/mcp",
+            "oauth": {"client_id": "c", "client_secret": "literal-oauth-secret",
+                      "private_key": "-----BEGIN PRIVATE KEY-----literal"}
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&s.redacted()).unwrap();
+        assert!(!text.contains("literal"), "{text}");
+        assert!(text.contains(REDACTED), "{text}");
     }
 
     #[test]
