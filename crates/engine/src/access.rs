@@ -27,15 +27,8 @@ pub(crate) struct BoundEngine {
     pub engine: Engine,
     pub caller: Caller,
     pub execution_id: Option<Arc<str>>,
-}
-
-impl BoundEngine {
-    /// What the question names as its asker: the execution, when there is one.
-    fn asking_path(&self) -> String {
-        self.execution_id
-            .as_deref()
-            .map_or_else(|| "a call".to_string(), |e| format!("a call of {e}"))
-    }
+    /// The tool whose handler holds this (a stored question names it).
+    pub path: String,
 }
 
 /// An engine error as the tool error a composing handler sees.
@@ -77,7 +70,7 @@ impl EngineAccess for BoundEngine {
     ) -> Result<Value, ToolError> {
         let answer = self
             .engine
-            .ask_question(&self.caller, &self.asking_path(), message, schema, timeout)
+            .ask_question(&self.caller, &self.path, message, schema, timeout)
             .await
             .map_err(tool_error)?;
         let mut v = serde_json::json!({"action": answer.action});

@@ -206,6 +206,7 @@ impl Engine {
             engine: self.clone(),
             caller: inner_caller,
             execution_id: execution_id.clone(),
+            path: def.path.to_string(),
         };
         let ctx = ToolContext::new(caller.principal.clone(), def.path.clone())
             .with_engine(Some(Arc::new(access)))

@@ -16,6 +16,9 @@ use crate::{Caller, Engine, EngineError};
 /// The kind of a stored question's execution.
 pub(crate) const QUESTION_KIND: &str = "question";
 
+/// Largest form schema kept with a question; a larger one is dropped (the question stays).
+const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+
 /// How often a waiting call looks for the answer.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -40,7 +43,10 @@ impl Engine {
     ) -> Result<QuestionAnswer, EngineError> {
         let id = super::new_execution_id();
         let message: String = message.chars().take(2000).collect();
-        let wait = Wait::input(0, InputMode::Form, message.clone(), schema, None);
+        let schema = schema.filter(|v| v.to_string().len() <= MAX_SCHEMA_BYTES);
+        let mut wait = Wait::input(0, InputMode::Form, message.clone(), schema, None);
+        // The tool that asks, so that whoever answers knows which call the question is for.
+        wait.path = Some(path.to_string());
         let now = now_ms();
         let mut rec = ExecutionRecord::new_running(
             id.clone(),

@@ -8,7 +8,8 @@
 //! The state is a random 256-bit handle to the held call in this process: it cannot be forged
 //! or altered into another call's, it is bound to the principal that made the call (another
 //! principal's retry is refused as if the state were unknown) and it expires after
-//! [`HOLD_FOR`] (the call is then cancelled, and the upstream hears so). A process holds at most
+//! [`HOLD_FOR`] (the call is then cancelled within a minute, and the upstream hears so); a
+//! retry must name the same tool. A process holds at most
 //! [`MAX_HELD`] calls, and [`MAX_HELD_PER_PRINCIPAL`] of one principal.
 
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ pub(crate) struct HeldCalls {
 /// A call running in a task of its own, with its open question.
 struct Held {
     principal: Arc<str>,
+    /// The tool called: a retry must name it again.
+    tool: String,
     expires: Instant,
     questions: mpsc::Receiver<Question>,
     done: AbortOnDrop,
@@ -138,16 +141,40 @@ fn new_state() -> String {
 }
 
 impl HeldCalls {
-    /// Runs `call` for `principal`; answers its result, or the first question as
+    /// The held calls of this process, shared by every endpoint (the limits are per process).
+    pub(crate) fn of_process() -> Arc<Self> {
+        static HELD: std::sync::OnceLock<Arc<HeldCalls>> = std::sync::OnceLock::new();
+        HELD.get_or_init(|| {
+            let held = Arc::new(HeldCalls::default());
+            // Expired holds are dropped (their calls cancelled) within a minute.
+            let weak = Arc::downgrade(&held);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        let Some(held) = weak.upgrade() else { return };
+                        let now = Instant::now();
+                        lock(&held.calls).retain(|_, h| h.expires > now);
+                    }
+                });
+            }
+            held
+        })
+        .clone()
+    }
+
+    /// Runs `call` of `tool` for `principal`; answers its result, or the first question as
     /// `input_required` (the call then stays held).
     pub(crate) async fn start(
         &self,
         principal: Arc<str>,
+        tool: String,
         questions: mpsc::Receiver<Question>,
         call: tokio::task::JoinHandle<Result<CallToolResponse, McpError>>,
     ) -> Result<CallToolResponse, McpError> {
         let held = Held {
             principal,
+            tool,
             expires: Instant::now() + HOLD_FOR,
             questions,
             done: AbortOnDrop(call),
@@ -162,14 +189,15 @@ impl HeldCalls {
     pub(crate) async fn resume(
         &self,
         principal: &str,
+        tool: &str,
         state: &str,
         responses: Option<InputResponses>,
     ) -> Result<CallToolResponse, McpError> {
         let held = {
             let mut calls = lock(&self.calls);
-            let mine = calls
-                .get(state)
-                .is_some_and(|h| &*h.principal == principal && h.expires > Instant::now());
+            let mine = calls.get(state).is_some_and(|h| {
+                &*h.principal == principal && h.tool == tool && h.expires > Instant::now()
+            });
             if mine {
                 calls.remove(state)
             } else {
@@ -178,7 +206,7 @@ impl HeldCalls {
         };
         let Some(mut held) = held else {
             return Err(McpError::invalid_params(
-                "requestState is unknown, expired or not this caller's: call the tool again without it",
+                "requestState is unknown, expired, not this caller's or of another tool: call the tool again without it",
                 None,
             ));
         };
@@ -299,29 +327,40 @@ mod tests {
             ))
         });
         let first = held
-            .start(Arc::from("alice"), questions, task)
+            .start(Arc::from("alice"), "t".into(), questions, task)
             .await
             .unwrap();
         let (key, state, request) = input_required(&first);
         assert_eq!(request["method"], "elicitation/create");
         assert_eq!(request["params"]["message"], "name?");
-        // Another principal cannot take the call over, and an altered state is unknown.
-        assert!(held.resume("mallory", &state, None).await.is_err());
+        // Another principal cannot take the call over, nor a retry of another tool, and an
+        // altered state is unknown.
+        assert!(held.resume("mallory", "t", &state, None).await.is_err());
         assert!(held
-            .resume("alice", &format!("{state}x"), None)
+            .resume("alice", "other_tool", &state, None)
+            .await
+            .is_err());
+        assert!(held
+            .resume("alice", "t", &format!("{state}x"), None)
             .await
             .is_err());
         let answer: InputResponses =
             [(key, json!({"action": "accept", "content": {"v": "Ada"}}))].into();
-        let second = held.resume("alice", &state, Some(answer)).await.unwrap();
+        let second = held
+            .resume("alice", "t", &state, Some(answer))
+            .await
+            .unwrap();
         let (key, state2, request) = input_required(&second);
         assert_ne!(state, state2);
         assert_eq!(request["params"]["message"], "age?");
         // A state is used once.
-        assert!(held.resume("alice", &state, None).await.is_err());
+        assert!(held.resume("alice", "t", &state, None).await.is_err());
         let answer: InputResponses =
             [(key, json!({"action": "accept", "content": {"v": 36}}))].into();
-        let done = held.resume("alice", &state2, Some(answer)).await.unwrap();
+        let done = held
+            .resume("alice", "t", &state2, Some(answer))
+            .await
+            .unwrap();
         let CallToolResponse::Complete(r) = done else {
             panic!("{done:?}")
         };
@@ -350,15 +389,24 @@ mod tests {
         };
         for _ in 0..MAX_HELD_PER_PRINCIPAL {
             let (q, t) = ask();
-            let r = held.start(Arc::from("greedy"), q, t).await.unwrap();
+            let r = held
+                .start(Arc::from("greedy"), "t".into(), q, t)
+                .await
+                .unwrap();
             assert!(matches!(r, CallToolResponse::InputRequired(_)));
         }
         let (q, t) = ask();
-        let e = held.start(Arc::from("greedy"), q, t).await.unwrap_err();
+        let e = held
+            .start(Arc::from("greedy"), "t".into(), q, t)
+            .await
+            .unwrap_err();
         assert!(e.message.contains("of your calls already wait"), "{e:?}");
         // Someone else still may.
         let (q, t) = ask();
-        assert!(held.start(Arc::from("other"), q, t).await.is_ok());
+        assert!(held
+            .start(Arc::from("other"), "t".into(), q, t)
+            .await
+            .is_ok());
     }
 
     #[tokio::test]
@@ -370,7 +418,10 @@ mod tests {
                 rmcp::model::CallToolResult::success(vec![]),
             ))
         });
-        let r = held.start(Arc::from("a"), questions, task).await.unwrap();
+        let r = held
+            .start(Arc::from("a"), "t".into(), questions, task)
+            .await
+            .unwrap();
         assert!(matches!(r, CallToolResponse::Complete(_)));
     }
 }

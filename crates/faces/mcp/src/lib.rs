@@ -121,7 +121,7 @@ impl ToolshedMcp {
             log_level: Arc::default(),
             subscriptions: Arc::default(),
             session_id: channel::new_session_id(),
-            held: Arc::default(),
+            held: held::HeldCalls::of_process(),
         }
     }
 
@@ -236,6 +236,7 @@ impl ToolshedMcp {
     ) -> Result<CallToolResponse, McpError> {
         let (client, questions) = held::client(&call.caller.principal, capabilities);
         let principal = call.caller.principal.clone();
+        let tool = call.name.clone();
         let this = self.clone();
         let task = tokio::spawn(async move {
             let how = VirtualCall {
@@ -252,7 +253,7 @@ impl ToolshedMcp {
             }
             r
         });
-        self.held.start(principal, questions, task).await
+        self.held.start(principal, tool, questions, task).await
     }
 }
 
@@ -449,7 +450,7 @@ impl ServerHandler for ToolshedMcp {
             if let Some(state) = request.request_state.as_deref() {
                 return self
                     .held
-                    .resume(&caller.principal, state, request.input_responses)
+                    .resume(&caller.principal, name, state, request.input_responses)
                     .await;
             }
             let modern = ctx
