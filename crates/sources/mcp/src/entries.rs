@@ -254,10 +254,11 @@ struct EntryHandler {
 #[async_trait::async_trait]
 impl ToolHandler for EntryHandler {
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
-        let secrets = self.upstream.secrets();
         // A request of the upstream meanwhile cannot be told apart from another call's.
         let _in_flight = crate::relay::enter_opaque(&self.upstream.shared().calls);
-        let outcome = self.read(&ctx, args, &secrets).await;
+        let outcome = self.read(&ctx, args).await;
+        let owned = self.upstream.secrets();
+        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
         redact_outcome(outcome, &secrets)
     }
 
@@ -265,13 +266,14 @@ impl ToolHandler for EntryHandler {
     /// entry's own reference), and subscriptions to a resource: one upstream subscription per
     /// URI, however many sessions subscribe ([`Subscriptions`]).
     async fn entry_op(&self, ctx: ToolContext, op: EntryOp) -> Result<Value, ToolError> {
-        let secrets = self.upstream.secrets();
         let _in_flight = crate::relay::enter_opaque(&self.upstream.shared().calls);
         let outcome = match op {
             EntryOp::Complete { argument, context } => self.complete(&ctx, argument, context).await,
             EntryOp::Subscribe { uri } => self.subscription(&ctx, uri, true).await,
             EntryOp::Unsubscribe { uri } => self.subscription(&ctx, uri, false).await,
         };
+        let owned = self.upstream.secrets();
+        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
         redact_outcome(outcome, &secrets)
     }
 }
@@ -397,12 +399,7 @@ impl EntryHandler {
         }
     }
 
-    async fn read(
-        &self,
-        ctx: &ToolContext,
-        args: Value,
-        secrets: &[&str],
-    ) -> Result<Value, ToolError> {
+    async fn read(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {
         let ns = self.upstream.name();
         let (session, deadline) = self.session(ctx).await?;
         let request = match &self.target {
@@ -442,7 +439,9 @@ impl EntryHandler {
         .map_err(|_| ToolError::upstream(format!("upstream '{ns}' did not answer in time")))?;
         let mut value = answer
             .map_err(|e| ToolError::upstream(format!("upstream '{ns}' refused the read: {e}")))?;
-        redact_value(&mut value, secrets);
+        let owned = self.upstream.secrets();
+        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
+        redact_value(&mut value, &secrets);
         ctx.keep_wire(value.clone());
         Ok(value)
     }

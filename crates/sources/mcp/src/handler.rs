@@ -40,8 +40,10 @@ impl ToolHandler for UpstreamToolHandler {
     /// Forwards the call; configured secrets the upstream echoes are blanked out of the
     /// result and of errors.
     async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
-        let secrets = self.upstream.secrets();
-        let outcome = self.forward(&ctx, args, &secrets).await;
+        let outcome = self.forward(&ctx, args).await;
+        // Read after the call: a token issued during it (a step-up) is blanked out too.
+        let owned = self.upstream.secrets();
+        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
         redact_outcome(outcome, &secrets)
     }
 }
@@ -49,12 +51,7 @@ impl ToolHandler for UpstreamToolHandler {
 impl UpstreamToolHandler {
     /// Sends `tools/call` within the call's budget, once more on a new session when that is
     /// safe (see the module docs).
-    async fn forward(
-        &self,
-        ctx: &ToolContext,
-        args: Value,
-        secrets: &[&str],
-    ) -> Result<Value, ToolError> {
+    async fn forward(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {
         let shared = self.upstream.shared();
         let budget = shared.cfg.call_timeout.min(ctx.timeout);
         let deadline = Instant::now() + budget;
@@ -106,7 +103,7 @@ impl UpstreamToolHandler {
                     params.input_responses = Some(responses);
                     params.request_state = state;
                 }
-                other => return self.answer(other, ctx, secrets),
+                other => return self.answer(other, ctx),
             }
         }
     }
@@ -192,14 +189,15 @@ impl UpstreamToolHandler {
         &self,
         answer: Result<CallToolResponse, ServiceError>,
         ctx: &ToolContext,
-        secrets: &[&str],
     ) -> Result<Value, ToolError> {
         let (ns, tool) = (self.ns(), &self.remote_name);
         match answer {
             Ok(CallToolResponse::Complete(result)) => {
                 if ctx.wants_wire() {
                     if let Ok(mut wire) = serde_json::to_value(&result) {
-                        redact_value(&mut wire, secrets);
+                        let owned = self.upstream.secrets();
+                        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
+                        redact_value(&mut wire, &secrets);
                         ctx.keep_wire(wire);
                     }
                 }

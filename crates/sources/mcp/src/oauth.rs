@@ -517,7 +517,12 @@ pub(crate) struct Authorizer {
     cfg: OAuthConfig,
     allow_private: bool,
     state: tokio::sync::Mutex<State>,
+    /// The newest tokens handed out, blanked out of what the upstream answers.
+    issued: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
+
+/// How many recent tokens are blanked out of answers.
+const ISSUED_KEPT: usize = 4;
 
 #[derive(Default)]
 struct State {
@@ -544,7 +549,25 @@ impl Authorizer {
             cfg,
             allow_private,
             state: Default::default(),
+            issued: Default::default(),
         })
+    }
+
+    /// Notes a token handed out, so that an upstream echoing it does not reveal it.
+    fn issued(&self, token: &str) {
+        let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        if !issued.iter().any(|t| t == token) {
+            if issued.len() >= ISSUED_KEPT {
+                issued.pop_front();
+            }
+            issued.push_back(token.to_string());
+        }
+    }
+
+    /// The newest tokens handed out (for redaction).
+    pub(crate) fn tokens(&self) -> Vec<String> {
+        let issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        issued.iter().cloned().collect()
     }
 
     /// The token to send now (refreshed when it is about to expire) and its generation.
@@ -552,7 +575,10 @@ impl Authorizer {
         let mut st = self.state.lock().await;
         if let (Some(manager), Some(_)) = (&st.manager, &st.token) {
             match manager.get_access_token().await {
-                Ok(token) => st.token = Some(token),
+                Ok(token) => {
+                    self.issued(&token);
+                    st.token = Some(token);
+                }
                 Err(e) => {
                     tracing::debug!(upstream = %self.name, error = %self.clean(&e.to_string()), "no usable token; the next challenge re-authorizes");
                     st.token = None;
@@ -606,6 +632,7 @@ impl Authorizer {
     }
 
     fn store(&self, st: &mut State, token: String, held: Option<Vec<String>>) -> (String, u64) {
+        self.issued(&token);
         st.token = Some(token.clone());
         st.generation += 1;
         if let Some(held) = held {
@@ -821,7 +848,8 @@ impl Authorizer {
 
     /// `text` with configured secrets and the current token blanked out.
     fn clean(&self, text: &str) -> String {
-        let secrets = self.cfg.secret_values();
+        let mut secrets = self.cfg.secret_values();
+        secrets.extend(self.tokens());
         let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
         redact(text, &refs)
     }

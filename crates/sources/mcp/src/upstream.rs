@@ -162,13 +162,15 @@ impl Upstream {
     }
 
     /// The values blanked out of what the upstream answers ([`UpstreamConfig::redacted_values`]).
-    pub(crate) fn secrets(&self) -> Vec<&str> {
-        self.inner
-            .shared
-            .redact
-            .iter()
-            .map(String::as_str)
-            .collect()
+    /// What is blanked out of the upstream's answers: the configured secrets and the newest
+    /// OAuth tokens Toolshed sent it.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        let shared = &self.inner.shared;
+        let mut out = shared.redact.clone();
+        if let Some(oauth) = &shared.oauth {
+            out.extend(oauth.tokens());
+        }
+        out
     }
 
     /// The namespace (the configured name).

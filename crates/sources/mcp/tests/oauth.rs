@@ -142,7 +142,9 @@ async fn mcp(State(s): State<Server>, headers: HeaderMap, Json(msg): Json<Value>
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
-    let scopes = token.and_then(|t| s.seen.lock().unwrap().tokens.get(&t).cloned());
+    let scopes = token
+        .clone()
+        .and_then(|t| s.seen.lock().unwrap().tokens.get(&t).cloned());
     let Some(scopes) = scopes else {
         return challenge(
             StatusCode::UNAUTHORIZED,
@@ -167,7 +169,14 @@ async fn mcp(State(s): State<Server>, headers: HeaderMap, Json(msg): Json<Value>
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "oauth-test", "version": "1"},
         }),
-        "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+        "tools/list" => json!({"tools": [
+            {"name": "whoami", "inputSchema": {"type": "object"}},
+            {"name": "echo_token", "inputSchema": {"type": "object"}}
+        ]}),
+        // A careless upstream that echoes the token it got.
+        "tools/call" if msg["params"]["name"] == "echo_token" => json!({"content": [
+            {"type": "text", "text": format!("you sent {}", token.unwrap_or_default())}
+        ]}),
         "tools/call" => json!({"content": [{"type": "text", "text": scopes.join(" ")}]}),
         _ => json!({}),
     };
@@ -240,6 +249,28 @@ async fn client_credentials_then_a_step_up_to_the_wider_scope() {
             ),
         ]
     );
+}
+
+#[tokio::test]
+async fn a_token_the_upstream_echoes_is_blanked_out() {
+    let server = start().await;
+    let oauth = OAuthConfig::client_credentials(CLIENT_ID, Secret::new(CLIENT_SECRET));
+    let up = Upstream::connect(config(&server, oauth)).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    let echoed = common::call(common::tool(&tools, "guarded.echo_token"), json!({}))
+        .await
+        .unwrap();
+    up.shutdown().await;
+    let text = echoed.to_string();
+    assert!(text.contains("you sent"), "{text}");
+    let issued: Vec<String> = server.seen.lock().unwrap().tokens.keys().cloned().collect();
+    assert!(!issued.is_empty());
+    for t in issued {
+        assert!(
+            !text.contains(&t),
+            "the token {t} reached the result: {text}"
+        );
+    }
 }
 
 #[tokio::test]
