@@ -36,7 +36,9 @@ pub(crate) fn tool_error(e: EngineError) -> ToolError {
     let kind = match &e {
         EngineError::Tool { error, .. } => error.kind,
         EngineError::NotFound { .. } => ToolErrorKind::NotFound,
-        EngineError::Timeout { .. } => ToolErrorKind::Timeout,
+        EngineError::Timeout { .. } | EngineError::QuestionUnanswered { .. } => {
+            ToolErrorKind::Timeout
+        }
         e if e.is_client_error() => ToolErrorKind::InvalidInput,
         _ => ToolErrorKind::Internal,
     };

@@ -24,6 +24,10 @@ pub enum EngineError {
     Tool { path: String, error: Box<ToolError> },
     #[error("tool '{path}' did not finish within {}s", .after.as_secs_f64())]
     Timeout { path: String, after: Duration },
+    /// A question a call put to its people (a stored `input` wait) was not answered in time;
+    /// it was cancelled. Not the tool's own timeout: the call waited for a person.
+    #[error("the question '{id}' went unanswered within {}s and was cancelled; ask again once someone can answer it", whole_secs(.after))]
+    QuestionUnanswered { id: String, after: Duration },
     #[error("tool '{path}' returned a result that does not match its output schema: {}", describe(.violations))]
     InvalidOutput {
         path: String,
@@ -126,6 +130,15 @@ fn wait_label(wait_id: &str) -> String {
     }
 }
 
+/// Seconds as shown in messages: whole when exact, else with one decimal.
+fn whole_secs(d: &Duration) -> String {
+    if d.subsec_millis() == 0 {
+        d.as_secs().to_string()
+    } else {
+        format!("{:.1}", d.as_secs_f64())
+    }
+}
+
 /// Whole seconds to wait, at least one.
 fn retry_secs(d: &Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
@@ -165,6 +178,7 @@ impl EngineError {
                 toolshed_core::ToolErrorKind::ActionRequired => "action_required",
             },
             Self::Timeout { .. } => "timeout",
+            Self::QuestionUnanswered { .. } => "question_unanswered",
             Self::InvalidOutput { .. } => "invalid_output",
             Self::BrokenSchema { .. } => "broken_schema",
             Self::Denied { .. } => "denied",
@@ -246,6 +260,7 @@ impl EngineError {
                 | Self::BrokenSchema { .. }
                 | Self::Tool { .. }
                 | Self::Timeout { .. }
+                | Self::QuestionUnanswered { .. }
                 | Self::InvalidOutput { .. }
         )
     }

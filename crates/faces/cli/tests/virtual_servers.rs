@@ -1079,3 +1079,111 @@ async fn answer_waiting_question(server: &Server, content: Value) -> Value {
     }
     panic!("no question waited")
 }
+
+/// The first question waiting (an `input` wait of kind `question`), once one does: its id.
+async fn waiting_question_id(server: &Server) -> String {
+    for _ in 0..100 {
+        if let Some(id) = waiting_questions(server).await.first() {
+            return id.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no question waited")
+}
+
+/// The ids of the questions waiting now.
+async fn waiting_questions(server: &Server) -> Vec<String> {
+    let list: Value = reqwest::Client::new()
+        .get(server.url("/v1/executions?wait=input"))
+        .bearer_auth("k-admin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["executions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|x| x["kind"] == "question")
+        .filter_map(|x| x["executionId"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Waits until execution `id` is cancelled; the execution.
+async fn until_cancelled(server: &Server, id: &str) -> Value {
+    for _ in 0..100 {
+        let x: Value = reqwest::Client::new()
+            .get(server.url(&format!("/v1/executions/{id}")))
+            .bearer_auth("k-admin")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if x["status"] == "cancelled" {
+            return x;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("execution {id} was never cancelled")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_question_lives_as_long_as_its_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_with_upstream_args(dir.path(), &[]);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("\n[limits]\ncall_timeout_ms = 4000\n");
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let plain = connect(&server, "up", "k-admin").await;
+
+    // Nobody answers: the question ends shortly before the call, and the caller hears that the
+    // question went unanswered (naming it), not that the tool timed out.
+    let r = call(&plain, "ask", json!({})).await.unwrap();
+    let said = text_of(&r);
+    assert!(
+        said.contains("the question 'ex_") && said.contains("went unanswered within"),
+        "{r:?}"
+    );
+    assert!(!said.contains("did not finish within"), "{r:?}");
+    assert!(waiting_questions(&server).await.is_empty());
+
+    // The call ends first (its client cancels it): its question is cancelled with it.
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("ask"),
+    ));
+    let handle = plain
+        .peer()
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let id = waiting_question_id(&server).await;
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    let x = until_cancelled(&server, &id).await;
+    assert_eq!(x["error"]["message"], "the call that asked ended", "{x}");
+    assert!(waiting_questions(&server).await.is_empty());
+    let _ = plain.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_upstreams_unanswered_question_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_with_upstream_args(dir.path(), &["--modern-only"]);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("\n[limits]\ncall_timeout_ms = 4000\n");
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let plain = connect(&server, "up", "k-admin").await;
+    let r = call(&plain, "ask", json!({})).await.unwrap();
+    let said = text_of(&r);
+    assert!(
+        said.contains("the question 'ex_") && said.contains("went unanswered within"),
+        "{r:?}"
+    );
+    assert!(waiting_questions(&server).await.is_empty());
+    let _ = plain.cancel().await;
+}

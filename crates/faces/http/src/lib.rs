@@ -386,7 +386,9 @@ impl From<EngineError> for ApiError {
             EngineError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             EngineError::Expired { .. } => StatusCode::GONE,
             EngineError::AlreadySettled { .. } | EngineError::Busy { .. } => StatusCode::CONFLICT,
-            EngineError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            EngineError::Timeout { .. } | EngineError::QuestionUnanswered { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
             EngineError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             e if e.is_rejection() => StatusCode::UNPROCESSABLE_ENTITY,
             // A tool's own refusal of the caller's input is the caller's error; an upstream or

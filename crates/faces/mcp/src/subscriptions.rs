@@ -6,6 +6,10 @@
 //!   subscribe) and remembers it for the session. The upstream's
 //!   `notifications/resources/updated` for that URI then reach this session (see
 //!   [`crate::logs::relay`]). When the session ends, its subscriptions end too.
+//! - One session's subscribe and unsubscribe of one URI run one after the other (a lock per URI
+//!   held across the engine's request), at most [`MAX_PER_SESSION`] URIs are held (those being
+//!   subscribed count), and a subscribe that completes after its session ended undoes itself,
+//!   so the upstream's count of sessions never keeps one that is gone.
 //! - `completion/complete` finds the prompt (by the name the client sees) or the resource
 //!   template (by its URI template) and asks its upstream through the engine.
 
@@ -18,20 +22,129 @@ use serde_json::Value;
 use toolshed_core::{EntryKind, EntryOp, VirtualServer};
 use toolshed_engine::{Caller, Engine, EngineError};
 
-/// Most subscriptions of one session.
+/// Most subscriptions of one session (those being made count too).
 pub(crate) const MAX_PER_SESSION: usize = 256;
 
-/// A session's subscriptions: URI → the entry's path, and the caller who subscribed.
-pub(crate) type SessionSubscriptions = Arc<Mutex<HashMap<String, (String, Caller)>>>;
+/// A session's subscriptions. Each URI has a lock held across its upstream request, so that
+/// a subscribe and an unsubscribe of one URI happen one after the other; a subscribe that
+/// completes after the session ended undoes itself ([`end_all`]).
+pub(crate) type SessionSubscriptions = Arc<Registry>;
+
+/// The subscriptions of one session: per URI, the entry's path and the caller who subscribed.
+#[derive(Default)]
+pub(crate) struct Registry(Mutex<State>);
+
+#[derive(Default)]
+struct State {
+    /// Set once the session ended: nothing more is subscribed.
+    ended: bool,
+    uris: HashMap<String, Slot>,
+}
+
+/// One URI: subscribed (`active`), or being subscribed or unsubscribed under `lock`.
+#[derive(Default)]
+struct Slot {
+    lock: Arc<tokio::sync::Mutex<()>>,
+    active: Option<(String, Caller)>,
+}
+
+/// Why a subscription is not made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error("this session already has {MAX_PER_SESSION} subscriptions: unsubscribe some first")]
+    Full,
+    #[error("the session ended")]
+    Ended,
+}
+
+impl From<Refusal> for McpError {
+    fn from(r: Refusal) -> Self {
+        McpError::invalid_params(r.to_string(), None)
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl Registry {
+    /// The lock of `uri`, its slot taken (counted against [`MAX_PER_SESSION`]) when new.
+    fn reserve(&self, uri: &str) -> Result<Arc<tokio::sync::Mutex<()>>, Refusal> {
+        let mut st = lock(&self.0);
+        if st.ended {
+            return Err(Refusal::Ended);
+        }
+        if !st.uris.contains_key(uri) && st.uris.len() >= MAX_PER_SESSION {
+            return Err(Refusal::Full);
+        }
+        Ok(st.uris.entry(uri.to_string()).or_default().lock.clone())
+    }
+
+    /// The lock of `uri` when the session has a slot for it.
+    fn lock_of(&self, uri: &str) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        lock(&self.0).uris.get(uri).map(|s| s.lock.clone())
+    }
+
+    fn is_active(&self, uri: &str) -> bool {
+        lock(&self.0)
+            .uris
+            .get(uri)
+            .is_some_and(|s| s.active.is_some())
+    }
+
+    /// Records the subscription made; refused once the session ended (the caller undoes it).
+    fn activate(&self, uri: &str, path: String, caller: Caller) -> Result<(), Refusal> {
+        let mut st = lock(&self.0);
+        if st.ended {
+            return Err(Refusal::Ended);
+        }
+        st.uris.entry(uri.to_string()).or_default().active = Some((path, caller));
+        Ok(())
+    }
+
+    /// Takes the subscription of `uri` out of the session.
+    fn take(&self, uri: &str) -> Option<(String, Caller)> {
+        lock(&self.0)
+            .uris
+            .get_mut(uri)
+            .and_then(|s| s.active.take())
+    }
+
+    /// Frees `uri`'s slot when it holds no subscription and no request waits for it (`held`
+    /// is the caller's own handle on its lock).
+    fn release(&self, uri: &str, held: &Arc<tokio::sync::Mutex<()>>) {
+        let mut st = lock(&self.0);
+        let unused = st.uris.get(uri).is_some_and(|s| {
+            s.active.is_none() && Arc::ptr_eq(&s.lock, held) && Arc::strong_count(held) == 2
+        });
+        if unused {
+            st.uris.remove(uri);
+        }
+    }
+
+    /// Ends the session: nothing more is subscribed; the subscriptions made so far, to end.
+    fn end(&self) -> Vec<(String, String, Caller)> {
+        let mut st = lock(&self.0);
+        st.ended = true;
+        st.uris
+            .drain()
+            .filter_map(|(uri, s)| s.active.map(|(path, caller)| (uri, path, caller)))
+            .collect()
+    }
+
+    /// How many URIs the session holds (subscribed or being changed).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.0).uris.len()
+    }
+}
+
 /// Whether the session subscribed to `uri` of `source`.
 pub(crate) fn wants(subs: &SessionSubscriptions, source: &str, uri: &str) -> bool {
-    lock(subs)
+    let st = lock(&subs.0);
+    st.uris
         .get(uri)
+        .and_then(|s| s.active.as_ref())
         .is_some_and(|(path, caller)| path.split('.').next() == Some(source) && caller.allows(path))
 }
 
@@ -55,9 +168,6 @@ pub(crate) async fn subscribe(
     subs: &SessionSubscriptions,
     uri: &str,
 ) -> Result<(), McpError> {
-    if lock(subs).contains_key(uri) {
-        return Ok(());
-    }
     if uri.len() > toolshed_core::notices::MAX_URI_BYTES {
         return Err(McpError::invalid_params(
             format!(
@@ -68,13 +178,26 @@ pub(crate) async fn subscribe(
             None,
         ));
     }
-    if lock(subs).len() >= MAX_PER_SESSION {
-        return Err(McpError::invalid_params(
-            format!(
-                "this session already has {MAX_PER_SESSION} subscriptions: unsubscribe some first"
-            ),
-            None,
-        ));
+    let held = subs.reserve(uri)?;
+    let outcome = {
+        let _one_at_a_time = held.lock().await;
+        subscribe_held(engine, caller, server, subs, uri).await
+    };
+    subs.release(uri, &held);
+    outcome
+}
+
+/// Subscribes `uri`, its lock held: nothing to do when subscribed already; a subscription that
+/// completes after the session ended is undone.
+async fn subscribe_held(
+    engine: &Engine,
+    caller: &Caller,
+    server: &VirtualServer,
+    subs: &SessionSubscriptions,
+    uri: &str,
+) -> Result<(), McpError> {
+    if subs.is_active(uri) {
+        return Ok(());
     }
     let path = crate::virtual_server::resource_path(engine, caller, server, uri)?;
     let op = EntryOp::Subscribe {
@@ -84,13 +207,9 @@ pub(crate) async fn subscribe(
         .entry_op(caller, &path, op)
         .await
         .map_err(entry_error)?;
-    let earlier = lock(subs).insert(uri.to_string(), (path.clone(), caller.clone()));
-    if earlier.is_some() {
-        // Another request of this session subscribed meanwhile: count this one off again.
-        let op = EntryOp::Unsubscribe {
-            uri: uri.to_string(),
-        };
-        let _ = engine.entry_op(caller, &path, op).await;
+    if let Err(refused) = subs.activate(uri, path.clone(), caller.clone()) {
+        end_one(engine, uri.to_string(), &path, caller).await;
+        return Err(refused.into());
     }
     Ok(())
 }
@@ -101,29 +220,46 @@ pub(crate) async fn unsubscribe(
     subs: &SessionSubscriptions,
     uri: &str,
 ) -> Result<(), McpError> {
-    let Some((path, caller)) = lock(subs).remove(uri) else {
+    let Some(held) = subs.lock_of(uri) else {
         return Ok(());
     };
-    let op = EntryOp::Unsubscribe {
-        uri: uri.to_string(),
+    let outcome = {
+        let _one_at_a_time = held.lock().await;
+        match subs.take(uri) {
+            Some((path, caller)) => {
+                let op = EntryOp::Unsubscribe {
+                    uri: uri.to_string(),
+                };
+                engine
+                    .entry_op(&caller, &path, op)
+                    .await
+                    .map(|_| ())
+                    .map_err(entry_error)
+            }
+            None => Ok(()),
+        }
     };
-    engine
-        .entry_op(&caller, &path, op)
-        .await
-        .map(|_| ())
-        .map_err(entry_error)
+    subs.release(uri, &held);
+    outcome
 }
 
-/// Ends every subscription of a session that ended.
+/// Ends every subscription of a session that ended (all at once). A subscribe still under way
+/// finds the session ended when it completes, and undoes itself.
 pub(crate) async fn end_all(engine: &Engine, subs: &SessionSubscriptions) {
-    let all: Vec<_> = lock(subs).drain().collect();
-    for (uri, (path, caller)) in all {
-        if let Err(e) = engine
-            .entry_op(&caller, &path, EntryOp::Unsubscribe { uri })
-            .await
-        {
-            tracing::debug!("ending a subscription of a closed session: {e}");
-        }
+    let ending = subs
+        .end()
+        .into_iter()
+        .map(|(uri, path, caller)| async move { end_one(engine, uri, &path, &caller).await });
+    futures::future::join_all(ending).await;
+}
+
+/// Unsubscribes one subscription of a session that ended.
+async fn end_one(engine: &Engine, uri: String, path: &str, caller: &Caller) {
+    if let Err(e) = engine
+        .entry_op(caller, path, EntryOp::Unsubscribe { uri })
+        .await
+    {
+        tracing::debug!("ending a subscription of a closed session: {e}");
     }
 }
 
@@ -172,4 +308,175 @@ pub(crate) async fn complete(
     serde_json::from_value(crate::virtual_server::mark_complete(answer)).map_err(|e| {
         McpError::internal_error(format!("the upstream's completion is malformed: {e}"), None)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolshed_core::{
+        Annotations, CatalogBuilder, Policy, Principal, Role, SharedCatalog, Tool, ToolContext,
+        ToolDef, ToolError, ToolHandler, ToolPath,
+    };
+    use toolshed_engine::{EngineConfig, Face};
+
+    use super::*;
+
+    /// An upstream resource template whose subscriptions take `delay` each; `net` counts
+    /// subscriptions minus unsubscriptions, as the upstream's count would.
+    struct Counting {
+        delay: Duration,
+        net: AtomicI64,
+    }
+
+    #[async_trait::async_trait]
+    impl ToolHandler for Counting {
+        async fn call(&self, _: ToolContext, _: Value) -> Result<Value, ToolError> {
+            Ok(json!({"contents": []}))
+        }
+        async fn entry_op(&self, _: ToolContext, op: EntryOp) -> Result<Value, ToolError> {
+            tokio::time::sleep(self.delay).await;
+            match op {
+                EntryOp::Subscribe { .. } => self.net.fetch_add(1, Ordering::SeqCst),
+                EntryOp::Unsubscribe { .. } => self.net.fetch_sub(1, Ordering::SeqCst),
+                EntryOp::Complete { .. } => 0,
+            };
+            Ok(json!({}))
+        }
+    }
+
+    struct Setup {
+        engine: Engine,
+        caller: Caller,
+        server: VirtualServer,
+        upstream: Arc<Counting>,
+        subs: SessionSubscriptions,
+    }
+
+    impl Setup {
+        fn net(&self) -> i64 {
+            self.upstream.net.load(Ordering::SeqCst)
+        }
+
+        async fn subscribe(&self, uri: &str) -> Result<(), McpError> {
+            subscribe(&self.engine, &self.caller, &self.server, &self.subs, uri).await
+        }
+    }
+
+    async fn setup(delay: Duration) -> Arc<Setup> {
+        let upstream = Arc::new(Counting {
+            delay,
+            net: AtomicI64::new(0),
+        });
+        let mut def = ToolDef::new(ToolPath::parse("up.r").unwrap(), "R", "Notes.")
+            .with_input(json!({"type": "object"}))
+            .with_annotations(Annotations::READ_ONLY);
+        def.kind = EntryKind::Resource;
+        def.native = Some(json!({"uriTemplate": "test://r/{id}", "name": "r"}));
+        let mut b = CatalogBuilder::new();
+        b.add_tool(Tool::new(def, upstream.clone()));
+        let role = Role {
+            id: "all".into(),
+            patterns: vec!["up.**".into()],
+            ..Role::default()
+        };
+        let me = Principal {
+            id: "me".into(),
+            roles: vec!["all".into()],
+        };
+        let engine = Engine::new(
+            Arc::new(SharedCatalog::new(b.build().unwrap())),
+            Policy::new(vec![role], vec![me]).unwrap(),
+            toolshed_store::Store::open("sqlite::memory:")
+                .await
+                .unwrap(),
+            EngineConfig::default(),
+        );
+        let server = VirtualServer::new(
+            serde_json::from_value(json!({"name": "up", "resources": ["up.**"]})).unwrap(),
+        )
+        .unwrap();
+        Arc::new(Setup {
+            caller: engine.caller("me", Face::Mcp),
+            engine,
+            server,
+            upstream,
+            subs: SessionSubscriptions::default(),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscribe_that_completes_after_its_session_ended_undoes_itself() {
+        let s = setup(Duration::from_millis(200)).await;
+        let subscribing = tokio::spawn({
+            let s = s.clone();
+            async move { s.subscribe("test://r/1").await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        end_all(&s.engine, &s.subs).await;
+        let refused = subscribing.await.unwrap().unwrap_err();
+        assert!(refused.message.contains("session ended"), "{refused:?}");
+        assert_eq!(s.net(), 0, "the ended session still counts upstream");
+        assert!(!wants(&s.subs, "up", "test://r/1"));
+        // Nothing more is subscribed on the ended session.
+        assert!(s.subscribe("test://r/2").await.is_err());
+        assert_eq!(s.net(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unsubscribe_racing_its_subscribe_waits_for_it_and_undoes_it() {
+        let s = setup(Duration::from_millis(150)).await;
+        let subscribing = tokio::spawn({
+            let s = s.clone();
+            async move { s.subscribe("test://r/1").await }
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        unsubscribe(&s.engine, &s.subs, "test://r/1").await.unwrap();
+        subscribing.await.unwrap().unwrap();
+        assert_eq!(
+            s.net(),
+            0,
+            "subscribed upstream after the client unsubscribed"
+        );
+        assert!(!wants(&s.subs, "up", "test://r/1"));
+        assert_eq!(s.subs.len(), 0, "no slot is left behind");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_same_uri_subscribed_twice_at_once_counts_once() {
+        let s = setup(Duration::from_millis(100)).await;
+        let twice: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move { s.subscribe("test://r/1").await })
+            })
+            .collect();
+        for t in twice {
+            t.await.unwrap().unwrap();
+        }
+        assert_eq!(s.net(), 1);
+        end_all(&s.engine, &s.subs).await;
+        assert_eq!(s.net(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscribes_under_way_count_against_the_cap() {
+        let s = setup(Duration::from_millis(100)).await;
+        let all: Vec<_> = (0..MAX_PER_SESSION + 20)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move { s.subscribe(&format!("test://r/{i}")).await })
+            })
+            .collect();
+        let mut made = 0;
+        for t in all {
+            made += usize::from(t.await.unwrap().is_ok());
+        }
+        assert_eq!(made, MAX_PER_SESSION);
+        assert_eq!(s.net(), MAX_PER_SESSION as i64);
+        end_all(&s.engine, &s.subs).await;
+        assert_eq!(s.net(), 0);
+    }
 }

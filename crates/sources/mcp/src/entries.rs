@@ -15,8 +15,9 @@
 //! (for virtual servers), and the upstream's own answer is kept for faces that relay it
 //! ([`ToolContext::keep_wire`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     ArgumentInfo, CompleteRequestParams, CompletionContext, GetPromptRequestParams, Prompt,
@@ -32,7 +33,7 @@ use toolshed_core::{
 };
 use toolshed_outbound::secret::{redact_outcome, redact_value};
 
-use crate::upstream::{wait_ready, Upstream};
+use crate::upstream::{wait_ready, Session, Upstream};
 
 /// What an entry reads.
 #[derive(Debug, Clone)]
@@ -42,41 +43,167 @@ enum Target {
     Prompt { name: String },
 }
 
+/// One URI's subscription: how many sessions want it, and the upstream session (its
+/// generation) that last accepted the subscription.
+#[derive(Debug, Default)]
+struct Subscribed {
+    count: usize,
+    generation: u64,
+}
+
 /// How many sessions subscribe to each URI of one upstream: the upstream is asked to
 /// subscribe once, and to unsubscribe when the last session does.
+///
+/// Changes to one URI are serialised by a lock held across the upstream request, so that the
+/// count and what the upstream was told cannot drift apart when a subscribe races an
+/// unsubscribe (or a failing subscribe) of the same URI; after a reconnect the URIs with a live
+/// count are subscribed again ([`resubscribe`]) under the same locks.
 #[derive(Default)]
-pub(crate) struct Subscriptions(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+pub(crate) struct Subscriptions(std::sync::Mutex<HashMap<String, Slot>>);
+
+type Slot = Arc<tokio::sync::Mutex<Subscribed>>;
+
+/// Why a subscription change did not go through; the local count is unchanged.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SubscriptionError {
+    #[error("another change of this subscription did not finish in time")]
+    Busy,
+    #[error("the upstream refused the subscription: {0}")]
+    Refused(String),
+}
 
 impl Subscriptions {
-    /// Counts one more (`on`) or one fewer subscription to `uri`: `Some(true)` when the
-    /// upstream must subscribe now, `Some(false)` when it must unsubscribe, `None` when it need
-    /// not hear of it.
-    pub(crate) fn change(&self, uri: &str, on: bool) -> Option<bool> {
-        let mut counts = crate::upstream::lock(&self.0);
-        let n = counts.entry(uri.to_string()).or_default();
-        match (on, *n) {
-            (true, 0) => {
-                *n = 1;
-                Some(true)
-            }
-            (true, _) => {
-                *n += 1;
-                None
-            }
-            (false, 0) => {
-                counts.remove(uri);
-                None
-            }
-            (false, 1) => {
-                counts.remove(uri);
-                Some(false)
-            }
-            (false, _) => {
-                *n -= 1;
-                None
-            }
+    /// The lock of `uri`'s record, created when missing.
+    fn slot(&self, uri: &str) -> Slot {
+        let mut slots = crate::upstream::lock(&self.0);
+        slots.entry(uri.to_string()).or_default().clone()
+    }
+
+    /// Forgets `uri`'s record when no session counts on it and no change waits for it.
+    fn prune(&self, uri: &str, slot: Slot) {
+        let mut slots = crate::upstream::lock(&self.0);
+        let unused = slots.get(uri).is_some_and(|s| Arc::ptr_eq(s, &slot))
+            && Arc::strong_count(&slot) == 2
+            && slot.try_lock().is_ok_and(|s| s.count == 0);
+        if unused {
+            slots.remove(uri);
         }
     }
+
+    /// The URIs some session subscribes to, with their locks.
+    fn live(&self) -> Vec<(String, Slot)> {
+        let slots = crate::upstream::lock(&self.0);
+        slots.iter().map(|(u, s)| (u.clone(), s.clone())).collect()
+    }
+
+    /// How many sessions subscribe to `uri` (0 while a change of it is under way).
+    #[cfg(test)]
+    fn count(&self, uri: &str) -> usize {
+        let slots = crate::upstream::lock(&self.0);
+        slots
+            .get(uri)
+            .and_then(|s| s.try_lock().ok().map(|s| s.count))
+            .unwrap_or(0)
+    }
+
+    /// Counts one more (`on`) or one fewer subscription to `uri`, on the upstream session
+    /// number `current`. `send(true)` subscribes the upstream (on the first subscription, or
+    /// when the session that accepted it is gone), `send(false)` unsubscribes it (on the last
+    /// unsubscription). A refused subscribe leaves the count as it was; an unsubscription
+    /// always counts (the session no longer wants the updates), a refusal is only logged.
+    pub(crate) async fn change<F, Fut>(
+        &self,
+        uri: &str,
+        on: bool,
+        current: u64,
+        deadline: Instant,
+        send: F,
+    ) -> Result<(), SubscriptionError>
+    where
+        F: FnOnce(bool) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let slot = self.slot(uri);
+        let outcome = async {
+            let mut sub = tokio::time::timeout_at(deadline, slot.lock())
+                .await
+                .map_err(|_| SubscriptionError::Busy)?;
+            match (on, sub.count) {
+                (true, n) if n == 0 || sub.generation < current => {
+                    send(true).await.map_err(SubscriptionError::Refused)?;
+                    sub.count = n + 1;
+                    sub.generation = current;
+                }
+                (true, n) => sub.count = n + 1,
+                (false, 0) => {}
+                (false, 1) => {
+                    sub.count = 0;
+                    if let Err(why) = send(false).await {
+                        tracing::warn!(uri, error = %why, "the upstream refused to unsubscribe; its updates of this resource are no longer relayed");
+                    }
+                }
+                (false, n) => sub.count = n - 1,
+            }
+            Ok(())
+        }
+        .await;
+        self.prune(uri, slot);
+        outcome
+    }
+}
+
+/// After a reconnect: every URI some session subscribes to is subscribed again on the new
+/// `session`, each under its lock. A URI the upstream refuses keeps its count (a later
+/// subscription or reconnect tries again); the refusal is logged with the URI.
+pub(crate) async fn resubscribe(shared: Arc<crate::upstream::Shared>, session: Arc<Session>) {
+    let ns = shared.cfg.name.as_str();
+    for (uri, slot) in shared.subscriptions.live() {
+        let mut sub = slot.lock().await;
+        if sub.count == 0 || sub.generation >= session.generation {
+            continue;
+        }
+        match subscribe_on(&session, &uri, shared.cfg.call_timeout).await {
+            Ok(()) => sub.generation = session.generation,
+            Err(why) => tracing::warn!(
+                upstream = ns,
+                uri = %uri,
+                error = %why,
+                "could not subscribe to a resource again after the upstream reconnected; its updates stop until it is subscribed again"
+            ),
+        }
+    }
+}
+
+/// Asks `session` to subscribe to `uri` within `within`.
+async fn subscribe_on(session: &Session, uri: &str, within: Duration) -> Result<(), String> {
+    check_subscribable(session)?;
+    #[allow(deprecated)]
+    let request = session
+        .peer
+        .subscribe(SubscribeRequestParams::new(uri.to_string()));
+    match tokio::time::timeout(within, request).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {within:?}")),
+    }
+}
+
+/// Whether `session` takes subscriptions Toolshed relays; why not, as text.
+fn check_subscribable(session: &Session) -> Result<(), String> {
+    let subscribes = session
+        .peer
+        .peer_info()
+        .and_then(|i| i.capabilities.resources.as_ref().and_then(|r| r.subscribe))
+        .unwrap_or(false);
+    if !subscribes {
+        return Err("it does not offer resource subscriptions".into());
+    }
+    if session.protocol >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+        return Err(
+            "it speaks MCP 2026-07-28, whose resource updates Toolshed does not relay yet".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Most resources (static ones and templates together) and prompts imported per upstream.
@@ -280,10 +407,7 @@ impl ToolHandler for EntryHandler {
 
 impl EntryHandler {
     /// The upstream's session within the call's budget, and that budget's deadline.
-    async fn session(
-        &self,
-        ctx: &ToolContext,
-    ) -> Result<(std::sync::Arc<crate::upstream::Session>, Instant), ToolError> {
+    async fn session(&self, ctx: &ToolContext) -> Result<(Arc<Session>, Instant), ToolError> {
         let shared = self.upstream.shared();
         let budget = shared.cfg.call_timeout.min(ctx.timeout);
         let deadline = Instant::now() + budget;
@@ -327,73 +451,70 @@ impl EntryHandler {
     }
 
     /// Subscribes (`on`) or unsubscribes one session's interest in `uri`; the upstream hears
-    /// of the first subscription and of the last unsubscription only.
+    /// of the first subscription and of the last unsubscription only ([`Subscriptions`]).
     async fn subscription(
         &self,
         ctx: &ToolContext,
         uri: String,
         on: bool,
     ) -> Result<Value, ToolError> {
+        self.check_subscription_uri(&uri)?;
+        let ns = self.upstream.name();
+        let changed = if on {
+            self.subscribe(ctx, &uri).await
+        } else {
+            self.unsubscribe(ctx, &uri).await
+        };
+        changed.map_err(|e| match e {
+            Refusal::Unfit(why) => ToolError::invalid(format!("upstream '{ns}': {why}")),
+            Refusal::NoSession(e) => e,
+            Refusal::Change(e) => ToolError::upstream(format!(
+                "upstream '{ns}' did not change the subscription: {e}"
+            )),
+        })?;
+        Ok(json!({}))
+    }
+
+    /// Counts one more session's subscription to `uri`, subscribing the upstream when needed.
+    async fn subscribe(&self, ctx: &ToolContext, uri: &str) -> Result<(), Refusal> {
+        let (session, deadline) = self.session(ctx).await.map_err(Refusal::NoSession)?;
+        check_subscribable(&session).map_err(Refusal::Unfit)?;
+        let send = |on: bool| upstream_change(&session, uri, on, deadline);
+        let subscriptions = &self.upstream.shared().subscriptions;
+        subscriptions
+            .change(uri, true, session.generation, deadline, send)
+            .await
+            .map_err(Refusal::Change)
+    }
+
+    /// Counts one session's subscription to `uri` off, also while the upstream is away (the
+    /// session no longer wants the updates either way); the upstream hears of the last one
+    /// when a session is there in time.
+    async fn unsubscribe(&self, ctx: &ToolContext, uri: &str) -> Result<(), Refusal> {
+        let deadline = Instant::now() + self.upstream.shared().cfg.call_timeout.min(ctx.timeout);
+        let send = |on: bool| async move {
+            let session = wait_ready(self.upstream.shared(), deadline, 0)
+                .await
+                .map_err(|e| e.to_string())?;
+            upstream_change(&session, uri, on, deadline).await
+        };
+        let subscriptions = &self.upstream.shared().subscriptions;
+        subscriptions
+            .change(uri, false, 0, deadline, send)
+            .await
+            .map_err(Refusal::Change)
+    }
+
+    /// Whether `uri` is this entry's to subscribe to.
+    fn check_subscription_uri(&self, uri: &str) -> Result<(), ToolError> {
         match &self.target {
-            Target::Resource { uri: own } if *own == uri => {}
-            Target::Template { template } if uri_template_matches(template, &uri) => {}
-            Target::Prompt { .. } => {
-                return Err(ToolError::invalid("prompts have no subscriptions"));
-            }
+            Target::Resource { uri: own } if own == uri => Ok(()),
+            Target::Template { template } if uri_template_matches(template, uri) => Ok(()),
+            Target::Prompt { .. } => Err(ToolError::invalid("prompts have no subscriptions")),
             _ => {
                 let shown: String = uri.chars().take(300).collect();
-                return Err(ToolError::invalid(format!(
+                Err(ToolError::invalid(format!(
                     "'{shown}' is not this resource's URI"
-                )));
-            }
-        }
-        let shared = self.upstream.shared();
-        let ns = self.upstream.name();
-        let (session, deadline) = self.session(ctx).await?;
-        let subscribes = session
-            .peer
-            .peer_info()
-            .and_then(|i| i.capabilities.resources.as_ref().and_then(|r| r.subscribe))
-            .unwrap_or(false);
-        if !subscribes {
-            return Err(ToolError::invalid(format!(
-                "upstream '{ns}' does not offer resource subscriptions"
-            )));
-        }
-        if session.protocol >= rmcp::model::ProtocolVersion::V_2026_07_28 {
-            return Err(ToolError::invalid(format!(
-                "upstream '{ns}' speaks MCP 2026-07-28, whose resource updates Toolshed does not relay yet"
-            )));
-        }
-        let Some(send) = shared.subscriptions.change(&uri, on) else {
-            return Ok(json!({}));
-        };
-        #[allow(deprecated)]
-        let answer = tokio::time::timeout_at(deadline, async {
-            if send {
-                session
-                    .peer
-                    .subscribe(SubscribeRequestParams::new(uri.clone()))
-                    .await
-            } else {
-                session
-                    .peer
-                    .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
-                    .await
-            }
-        })
-        .await;
-        match answer {
-            Ok(Ok(())) => Ok(json!({})),
-            failed => {
-                // The upstream did not take it: the count goes back.
-                shared.subscriptions.change(&uri, !on);
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "no answer in time".into(),
-                };
-                Err(ToolError::upstream(format!(
-                    "upstream '{ns}' refused the subscription change: {why}"
                 )))
             }
         }
@@ -447,6 +568,45 @@ impl EntryHandler {
     }
 }
 
+/// Why one session's subscription did not change.
+enum Refusal {
+    /// The upstream takes no subscriptions Toolshed relays.
+    Unfit(String),
+    /// No upstream session within the call's budget.
+    NoSession(ToolError),
+    Change(SubscriptionError),
+}
+
+/// Sends `resources/subscribe` (`on`) or `resources/unsubscribe` for `uri` on `session`
+/// before `deadline`.
+async fn upstream_change(
+    session: &Session,
+    uri: &str,
+    on: bool,
+    deadline: Instant,
+) -> Result<(), String> {
+    #[allow(deprecated)]
+    let answer = tokio::time::timeout_at(deadline, async {
+        if on {
+            session
+                .peer
+                .subscribe(SubscribeRequestParams::new(uri.to_string()))
+                .await
+        } else {
+            session
+                .peer
+                .unsubscribe(UnsubscribeRequestParams::new(uri.to_string()))
+                .await
+        }
+    })
+    .await;
+    match answer {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer in time".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,17 +637,172 @@ mod tests {
         assert_eq!(prompt_arguments(&json!({})), None);
     }
 
-    #[test]
-    fn the_upstream_hears_of_the_first_subscription_and_the_last_unsubscription() {
-        let subs = Subscriptions::default();
-        assert_eq!(subs.change("a://x", true), Some(true));
-        assert_eq!(subs.change("a://x", true), None);
-        assert_eq!(subs.change("a://y", true), Some(true));
-        assert_eq!(subs.change("a://x", false), None);
-        assert_eq!(subs.change("a://x", false), Some(false));
-        // An unsubscription nobody subscribed for is not sent.
-        assert_eq!(subs.change("a://x", false), None);
-        assert_eq!(subs.change("a://x", true), Some(true));
+    /// An upstream that answers subscription requests after a delay and records, in the order
+    /// it took them, the ones it accepted, and how often two overlapped.
+    #[derive(Default)]
+    struct Fake {
+        accepted: std::sync::Mutex<Vec<bool>>,
+        subscribed: std::sync::atomic::AtomicBool,
+        in_flight: std::sync::atomic::AtomicUsize,
+        overlaps: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Fake {
+        async fn request(&self, on: bool, delay_ms: u64, accept: bool) -> Result<(), String> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if self.in_flight.fetch_add(1, SeqCst) > 0 {
+                self.overlaps.fetch_add(1, SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            self.in_flight.fetch_sub(1, SeqCst);
+            if !accept {
+                return Err("refused".into());
+            }
+            self.subscribed.store(on, SeqCst);
+            self.accepted.lock().unwrap().push(on);
+            Ok(())
+        }
+
+        fn subscribed(&self) -> bool {
+            self.subscribed.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    const URI: &str = "a://x";
+
+    #[tokio::test]
+    async fn the_upstream_hears_of_the_first_subscription_and_the_last_unsubscription() {
+        let (subs, up) = (Subscriptions::default(), Fake::default());
+        for on in [true, true, false, false, false, true] {
+            subs.change(URI, on, 1, soon(), |on| up.request(on, 0, true))
+                .await
+                .unwrap();
+        }
+        assert_eq!(*up.accepted.lock().unwrap(), [true, false, true]);
+        assert_eq!(subs.count(URI), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscribe_racing_an_unsubscribe_leaves_the_upstream_as_counted() {
+        let subs = Arc::new(Subscriptions::default());
+        let up = Arc::new(Fake::default());
+        // A slow subscribe, and an unsubscribe that arrives while it is under way.
+        let slow = tokio::spawn({
+            let (subs, up) = (subs.clone(), up.clone());
+            async move {
+                subs.change(URI, true, 1, soon(), |on| up.request(on, 150, true))
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        subs.change(URI, false, 1, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        slow.await.unwrap().unwrap();
+        assert_eq!(*up.accepted.lock().unwrap(), [true, false]);
+        assert!(
+            !up.subscribed(),
+            "nobody counts on it, yet the upstream still sends updates"
+        );
+        assert_eq!(subs.count(URI), 0);
+        assert_eq!(up.overlaps.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert!(
+            crate::upstream::lock(&subs.0).is_empty(),
+            "no record is left behind"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_subscribe_does_not_take_a_subscription_made_meanwhile_with_it() {
+        let subs = Arc::new(Subscriptions::default());
+        let up = Arc::new(Fake::default());
+        let refused = tokio::spawn({
+            let (subs, up) = (subs.clone(), up.clone());
+            async move {
+                subs.change(URI, true, 1, soon(), |on| up.request(on, 150, false))
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        subs.change(URI, true, 1, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        assert!(refused.await.unwrap().is_err());
+        // The second session's subscription reached the upstream on its own.
+        assert!(up.subscribed());
+        assert_eq!(subs.count(URI), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sessions_subscribing_and_unsubscribing_at_once_keep_the_count_and_the_upstream_together(
+    ) {
+        let subs = Arc::new(Subscriptions::default());
+        let up = Arc::new(Fake::default());
+        let tasks: Vec<_> = (0..40u64)
+            .map(|i| {
+                let (subs, up) = (subs.clone(), up.clone());
+                tokio::spawn(async move {
+                    let delay = i % 4;
+                    subs.change(URI, true, 1, soon(), |on| up.request(on, delay, true))
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(i % 7)).await;
+                    subs.change(URI, false, 1, soon(), |on| up.request(on, delay, true))
+                        .await
+                        .unwrap();
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(subs.count(URI), 0);
+        assert!(!up.subscribed());
+        assert_eq!(up.overlaps.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // Subscribe and unsubscribe alternate, starting with a subscribe.
+        let accepted = up.accepted.lock().unwrap().clone();
+        assert!(!accepted.is_empty());
+        for (i, on) in accepted.iter().enumerate() {
+            assert_eq!(*on, i % 2 == 0, "{accepted:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_unsubscribe_still_ends_the_sessions_interest() {
+        let (subs, up) = (Subscriptions::default(), Fake::default());
+        subs.change(URI, true, 1, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        subs.change(URI, false, 1, soon(), |on| up.request(on, 0, false))
+            .await
+            .unwrap();
+        assert_eq!(subs.count(URI), 0);
+        // The next subscription asks the upstream again.
+        subs.change(URI, true, 1, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        assert_eq!(*up.accepted.lock().unwrap(), [true, true]);
+    }
+
+    #[tokio::test]
+    async fn a_subscription_on_a_session_that_is_gone_is_sent_again() {
+        let (subs, up) = (Subscriptions::default(), Fake::default());
+        subs.change(URI, true, 1, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        // Session 2 replaced session 1 and was not subscribed yet: the next subscriber asks it.
+        subs.change(URI, true, 2, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        subs.change(URI, true, 2, soon(), |on| up.request(on, 0, true))
+            .await
+            .unwrap();
+        assert_eq!(*up.accepted.lock().unwrap(), [true, true]);
+        assert_eq!(subs.count(URI), 3);
     }
 
     #[test]

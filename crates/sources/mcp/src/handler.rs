@@ -57,7 +57,7 @@ impl UpstreamToolHandler {
         let deadline = Instant::now() + budget;
         let arguments = object_arguments(args)?;
         // While it waits, the upstream's requests (elicitation, sampling) go to its client.
-        let _in_flight = crate::relay::enter(&shared.calls, ctx);
+        let _in_flight = crate::relay::enter(&shared.calls, ctx, deadline);
         let mut min_generation = 0;
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = arguments;
@@ -99,7 +99,7 @@ impl UpstreamToolHandler {
                 // answers and the upstream's own state.
                 Ok(CallToolResponse::InputRequired(asked)) if rounds < MAX_INPUT_ROUNDS => {
                     rounds += 1;
-                    let (responses, state) = self.answer_inputs(ctx, asked).await?;
+                    let (responses, state) = self.answer_inputs(ctx, asked, deadline).await?;
                     params.input_responses = Some(responses);
                     params.request_state = state;
                 }
@@ -110,11 +110,12 @@ impl UpstreamToolHandler {
 
     /// The answers of the call's client to the requests of an `input_required` result, and the
     /// state to send back with them. A `roots/list` is answered with no roots (Toolshed exposes
-    /// none).
+    /// none). A question stored for people waits at most until shortly before `deadline`.
     async fn answer_inputs(
         &self,
         ctx: &ToolContext,
         asked: rmcp::model::InputRequiredResult,
+        deadline: Instant,
     ) -> Result<(rmcp::model::InputResponses, Option<String>), ToolError> {
         let mut responses = rmcp::model::InputResponses::new();
         for (key, request) in asked.input_requests.unwrap_or_default() {
@@ -137,7 +138,7 @@ impl UpstreamToolHandler {
                             _ => "elicitation",
                         },
                     };
-                    crate::relay::ask_client(ctx, asked, params)
+                    crate::relay::ask_client(ctx, asked, params, deadline)
                         .await
                         .map_err(|why| {
                             ToolError::upstream(format!(

@@ -20,7 +20,8 @@
 //!   client of the face that made the call.
 //! - `stderr`: a child's stderr, logged with secrets blanked out, its tail kept for errors.
 //! - [`oauth`]: OAuth for streamable HTTP upstreams that ask for a token (discovery, client
-//!   credentials, authorization code with PKCE, scope step-up).
+//!   credentials, authorization code with PKCE, scope step-up); [`issuer`]: the pinned
+//!   authorization server (`oauth.issuer`).
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
 //!
@@ -45,6 +46,7 @@ pub mod connect;
 pub mod entries;
 pub mod error;
 mod handler;
+pub mod issuer;
 pub mod mapping;
 pub mod oauth;
 mod relay;

@@ -18,6 +18,10 @@
 //!   [`AuthorizationAgent`]; the built-in [`FollowRedirects`] follows the server's redirects
 //!   itself, for authorization servers that approve without a person.
 //!
+//! With `issuer` configured ([`OAuthConfig::issuer`]), discovery must end at that authorization
+//! server: a resource whose metadata does not list it, and an authorization server whose
+//! metadata names another issuer, are refused with both named ([`crate::issuer`]).
+//!
 //! Scopes: the configured ones with the challenge's `scope`; with none configured, the
 //! challenge's `scope`, else the resource's `scopes_supported`, else none (the parameter is
 //! left out). `offline_access` is added when the authorization server lists it.
@@ -102,6 +106,9 @@ pub struct OAuthConfig {
     pub client_name: String,
     /// Who does the user's part of the authorization-code flow.
     pub agent: Option<Agent>,
+    /// The one authorization server accepted (its issuer identifier, RFC 8414); `None`
+    /// accepts the one the upstream names.
+    pub issuer: Option<String>,
 }
 
 impl std::fmt::Debug for OAuthConfig {
@@ -117,6 +124,7 @@ impl std::fmt::Debug for OAuthConfig {
             .field("client_metadata_url", &self.client_metadata_url)
             .field("client_name", &self.client_name)
             .field("agent", &self.agent.is_some())
+            .field("issuer", &self.issuer)
             .finish()
     }
 }
@@ -146,6 +154,7 @@ impl OAuthConfig {
             client_metadata_url: None,
             client_name: DEFAULT_CLIENT_NAME.into(),
             agent: None,
+            issuer: None,
         }
     }
 
@@ -171,6 +180,12 @@ impl OAuthConfig {
 
     pub fn with_agent(mut self, agent: Arc<dyn AuthorizationAgent>) -> Self {
         self.agent = Some(Agent(agent));
+        self
+    }
+
+    /// Pins the authorization server ([`Self::issuer`]).
+    pub fn with_issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
         self
     }
 
@@ -200,6 +215,9 @@ impl OAuthConfig {
                 return Err("oauth.signing_algorithm is only used with oauth.private_key".into());
             }
             signing_algorithm(alg)?;
+        }
+        if let Some(issuer) = &self.issuer {
+            crate::issuer::validate(issuer)?;
         }
         if let Some(s) = self.scopes.iter().find(|s| s.is_empty() || s.contains(' ')) {
             return Err(format!(
@@ -281,6 +299,7 @@ fn signing_algorithm(name: &str) -> Result<JwtSigningAlgorithm, String> {
 /// client_id = "toolshed"
 /// client_secret = "env:UPSTREAM_CLIENT_SECRET"
 /// scopes = ["mcp:read"]
+/// issuer = "https://login.example.com"  # optional: the one authorization server accepted
 /// ```
 ///
 /// Secret fields (`client_secret`, `private_key`) accept `env:NAME` or `${NAME}`, like every
@@ -310,6 +329,8 @@ pub struct OAuthSpec {
     pub client_name: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub headless: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
 }
 
 impl std::fmt::Debug for OAuthSpec {
@@ -321,6 +342,7 @@ impl std::fmt::Debug for OAuthSpec {
             .field("client_secret", &hidden(&self.client_secret))
             .field("private_key", &hidden(&self.private_key))
             .field("scopes", &self.scopes)
+            .field("issuer", &self.issuer)
             .finish_non_exhaustive()
     }
 }
@@ -352,6 +374,7 @@ impl OAuthSpec {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_CLIENT_NAME.into()),
             agent: None,
+            issuer: self.issuer.clone(),
         };
         if self.headless {
             if self.grant != OAuthGrant::AuthorizationCode {
@@ -768,11 +791,36 @@ impl Authorizer {
         let resolution = manager
             .resolve_metadata_from_challenge(Some(header))
             .await?;
-        if !resolution.source.is_discovered() {
-            tracing::info!(upstream = %self.name, "no OAuth metadata published; using the 2025-03-26 default endpoints (/authorize, /token, /register)");
-        }
-        manager.set_metadata(resolution.metadata);
+        let metadata = match &self.cfg.issuer {
+            Some(pinned) => self.pinned(pinned, header, resolution).await?,
+            None => {
+                if !resolution.source.is_discovered() {
+                    tracing::info!(upstream = %self.name, "no OAuth metadata published; using the 2025-03-26 default endpoints (/authorize, /token, /register)");
+                }
+                resolution.metadata
+            }
+        };
+        manager.set_metadata(metadata);
         Ok(manager)
+    }
+
+    /// The metadata of the pinned authorization server `pinned` ([`crate::issuer`]).
+    async fn pinned(
+        &self,
+        pinned: &str,
+        header: &str,
+        resolution: rmcp::transport::auth::AuthorizationMetadataResolution,
+    ) -> Result<rmcp::transport::auth::AuthorizationMetadata, AuthError> {
+        let client = toolshed_outbound::client::unfollowing_client(self.allow_private)
+            .map_err(|e| AuthError::InternalError(e.to_string()))?;
+        let discovery = crate::issuer::Discovery {
+            client: &client,
+            resource: &self.url,
+            resource_metadata: Challenge::parse(header, &self.url).resource_metadata,
+        };
+        crate::issuer::pinned_metadata(pinned, &discovery, resolution)
+            .await
+            .map_err(|e| AuthError::AuthorizationFailed(e.to_string()))
     }
 
     fn client_credentials(

@@ -8,7 +8,11 @@
 //! (one session of a face, [`ClientChannel::client_id`]). When the one call in flight came from
 //! a client that cannot take a form question (a client without elicitation, a script, the HTTP
 //! API), the question becomes a stored `input` wait that any session may answer
-//! ([`EngineAccess::ask`]), and the call waits for it. When calls of several clients are in
+//! ([`EngineAccess::ask`]), and the call waits for it, at most until shortly before its own
+//! deadline ([`question_timeout`]), so that an unanswered question is what the caller hears of,
+//! not a generic timeout. When the call ends first (its answer came, it timed out or was
+//! cancelled), the question is dropped with it, which cancels the stored question
+//! ([`Registered`] going away ends the wait). When calls of several clients are in
 //! flight, or the request cannot wait for a person (sampling, a URL), the upstream gets an error
 //! that says so, and the refusal is logged: a person's question never reaches another person's
 //! client.
@@ -20,6 +24,8 @@ use std::time::Duration;
 use rmcp::model::ErrorCode;
 use rmcp::ErrorData;
 use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
 use toolshed_core::{ClientChannel, EngineAccess, ToolContext};
 
 /// The calls of one upstream that are waiting for its answer.
@@ -35,15 +41,20 @@ struct InFlight {
     client: Option<Arc<dyn ClientChannel>>,
     /// Where a question goes when the client cannot take it.
     engine: Option<Arc<dyn EngineAccess>>,
-    timeout: Duration,
+    /// When the call gives up waiting for the upstream.
+    deadline: Instant,
+    /// Closed when the call ends ([`Registered`] dropped).
+    alive: watch::Receiver<()>,
     /// Requests of the upstream this call's client is answering now.
     asking: Arc<AtomicUsize>,
 }
 
-/// A registered call; it leaves the list when dropped.
+/// A registered call; it leaves the list when dropped, which also ends the waits of the
+/// requests relayed for it ([`call_ended`]).
 pub(crate) struct Registered {
     calls: Arc<CallsInFlight>,
     id: u64,
+    _alive: watch::Sender<()>,
 }
 
 impl Drop for Registered {
@@ -52,37 +63,88 @@ impl Drop for Registered {
     }
 }
 
-/// Registers the call of `ctx` as in flight until the guard is dropped.
-pub(crate) fn enter(calls: &Arc<CallsInFlight>, ctx: &ToolContext) -> Registered {
-    let id = calls.next.fetch_add(1, Ordering::Relaxed);
-    crate::upstream::lock(&calls.calls).push(InFlight {
-        id,
-        client: ctx.client().cloned(),
-        engine: ctx.engine().cloned(),
-        timeout: ctx.timeout,
-        asking: Arc::default(),
-    });
-    Registered {
-        calls: calls.clone(),
-        id,
-    }
+/// Registers the call of `ctx`, which waits for the upstream until `deadline`, as in flight
+/// until the guard is dropped.
+pub(crate) fn enter(
+    calls: &Arc<CallsInFlight>,
+    ctx: &ToolContext,
+    deadline: Instant,
+) -> Registered {
+    register(
+        calls,
+        ctx.client().cloned(),
+        ctx.engine().cloned(),
+        deadline,
+    )
 }
 
 /// Registers a request of no relaying client (a read, a completion, a subscription) as in
 /// flight, so that a request of the upstream meanwhile is not taken for another call's.
 pub(crate) fn enter_opaque(calls: &Arc<CallsInFlight>) -> Registered {
+    register(calls, None, None, Instant::now())
+}
+
+fn register(
+    calls: &Arc<CallsInFlight>,
+    client: Option<Arc<dyn ClientChannel>>,
+    engine: Option<Arc<dyn EngineAccess>>,
+    deadline: Instant,
+) -> Registered {
     let id = calls.next.fetch_add(1, Ordering::Relaxed);
+    let (alive, watching) = watch::channel(());
     crate::upstream::lock(&calls.calls).push(InFlight {
         id,
-        client: None,
-        engine: None,
-        timeout: Duration::ZERO,
+        client,
+        engine,
+        deadline,
+        alive: watching,
         asking: Arc::default(),
     });
     Registered {
         calls: calls.clone(),
         id,
+        _alive: alive,
     }
+}
+
+/// Resolves once the call watched by `alive` ended (its [`Registered`] was dropped).
+async fn call_ended(mut alive: watch::Receiver<()>) {
+    while alive.changed().await.is_ok() {}
+}
+
+/// Time left before a call's `deadline` that a question does not take: the upstream hears
+/// that the question went unanswered and answers the call before the call itself times out.
+pub(crate) const QUESTION_MARGIN: Duration = Duration::from_secs(1);
+
+/// How long a question asked for a call with `deadline` may wait for its answer; `None` when
+/// too little time is left to ask a person anything.
+pub(crate) fn question_timeout(deadline: Instant) -> Option<Duration> {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .checked_sub(QUESTION_MARGIN)
+        .filter(|left| !left.is_zero())
+}
+
+/// Puts a form question to the people of a call whose client cannot take it, as a stored
+/// wait, until the call's `deadline` (less [`QUESTION_MARGIN`]); why there is no answer, as
+/// text.
+async fn ask_stored(
+    engine: &dyn EngineAccess,
+    params: &Value,
+    deadline: Instant,
+) -> Result<Value, String> {
+    let Some(timeout) = question_timeout(deadline) else {
+        return Err(format!(
+            "the call has less than {}s left, too little to wait for a person's answer",
+            QUESTION_MARGIN.as_secs()
+        ));
+    };
+    let message = params["message"].as_str().unwrap_or("The upstream asks:");
+    let schema = params.get("requestedSchema").cloned();
+    engine
+        .ask(message, schema, timeout)
+        .await
+        .map_err(|e| format!("the question was not answered: {}", e.message))
 }
 
 /// A server-to-client request: its MCP method and the capability the client must have.
@@ -170,13 +232,14 @@ pub(crate) async fn relay(
                 ErrorData::internal_error(format!("the client answered: {}", e.message), None)
             }),
         _ if asked.capability == "elicitation" && call.engine.is_some() => {
-            let engine = call.engine.as_ref().expect("checked");
-            let message = params["message"].as_str().unwrap_or("The upstream asks:");
-            let schema = params.get("requestedSchema").cloned();
-            engine
-                .ask(message, schema, call.timeout)
-                .await
-                .map_err(|e| refuse(format!("the question was not answered: {}", e.message)))
+            let engine = call.engine.as_deref().expect("checked");
+            // The call may end first: the question, dropped with this wait, is cancelled.
+            tokio::select! {
+                answer = ask_stored(engine, &params, call.deadline) => answer.map_err(refuse),
+                () = call_ended(call.alive.clone()) => Err(refuse(
+                    "the call that asked ended before the question was answered".into(),
+                )),
+            }
         }
         Some(_) => Err(refuse(format!(
             "the client did not declare the '{}' capability",
@@ -191,11 +254,13 @@ pub(crate) async fn relay(
 
 /// Puts one request straight to the client of `ctx`'s own call (an upstream's
 /// `input_required` names its call, so no routing is needed), or a form question to the call's
-/// people as a stored wait when the client cannot take it; why not, as text.
+/// people as a stored wait (until the call's `deadline`, see [`question_timeout`]) when the
+/// client cannot take it; why not, as text.
 pub(crate) async fn ask_client(
     ctx: &ToolContext,
     asked: Asked,
     params: Value,
+    deadline: Instant,
 ) -> Result<Value, String> {
     match ctx.client() {
         Some(client) if client.supports(asked.capability) => client
@@ -204,12 +269,7 @@ pub(crate) async fn ask_client(
             .map_err(|e| format!("the client answered: {}", e.message)),
         _ if asked.capability == "elicitation" && ctx.engine().is_some() => {
             let engine = ctx.engine().expect("checked");
-            let message = params["message"].as_str().unwrap_or("The upstream asks:");
-            let schema = params.get("requestedSchema").cloned();
-            engine
-                .ask(message, schema, ctx.timeout)
-                .await
-                .map_err(|e| format!("the question was not answered: {}", e.message))
+            ask_stored(engine.as_ref(), &params, deadline).await
         }
         Some(_) => Err(format!(
             "the client did not declare the '{}' capability",
@@ -254,6 +314,107 @@ mod tests {
 
     fn ctx(client: Option<Arc<dyn ClientChannel>>) -> ToolContext {
         ToolContext::new(Arc::from("p"), ToolPath::parse("up.t").unwrap()).with_client(client)
+    }
+
+    /// Registers a call that waits for the upstream for up to 30 seconds.
+    fn enter(calls: &Arc<CallsInFlight>, ctx: &ToolContext) -> Registered {
+        super::enter(calls, ctx, Instant::now() + Duration::from_secs(30))
+    }
+
+    /// An engine whose questions are never answered: it notes the time each may wait and
+    /// whether the wait was dropped (the call that asked ended).
+    #[derive(Default)]
+    struct Unanswered {
+        timeouts: Mutex<Vec<Duration>>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    /// Sets its flag when dropped.
+    struct Flag(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl EngineAccess for Unanswered {
+        fn visible_paths(&self) -> Vec<String> {
+            Vec::new()
+        }
+        async fn call(&self, _: &str, _: Value) -> Result<Value, ToolError> {
+            Err(ToolError::internal("no calls here"))
+        }
+        async fn run_script(
+            &self,
+            _: &str,
+            _: Value,
+            _: toolshed_core::NestedRun,
+        ) -> Result<Value, ToolError> {
+            Err(ToolError::internal("no scripts here"))
+        }
+        async fn ask(
+            &self,
+            _: &str,
+            _: Option<Value>,
+            timeout: Duration,
+        ) -> Result<Value, ToolError> {
+            self.timeouts.lock().unwrap().push(timeout);
+            let _flag = Flag(self.dropped.clone());
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stored_question_ends_with_the_call_that_asked() {
+        let calls = Arc::new(CallsInFlight::default());
+        let engine = Arc::new(Unanswered::default());
+        let script = ctx(None).with_engine(Some(engine.clone() as Arc<dyn EngineAccess>));
+        let call = super::enter(&calls, &script, Instant::now() + Duration::from_secs(10));
+        let asking = tokio::spawn({
+            let calls = calls.clone();
+            async move {
+                relay(
+                    &calls,
+                    "up",
+                    ELICIT,
+                    serde_json::json!({"message": "Name?"}),
+                )
+                .await
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // The question waits at most until shortly before the call's own deadline.
+        let asked = engine.timeouts.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(
+            asked[0] <= Duration::from_secs(9) && asked[0] > Duration::from_secs(8),
+            "{asked:?}"
+        );
+        // The call ends (answered, timed out or cancelled): the question goes with it.
+        drop(call);
+        let e = tokio::time::timeout(Duration::from_secs(2), asking)
+            .await
+            .expect("the relayed question ends with its call")
+            .unwrap()
+            .unwrap_err();
+        assert!(e.message.contains("the call that asked ended"), "{e:?}");
+        assert!(
+            engine.dropped.load(Ordering::SeqCst),
+            "the stored question's wait was dropped"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_too_close_to_its_deadline_asks_nobody() {
+        let calls = Arc::new(CallsInFlight::default());
+        let engine = Arc::new(Unanswered::default());
+        let script = ctx(None).with_engine(Some(engine.clone() as Arc<dyn EngineAccess>));
+        let _call = super::enter(&calls, &script, Instant::now() + Duration::from_millis(500));
+        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        assert!(e.message.contains("too little to wait"), "{e:?}");
+        assert!(engine.timeouts.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

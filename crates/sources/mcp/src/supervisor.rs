@@ -2,9 +2,10 @@
 //! without a shutdown (the child died, the HTTP session broke), marks the upstream
 //! reconnecting and reconnects with exponential backoff ([`backoff_delay`]: 100 ms doubling up
 //! to 30 s; the backoff resets only after a session stayed up for 30 s, so a crash loop keeps
-//! backing off). A second task re-lists the tools after `tools/list_changed` or a reconnect and
-//! bumps [`Upstream::subscribe_changes`](crate::Upstream::subscribe_changes) when the list
-//! changed.
+//! backing off). After a reconnect, the resources sessions subscribe to are subscribed again on
+//! the new session ([`crate::entries::resubscribe`]). A second task re-lists the tools after
+//! `tools/list_changed` or a reconnect and bumps
+//! [`Upstream::subscribe_changes`](crate::Upstream::subscribe_changes) when the list changed.
 //!
 //! On shutdown (or when the last handle is dropped) the session is closed: the child's stdin is
 //! closed, then it is terminated and killed if needed (rmcp), within [`SHUTDOWN_GRACE`].
@@ -85,8 +86,10 @@ pub(crate) async fn supervise(shared: Arc<Shared>, first: Connection, first_sess
         conn = next;
         generation += 1;
         shared.restarts.fetch_add(1, Ordering::Relaxed);
-        publish(&shared, &conn, generation);
+        let session = publish(&shared, &conn, generation);
         tracing::info!(upstream = %shared.cfg.name, pid = ?conn.pid, "upstream reconnected");
+        // The new session knows nothing of the old one's subscriptions.
+        tokio::spawn(crate::entries::resubscribe(shared.clone(), session));
         let _ = shared.events.send(Event::Reconnected);
     }
 }

@@ -7,3 +7,4 @@ mod protocol_versions;
 mod redirects;
 mod reference_servers;
 mod stdio_upstream;
+mod subscriptions;

@@ -2,7 +2,9 @@
 //! token (`401` with a `resource_metadata` challenge; `tools/call` needs the `write` scope, a
 //! `403 insufficient_scope` otherwise) and its authorization server: client credentials and the
 //! authorization-code flow with PKCE, each stepping up to the wider scope once; a refused
-//! client secret that the authorization server echoes stays out of the error.
+//! client secret that the authorization server echoes stays out of the error; a pinned issuer
+//! (`oauth.issuer`) that the resource does not list, or that the authorization server's
+//! metadata does not name, is refused, and picked among several listed servers.
 
 use crate::common;
 
@@ -32,12 +34,18 @@ struct Seen {
     /// The PKCE challenge of the last authorization request.
     challenge: Option<String>,
     pkce_verified: usize,
+    /// The base URL of the server that answered each token request.
+    token_servers: Vec<String>,
 }
 
 #[derive(Clone)]
 struct Server {
     base: String,
     seen: Arc<Mutex<Seen>>,
+    /// The resource metadata's `authorization_servers` when set (else this server alone).
+    listed: Arc<Mutex<Option<Vec<String>>>>,
+    /// Publish no resource metadata (and name none in challenges).
+    no_resource_metadata: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Server {
@@ -46,8 +54,20 @@ impl Server {
     }
 }
 
-async fn prm(State(s): State<Server>) -> Json<Value> {
-    Json(json!({"resource": format!("{}/mcp", s.base), "authorization_servers": [s.base]}))
+async fn prm(State(s): State<Server>) -> Response {
+    if s.no_resource_metadata
+        .load(std::sync::atomic::Ordering::SeqCst)
+    {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let listed = s
+        .listed
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_else(|| vec![s.base.clone()]);
+    Json(json!({"resource": format!("{}/mcp", s.base), "authorization_servers": listed}))
+        .into_response()
 }
 
 async fn as_metadata(State(s): State<Server>) -> Json<Value> {
@@ -98,6 +118,7 @@ async fn token(
         .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
         .map(|b| String::from_utf8_lossy(&b).to_string());
     let mut seen = s.seen.lock().unwrap();
+    seen.token_servers.push(s.base.clone());
     let grant = f.get("grant_type").cloned().unwrap_or_default();
     let scope = match grant.as_str() {
         "authorization_code" => f.get("code").cloned().unwrap_or_default().replace('.', " "),
@@ -146,10 +167,15 @@ async fn mcp(State(s): State<Server>, headers: HeaderMap, Json(msg): Json<Value>
         .clone()
         .and_then(|t| s.seen.lock().unwrap().tokens.get(&t).cloned());
     let Some(scopes) = scopes else {
-        return challenge(
-            StatusCode::UNAUTHORIZED,
-            format!(r#"Bearer resource_metadata="{}", scope="read""#, s.prm()),
-        );
+        let value = if s
+            .no_resource_metadata
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            r#"Bearer scope="read""#.to_string()
+        } else {
+            format!(r#"Bearer resource_metadata="{}", scope="read""#, s.prm())
+        };
+        return challenge(StatusCode::UNAUTHORIZED, value);
     };
     if method == "tools/call" && !scopes.iter().any(|s| s == "write") {
         return challenge(
@@ -184,10 +210,18 @@ async fn mcp(State(s): State<Server>, headers: HeaderMap, Json(msg): Json<Value>
 }
 
 async fn start() -> Server {
+    start_sharing(Default::default()).await
+}
+
+/// A server whose issued tokens are kept in `seen` (shared: a token one server issues is good
+/// at the other).
+async fn start_sharing(seen: Arc<Mutex<Seen>>) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = Server {
         base: format!("http://{}", listener.local_addr().unwrap()),
-        seen: Default::default(),
+        seen,
+        listed: Default::default(),
+        no_resource_metadata: Default::default(),
     };
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(prm))
@@ -322,4 +356,77 @@ async fn authorization_code_without_an_agent_says_what_is_missing() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no authorization agent is configured"), "{e}");
+}
+
+fn pinned(issuer: &str) -> OAuthConfig {
+    OAuthConfig::client_credentials(CLIENT_ID, Secret::new(CLIENT_SECRET)).with_issuer(issuer)
+}
+
+#[tokio::test]
+async fn a_pinned_issuer_the_resource_lists_is_used() {
+    let server = start().await;
+    // The pin may carry the root slash the metadata leaves out.
+    let oauth = pinned(&format!("{}/", server.base));
+    let up = Upstream::connect(config(&server, oauth)).await.unwrap();
+    assert_eq!(list_and_call(&up).await, json!("read write"));
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pinned_issuer_the_resource_does_not_list_is_refused() {
+    let server = start().await;
+    let e = Upstream::connect(config(&server, pinned("https://login.example.com")))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("https://login.example.com")
+            && e.contains(&server.base)
+            && e.contains("oauth.issuer"),
+        "{e}"
+    );
+    assert!(
+        server.seen.lock().unwrap().token_requests.is_empty(),
+        "no token was asked of an authorization server the pin does not name"
+    );
+}
+
+#[tokio::test]
+async fn an_authorization_server_with_another_issuer_is_refused() {
+    // No resource metadata: the authorization server is found at the upstream's own origin,
+    // and its issuer is not the pinned one.
+    let server = start().await;
+    server
+        .no_resource_metadata
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = Upstream::connect(config(&server, pinned("https://login.example.com")))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("names the issuer {}", server.base))
+            && e.contains("not the pinned issuer https://login.example.com"),
+        "{e}"
+    );
+    assert!(server.seen.lock().unwrap().token_requests.is_empty());
+}
+
+#[tokio::test]
+async fn the_pinned_server_is_used_when_the_resource_lists_several() {
+    let server = start().await;
+    let other = start_sharing(server.seen.clone()).await;
+    *server.listed.lock().unwrap() = Some(vec![server.base.clone(), other.base.clone()]);
+    let up = Upstream::connect(config(&server, pinned(&other.base)))
+        .await
+        .unwrap();
+    assert_eq!(list_and_call(&up).await, json!("read write"));
+    up.shutdown().await;
+    let seen = server.seen.lock().unwrap();
+    assert!(!seen.token_servers.is_empty());
+    assert!(
+        seen.token_servers.iter().all(|b| *b == other.base),
+        "tokens came from {:?}, not only the pinned {}",
+        seen.token_servers,
+        other.base
+    );
 }

@@ -726,6 +726,24 @@ mod tests {
     }
 
     #[test]
+    fn an_mcp_sources_oauth_issuer_pin_is_carried_and_checked() {
+        let spec = |issuer: &str| -> McpSpec {
+            serde_json::from_value(serde_json::json!({
+                "name": "tracker", "url": "https://mcp.example.com/mcp",
+                "oauth": {"grant": "authorization_code", "client_id": "toolshed", "issuer": issuer}
+            }))
+            .unwrap()
+        };
+        let cfg = crate::load::upstream_config(&spec("https://login.example.com")).unwrap();
+        let oauth = cfg.oauth.expect("oauth");
+        assert_eq!(oauth.issuer.as_deref(), Some("https://login.example.com"));
+        let e = crate::load::upstream_config(&spec("http://login.example.com"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tracker") && e.contains("oauth.issuer"), "{e}");
+    }
+
+    #[test]
     fn names_are_one_segment() {
         assert!(openapi("pets_2").validate().is_ok());
         for reserved in toolshed_core::path::RESERVED_NAMESPACES {
