@@ -291,7 +291,7 @@ fn evaluate_hybrid(
         lex.add(&ranked(&r), rel);
 
         let t = Instant::now();
-        let v = embedder.embed(qtext).expect("query embeds");
+        let v = embedder.embed_query(qtext).expect("query embeds");
         let e = t.elapsed().as_secs_f64();
         t_embed += e;
         embed_times.push(e);
@@ -320,14 +320,14 @@ fn evaluate_hybrid(
     // model.
     let cached = toolshed_search::CachedEmbedder::new(embedder.clone(), set.queries.len());
     for (qtext, _) in &set.queries {
-        let _ = toolshed_search::TextEmbedder::embed_text(&cached, qtext);
+        let _ = toolshed_search::TextEmbedder::embed_query(&cached, qtext);
     }
     let mut repeat: Vec<f64> = set
         .queries
         .iter()
         .map(|(qtext, _)| {
             let t = Instant::now();
-            let _ = toolshed_search::TextEmbedder::embed_text(&cached, qtext);
+            let _ = toolshed_search::TextEmbedder::embed_query(&cached, qtext);
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();

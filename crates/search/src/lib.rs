@@ -24,6 +24,7 @@ pub mod hybrid;
 pub mod index;
 pub mod params;
 pub mod query_cache;
+pub mod scan;
 #[cfg(feature = "semantic")]
 pub mod semantic;
 pub mod stem;

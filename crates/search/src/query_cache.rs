@@ -1,6 +1,6 @@
 //! Repeated queries cost nothing: [`CachedEmbedder`] wraps an embedder and keeps the vectors
-//! of the last single texts it embedded (queries; tools are embedded in batches and pass
-//! through), so an agent that searches again with the same words skips the model.
+//! of the last queries it embedded ([`TextEmbedder::embed_query`]; tool texts pass through),
+//! so an agent that searches again with the same words skips the model.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -12,7 +12,7 @@ pub const DEFAULT_QUERY_CACHE: usize = 1024;
 /// Longer texts are not kept (they are rarely repeated and would crowd the cache).
 pub const MAX_CACHED_TEXT: usize = 1024;
 
-/// An embedder that remembers its last [`DEFAULT_QUERY_CACHE`] single-text answers.
+/// An embedder that remembers the vectors of its last [`DEFAULT_QUERY_CACHE`] queries.
 #[derive(Debug)]
 pub struct CachedEmbedder {
     inner: Arc<dyn TextEmbedder>,
@@ -71,16 +71,17 @@ impl TextEmbedder for CachedEmbedder {
     }
 
     fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
-        let [text] = texts else {
-            return self.inner.embed_texts(texts);
-        };
+        self.inner.embed_texts(texts)
+    }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         if self.capacity == 0 || text.len() > MAX_CACHED_TEXT {
-            return self.inner.embed_texts(texts);
+            return self.inner.embed_query(text);
         }
         if let Some(v) = self.lookup(text) {
             return Ok(v.to_vec());
         }
-        let v = self.inner.embed_texts(texts)?;
+        let v = self.inner.embed_query(text)?;
         self.keep(text, &v);
         Ok(v)
     }
@@ -106,25 +107,26 @@ mod tests {
     }
 
     #[test]
-    fn single_texts_are_kept_batches_pass_through_and_the_oldest_go_first() {
+    fn queries_are_kept_texts_pass_through_and_the_oldest_go_first() {
         let inner = Arc::new(Counting::default());
         let c = CachedEmbedder::new(inner.clone(), 2);
-        assert_eq!(c.embed_text("ab").unwrap(), [2.0]);
-        assert_eq!(c.embed_text("ab").unwrap(), [2.0]);
+        assert_eq!(c.embed_query("ab").unwrap(), [2.0]);
+        assert_eq!(c.embed_query("ab").unwrap(), [2.0]);
         assert_eq!(inner.0.load(Ordering::SeqCst), 1, "the second was kept");
-        // Batches (tool texts) always reach the model and are not kept.
+        // Tool texts (batches or one) always reach the model and are not kept.
         c.embed_texts(&["x", "yy"]).unwrap();
         c.embed_texts(&["x", "yy"]).unwrap();
-        assert_eq!(inner.0.load(Ordering::SeqCst), 5);
-        // Two more texts: "ab" is evicted.
-        c.embed_text("c").unwrap();
-        c.embed_text("dd").unwrap();
         c.embed_text("ab").unwrap();
-        assert_eq!(inner.0.load(Ordering::SeqCst), 8);
-        // A long text is never kept.
+        assert_eq!(inner.0.load(Ordering::SeqCst), 6);
+        // Two more queries: "ab" is evicted.
+        c.embed_query("c").unwrap();
+        c.embed_query("dd").unwrap();
+        c.embed_query("ab").unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 9);
+        // A long query is never kept.
         let long = "z".repeat(MAX_CACHED_TEXT + 1);
-        c.embed_text(&long).unwrap();
-        c.embed_text(&long).unwrap();
-        assert_eq!(inner.0.load(Ordering::SeqCst), 10);
+        c.embed_query(&long).unwrap();
+        c.embed_query(&long).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 11);
     }
 }

@@ -7,25 +7,50 @@
 //!
 //! [`Embedder::load`] reads a BERT-family sentence-transformers model (built and tested with
 //! `all-MiniLM-L6-v2`) from a directory holding `config.json`, `tokenizer.json` and
-//! `model.safetensors` (or `pytorch_model.bin`), runs it on the CPU with candle, mean-pools the
-//! last hidden states over the real tokens and L2-normalises the result, as the
-//! sentence-transformers `Pooling` + `Normalize` modules do. Nothing is downloaded: point
-//! [`MODEL_ENV`] (or [`Embedder::load`]) at the files. Errors are [`SemanticError`]s that name
-//! the file that is missing or malformed.
+//! `model.safetensors` (or `pytorch_model.bin`), runs it on the CPU, mean-pools the last hidden
+//! states over the text's tokens and L2-normalises the result, as the sentence-transformers
+//! `Pooling` + `Normalize` modules do. Nothing is downloaded: point [`MODEL_ENV`] (or
+//! [`Embedder::load`]) at the files. Errors are [`SemanticError`]s that name the file that is
+//! missing or malformed.
+//!
+//! The forward pass is this crate's own ([`encoder`]: weights packed once, by default as 8-bit
+//! integers ([`Precision`]), AVX2 kernels chosen at run time, no padding, a small spinning
+//! thread pool); candle only reads the weight files. A query reads at most [`QUERY_TOKENS`]
+//! tokens ([`Embedder::embed_query`]). On two cores a query of 16–26 tokens embeds in about
+//! 4 ms, of 26–40 tokens in about 6 ms (`benches/embed.rs`, figures in docs/benchmarks.md).
 
+mod encoder;
+mod kernels;
+mod pool;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_core::{Device, Tensor};
 use tokenizers::Tokenizer;
+
+use encoder::{Config, Encoder};
+pub use kernels::Precision;
+use pool::Pool;
 
 /// Environment variable naming a model directory (used by the retrieval bench and tests).
 pub const MODEL_ENV: &str = "TOOLSHED_SEARCH_MODEL";
 
-/// Texts embedded in one forward pass. Texts are sorted by length first, so a batch pads
-/// little.
+/// Environment variable choosing the weights' precision ([`Precision`]: `f32`, `f16`, `i8`).
+pub const PRECISION_ENV: &str = "TOOLSHED_SEARCH_PRECISION";
+
+/// Tokens of a query the model reads at most (`[CLS]` and `[SEP]` included). A search
+/// sentence is 10–40 tokens; past this the forward pass would cost more than the latency
+/// target allows, and a query's first 64 tokens say what it looks for.
+pub const QUERY_TOKENS: usize = 128;
+
+/// Texts embedded in one forward pass (texts are stacked, not padded).
 const BATCH: usize = 32;
+/// Tokens of one forward pass at most (bounds the activations' memory for long texts).
+const BATCH_TOKENS: usize = 4096;
+/// Threads of the forward pass by default: the cores, up to this many (a query's products are
+/// too small to share among more).
+const MAX_DEFAULT_THREADS: usize = 4;
 
 /// Longest input in tokens when the model directory does not say (`sentence_bert_config.json`).
 const DEFAULT_MAX_TOKENS: usize = 256;
@@ -51,14 +76,31 @@ pub enum SemanticError {
     Tokenize(String),
     /// The forward pass failed.
     #[error("embedding failed: {0}")]
-    Inference(#[from] candle_core::Error),
+    Inference(String),
+    /// [`PRECISION_ENV`] names no precision.
+    #[error("{PRECISION_ENV}={0:?} is not a precision (expected f32, f16 or i8)")]
+    Precision(String),
+}
+
+impl std::str::FromStr for Precision {
+    type Err = SemanticError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "f16" => Ok(Precision::F16),
+            "i8" => Ok(Precision::I8),
+            other => Err(SemanticError::Precision(other.to_string())),
+        }
+    }
 }
 
 /// A loaded sentence-embedding model. Cheap to share behind an `Arc`; `Send + Sync`.
 pub struct Embedder {
-    model: BertModel,
+    encoder: Encoder,
+    /// Helpers of the forward pass; `None` runs on the caller's thread only.
+    pool: Option<Pool>,
     tokenizer: Tokenizer,
-    device: Device,
     dim: usize,
     max_tokens: usize,
     dir: PathBuf,
@@ -72,6 +114,9 @@ impl std::fmt::Debug for Embedder {
             .field("dir", &self.dir)
             .field("dim", &self.dim)
             .field("max_tokens", &self.max_tokens)
+            .field("threads", &self.threads())
+            .field("simd", &self.encoder.simd)
+            .field("precision", &self.encoder.precision())
             .finish()
     }
 }
@@ -104,8 +149,13 @@ impl Embedder {
     /// sentence-transformers files are honoured: `sentence_bert_config.json`
     /// (`max_seq_length`) and `1_Pooling/config.json` (only mean pooling is supported).
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, SemanticError> {
+        Self::load_with(dir, Precision::default())
+    }
+
+    /// [`Embedder::load`] with the weights kept in `precision` (where the CPU has the kernels
+    /// for it; f32 otherwise).
+    pub fn load_with(dir: impl AsRef<Path>, precision: Precision) -> Result<Self, SemanticError> {
         let dir = dir.as_ref();
-        let device = Device::Cpu;
 
         let config_path = dir.join("config.json");
         let config: Config =
@@ -152,39 +202,72 @@ impl Embedder {
 
         let safetensors = dir.join("model.safetensors");
         let pickle = dir.join("pytorch_model.bin");
-        let (weights_path, vb) = if safetensors.exists() || !pickle.exists() {
-            let bytes = read(&safetensors)?;
-            let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)
-                .map_err(|e| malformed(&safetensors, e))?;
-            (safetensors, vb)
-        } else {
-            let vb = VarBuilder::from_pth(&pickle, DType::F32, &device)
-                .map_err(|e| malformed(&pickle, e))?;
-            (pickle, vb)
-        };
-        let model = BertModel::load(vb, &config).map_err(|e| malformed(&weights_path, e))?;
+        let (weights_path, tensors): (_, HashMap<String, Tensor>) =
+            if safetensors.exists() || !pickle.exists() {
+                let bytes = read(&safetensors)?;
+                let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
+                    .map_err(|e| malformed(&safetensors, e))?;
+                (safetensors, tensors)
+            } else {
+                let tensors = candle_core::pickle::read_all(&pickle)
+                    .map_err(|e| malformed(&pickle, e))?
+                    .into_iter()
+                    .collect();
+                (pickle, tensors)
+            };
+        let encoder = Encoder::from_tensors(&tensors, &config, precision)
+            .map_err(|e| malformed(&weights_path, e))?;
+        drop(tensors);
         let weights_len = std::fs::metadata(&weights_path).map_or(0, |m| m.len());
+        // The precision is part of the id: stored vectors are reused only with the same kernels.
         let id = format!(
-            "{} dim={} weights={weights_len}",
+            "{} dim={} weights={weights_len} precision={:?}",
             dir.display(),
-            config.hidden_size
+            config.hidden_size,
+            encoder.precision()
         );
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_DEFAULT_THREADS);
 
-        Ok(Self {
-            model,
+        let mut embedder = Self {
+            dim: encoder.hidden(),
+            encoder,
+            pool: None,
             tokenizer,
-            device,
-            dim: config.hidden_size,
             max_tokens,
             dir: dir.to_path_buf(),
             id,
-        })
+        };
+        embedder.set_threads(threads);
+        Ok(embedder)
+    }
+
+    /// Runs the forward pass on `threads` threads (the caller's and `threads − 1` helpers that
+    /// spin briefly between products, then sleep); 1 runs it on the caller's thread alone.
+    /// The default is the number of cores, at most 4.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.pool = (threads > 1).then(|| Pool::new(threads));
+    }
+
+    /// Threads of the forward pass.
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, Pool::threads)
     }
 
     /// Loads the model named by [`MODEL_ENV`]; `None` when the variable is unset or empty.
+    /// [`PRECISION_ENV`] (`f32`, `f16` or `i8`) chooses the weights' precision; unset, the
+    /// default. Another value is an error that names it.
     pub fn from_env() -> Option<Result<Self, SemanticError>> {
         let dir = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty())?;
-        Some(Self::load(PathBuf::from(dir)))
+        let precision = match std::env::var(PRECISION_ENV) {
+            Err(_) => Precision::default(),
+            Ok(v) => match v.parse() {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        Some(Self::load_with(PathBuf::from(dir), precision))
     }
 
     /// Length of every embedding.
@@ -202,74 +285,78 @@ impl Embedder {
         &self.dir
     }
 
-    /// The unit-length embedding of one text.
-    pub fn embed(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
-        self.embed_batch(&[text])
+    /// Tokens the model sees for `text` (`[CLS]` and `[SEP]` included, after truncation).
+    pub fn token_count(&self, text: &str) -> Result<usize, SemanticError> {
+        Ok(self.ids(text)?.len())
     }
 
-    /// The unit-length embeddings of `texts`, concatenated: text `i` is
-    /// `out[i * dim .. (i + 1) * dim]`. Texts are run in length-sorted batches.
-    pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<f32>, SemanticError> {
-        let encodings = self
+    fn ids(&self, text: &str) -> Result<Vec<u32>, SemanticError> {
+        // `encode_fast`: the same ids without the offsets nobody here reads.
+        let encoding = self
             .tokenizer
-            .encode_batch(texts.to_vec(), true)
+            .encode_fast(text, true)
             .map_err(|e| SemanticError::Tokenize(e.to_string()))?;
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| encodings[i].get_ids().len());
+        Ok(encoding.get_ids().to_vec())
+    }
 
-        let mut out = vec![0f32; texts.len() * self.dim];
-        for chunk in order.chunks(BATCH) {
-            let width = chunk
-                .iter()
-                .map(|&i| encodings[i].get_ids().len())
-                .max()
-                .unwrap_or(0)
-                .max(1);
-            let mut ids = vec![0u32; chunk.len() * width];
-            let mut mask = vec![0u32; chunk.len() * width];
-            for (row, &i) in chunk.iter().enumerate() {
-                let e = &encodings[i];
-                let start = row * width;
-                ids[start..start + e.get_ids().len()].copy_from_slice(e.get_ids());
-                for m in &mut mask[start..start + e.get_ids().len()] {
-                    *m = 1;
-                }
-            }
-            let pooled = self.forward(&ids, &mask, chunk.len(), width)?;
-            for (row, &i) in chunk.iter().enumerate() {
-                out[i * self.dim..(i + 1) * self.dim]
-                    .copy_from_slice(&pooled[row * self.dim..(row + 1) * self.dim]);
-            }
-        }
+    /// The unit-length embedding of one text.
+    pub fn embed(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
+        let ids = self.ids(text)?;
+        let mut out = vec![0f32; self.dim];
+        self.encoder
+            .embed(&[&ids], self.pool.as_ref(), &mut out)
+            .map_err(SemanticError::Inference)?;
         Ok(out)
     }
 
-    /// One forward pass over a padded batch; returns `rows × dim` mean-pooled, normalised values.
-    fn forward(
-        &self,
-        ids: &[u32],
-        mask: &[u32],
-        rows: usize,
-        width: usize,
-    ) -> Result<Vec<f32>, SemanticError> {
-        let input_ids = Tensor::from_slice(ids, (rows, width), &self.device)?;
-        let attention = Tensor::from_slice(mask, (rows, width), &self.device)?;
-        let token_types = input_ids.zeros_like()?;
-        let hidden = self
-            .model
-            .forward(&input_ids, &token_types, Some(&attention))?;
-        // Mean over real tokens: sum(hidden × mask) / count(mask).
-        let mask = attention.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        let unit = mean.broadcast_div(&norm)?;
-        Ok(unit.flatten_all()?.to_vec1::<f32>()?)
+    /// The unit-length embedding of a search query: [`Embedder::embed`] of the query's first
+    /// [`QUERY_TOKENS`] tokens (the final `[SEP]` kept), so a pasted paragraph costs no more
+    /// than a sentence.
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
+        let mut ids = self.ids(text)?;
+        if ids.len() > QUERY_TOKENS {
+            let sep = ids[ids.len() - 1];
+            ids.truncate(QUERY_TOKENS - 1);
+            ids.push(sep);
+        }
+        let mut out = vec![0f32; self.dim];
+        self.encoder
+            .embed(&[&ids], self.pool.as_ref(), &mut out)
+            .map_err(SemanticError::Inference)?;
+        Ok(out)
+    }
+
+    /// The unit-length embeddings of `texts`, concatenated: text `i` is
+    /// `out[i * dim .. (i + 1) * dim]`. Each text's vector is the one [`Embedder::embed`]
+    /// gives: texts are stacked in a batch, never padded.
+    pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<f32>, SemanticError> {
+        let encodings = self
+            .tokenizer
+            .encode_batch_fast(texts.to_vec(), true)
+            .map_err(|e| SemanticError::Tokenize(e.to_string()))?;
+        let mut out = vec![0f32; texts.len() * self.dim];
+        let mut start = 0;
+        while start < encodings.len() {
+            let mut end = start;
+            let mut tokens = 0;
+            while end < encodings.len()
+                && end - start < BATCH
+                && (end == start || tokens + encodings[end].len() <= BATCH_TOKENS)
+            {
+                tokens += encodings[end].len();
+                end += 1;
+            }
+            let ids: Vec<&[u32]> = encodings[start..end].iter().map(|e| e.get_ids()).collect();
+            self.encoder
+                .embed(
+                    &ids,
+                    self.pool.as_ref(),
+                    &mut out[start * self.dim..end * self.dim],
+                )
+                .map_err(SemanticError::Inference)?;
+            start = end;
+        }
+        Ok(out)
     }
 }
 
@@ -286,6 +373,10 @@ impl crate::hybrid::TextEmbedder for Embedder {
         self.embed_batch(texts)
             .map_err(|e| crate::hybrid::EmbedError(e.to_string()))
     }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, crate::hybrid::EmbedError> {
+        Embedder::embed_query(self, text).map_err(|e| crate::hybrid::EmbedError(e.to_string()))
+    }
 }
 
 #[cfg(test)]
@@ -298,11 +389,9 @@ mod tests {
     /// The model named by [`MODEL_ENV`], loaded once for all tests; `None` (with a note) when unset.
     fn model() -> Option<Arc<Embedder>> {
         static MODEL: OnceLock<Option<Arc<Embedder>>> = OnceLock::new();
-        let m = MODEL.get_or_init(|| match Embedder::from_env() {
-            None => None,
-            Some(r) => Some(Arc::new(
-                r.expect("the model in TOOLSHED_SEARCH_MODEL loads"),
-            )),
+        let m = MODEL.get_or_init(|| {
+            Embedder::from_env()
+                .map(|r| Arc::new(r.expect("the model in TOOLSHED_SEARCH_MODEL loads")))
         });
         if m.is_none() {
             eprintln!(
@@ -330,7 +419,9 @@ mod tests {
             "What will the weather be like tomorrow?",
             "hello",
         ];
-        let all = m.embed_batch(&texts).unwrap();
+        // The forward pass in f32 is the model's own: it matches PyTorch.
+        let exact = Embedder::load_with(m.dir(), Precision::F32).unwrap();
+        let all = exact.embed_batch(&texts).unwrap();
         assert_eq!(all.len(), 3 * m.dim());
         for v in all.chunks(m.dim()) {
             let norm = dot(v, v).sqrt();
@@ -347,9 +438,40 @@ mod tests {
                 assert!((x - y).abs() < 1e-4, "{x} vs {y}");
             }
         }
-        // A batch gives the same vectors as one text at a time (padding is masked out).
-        let one = m.embed(texts[2]).unwrap();
+        // A batch gives the same vectors as one text at a time.
+        let one = exact.embed(texts[2]).unwrap();
         assert!(dot(&one, &all[2 * m.dim()..]) > 0.9999);
+        // The default (8-bit weights) points the same way.
+        for (text, r) in texts.iter().zip(all.chunks(m.dim())) {
+            let cos = dot(&m.embed(text).unwrap(), r);
+            assert!(cos > 0.999, "{text}: cosine {cos} to the f32 vector");
+        }
+    }
+
+    #[test]
+    fn a_query_is_read_up_to_its_token_cap() {
+        let Some(m) = model() else { return };
+        let long = "find the open issues of a repository and list them by label ".repeat(16);
+        assert!(m.token_count(&long).unwrap() > QUERY_TOKENS);
+        let q = m.embed_query(&long).unwrap();
+        // Words past the cap change nothing; the whole text (as a tool's) reads them all.
+        let longer = format!("{long} then send an email to the whole team");
+        assert_eq!(q, m.embed_query(&longer).unwrap());
+        assert!(dot(&m.embed(&long).unwrap(), &m.embed(&longer).unwrap()) < 0.9999);
+        // A short query is read whole: the same vector as the text's.
+        let short = "create an issue";
+        assert!(dot(&m.embed_query(short).unwrap(), &m.embed(short).unwrap()) > 0.99999);
+    }
+
+    #[test]
+    fn the_precision_is_named_and_a_wrong_one_is_refused() {
+        assert_eq!("i8".parse::<Precision>().unwrap(), Precision::I8);
+        assert_eq!("f32".parse::<Precision>().unwrap(), Precision::F32);
+        let err = "int4".parse::<Precision>().unwrap_err();
+        assert!(
+            err.to_string().contains("\"int4\"") && err.to_string().contains(PRECISION_ENV),
+            "{err}"
+        );
     }
 
     #[test]
