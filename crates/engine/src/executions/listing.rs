@@ -167,6 +167,11 @@ impl Engine {
     /// timeout. It takes the steps of a call that apply: the rate limit, the caller's view (an
     /// entry outside it answers like one that does not exist), the call rules (`deny` refuses;
     /// `confirm` refuses too, as an operation cannot wait for approval) and the audit log.
+    ///
+    /// An unsubscribe only releases what a subscribe of the same caller made (faces unsubscribe
+    /// only what their session subscribed to), so nothing but the audit log stands in its way:
+    /// neither the rate limit nor the caller's view or call rules as they are now (its roles may
+    /// have changed since it subscribed). The entry must still be a resource in the catalog.
     pub async fn entry_op(
         &self,
         caller: &Caller,
@@ -201,10 +206,15 @@ impl Engine {
         path: &str,
         op: EntryOp,
     ) -> Result<Value, EngineError> {
-        self.inner
-            .rates
-            .check(&caller.principal, crate::rate::RateKind::Calls)?;
-        let entry = self.resolve(caller, path)?;
+        let releases = matches!(op, EntryOp::Unsubscribe { .. });
+        let entry = if releases {
+            self.entry_to_release(path)?
+        } else {
+            self.inner
+                .rates
+                .check(&caller.principal, crate::rate::RateKind::Calls)?;
+            self.resolve(caller, path)?
+        };
         let def = &entry.tool.def;
         if def.kind == toolshed_core::EntryKind::Tool {
             return Err(EngineError::Tool {
@@ -215,7 +225,9 @@ impl Engine {
                 ))),
             });
         }
-        if crate::invoke::call_rule(caller, path, def)? == toolshed_core::CallRule::Confirm {
+        if !releases
+            && crate::invoke::call_rule(caller, path, def)? == toolshed_core::CallRule::Confirm
+        {
             return Err(EngineError::Tool {
                 path: path.to_string(),
                 error: Box::new(ToolError::conflict(format!(
@@ -238,6 +250,22 @@ impl Engine {
                 after: timeout,
             }),
         }
+    }
+
+    /// The entry an unsubscribe releases, whoever may see it now (see [`Self::entry_op`]).
+    fn entry_to_release(
+        &self,
+        path: &str,
+    ) -> Result<Arc<toolshed_core::catalog::CatalogEntry>, EngineError> {
+        if !toolshed_core::path::is_callable_path(path) {
+            return Err(EngineError::not_found(path));
+        }
+        self.inner
+            .catalog
+            .load()
+            .get(path)
+            .cloned()
+            .ok_or_else(|| EngineError::not_found(path))
     }
 
     /// Follows the events of an execution the caller may see (as [`Self::execution`] decides;

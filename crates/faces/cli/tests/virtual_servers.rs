@@ -1187,3 +1187,64 @@ async fn a_2026_upstreams_unanswered_question_says_so() {
     assert!(waiting_questions(&server).await.is_empty());
     let _ = plain.cancel().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe: deprecated by 2026-07-28, still the older revisions'
+async fn an_older_client_subscribes_to_a_2026_upstreams_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_with_upstream_args(dir.path(), &["--modern-only", "--resources"]);
+    // The virtual server (the last table) serves the upstream's resources too.
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("resources = [\"up.**\"]\n");
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(dir.path(), Some(&cfg), &[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp/servers/up"))
+        .auth_header("k-admin".to_string());
+    let watching = Watching::default();
+    let client = watching
+        .clone()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    let counter = "test://counter";
+    let heard = || {
+        watching
+            .updated
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|u| *u == counter)
+            .count()
+    };
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(counter))
+        .await
+        .unwrap();
+    // The upstream changes the resource: the update reaches the client.
+    let r = call(&client, "touch", json!({})).await.unwrap();
+    assert!(text_of(&r).contains("1 subscribers"), "{r:?}");
+    for _ in 0..100 {
+        if heard() > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(heard(), 1, "the update did not arrive");
+    // Unsubscribed, the upstream stops listening and the client hears of nothing more.
+    client
+        .unsubscribe(rmcp::model::UnsubscribeRequestParams::new(counter))
+        .await
+        .unwrap();
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = text_of(&call(&client, "touch", json!({})).await.unwrap());
+        if said.contains("0 subscribers") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(said.contains("0 subscribers"), "still listening: {said}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(heard(), 1, "updates after unsubscribing");
+    let _ = client.cancel().await;
+}

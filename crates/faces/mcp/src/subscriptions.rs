@@ -366,6 +366,26 @@ mod tests {
     }
 
     async fn setup(delay: Duration) -> Arc<Setup> {
+        setup_with(delay, EngineConfig::default()).await
+    }
+
+    fn role(deny: &[&str]) -> Role {
+        Role {
+            id: "all".into(),
+            patterns: vec!["up.**".into()],
+            deny: deny.iter().map(|d| d.to_string()).collect(),
+            ..Role::default()
+        }
+    }
+
+    fn me() -> Principal {
+        Principal {
+            id: "me".into(),
+            roles: vec!["all".into()],
+        }
+    }
+
+    async fn setup_with(delay: Duration, config: EngineConfig) -> Arc<Setup> {
         let upstream = Arc::new(Counting {
             delay,
             net: AtomicI64::new(0),
@@ -377,22 +397,13 @@ mod tests {
         def.native = Some(json!({"uriTemplate": "test://r/{id}", "name": "r"}));
         let mut b = CatalogBuilder::new();
         b.add_tool(Tool::new(def, upstream.clone()));
-        let role = Role {
-            id: "all".into(),
-            patterns: vec!["up.**".into()],
-            ..Role::default()
-        };
-        let me = Principal {
-            id: "me".into(),
-            roles: vec!["all".into()],
-        };
         let engine = Engine::new(
             Arc::new(SharedCatalog::new(b.build().unwrap())),
-            Policy::new(vec![role], vec![me]).unwrap(),
+            Policy::new(vec![role(&[])], vec![me()]).unwrap(),
             toolshed_store::Store::open("sqlite::memory:")
                 .await
                 .unwrap(),
-            EngineConfig::default(),
+            config,
         );
         let server = VirtualServer::new(
             serde_json::from_value(json!({"name": "up", "resources": ["up.**"]})).unwrap(),
@@ -478,5 +489,75 @@ mod tests {
         assert_eq!(s.net(), MAX_PER_SESSION as i64);
         end_all(&s.engine, &s.subs).await;
         assert_eq!(s.net(), 0);
+    }
+
+    /// The outcomes of the caller's audited unsubscribes, oldest first.
+    async fn audited_unsubscribes(s: &Setup) -> Vec<String> {
+        s.engine.flush_audit().await;
+        let mut out: Vec<_> = s
+            .engine
+            .audit_of(&s.caller, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.args.contains("resources/unsubscribe"))
+            .map(|e| e.outcome)
+            .collect();
+        out.reverse();
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unsubscribes_are_not_refused_by_the_rate_limit_and_are_audited() {
+        let mut config = EngineConfig::default();
+        config.rate_limits.calls_per_minute = 2;
+        let s = setup_with(Duration::ZERO, config).await;
+        s.subscribe("test://r/1").await.unwrap();
+        s.subscribe("test://r/2").await.unwrap();
+        let limited = s.subscribe("test://r/3").await.unwrap_err();
+        assert!(limited.message.contains("rate"), "{limited:?}");
+        assert_eq!(s.net(), 2);
+        // The principal is out of calls, yet what it holds is released.
+        unsubscribe(&s.engine, &s.subs, "test://r/1").await.unwrap();
+        assert_eq!(s.net(), 1);
+        end_all(&s.engine, &s.subs).await;
+        assert_eq!(s.net(), 0, "the ended session still counts upstream");
+        assert_eq!(audited_unsubscribes(&s).await, ["ok", "ok"]);
+        // Subscribing stays limited.
+        let s2 = SessionSubscriptions::default();
+        let again = subscribe(&s.engine, &s.caller, &s.server, &s2, "test://r/4").await;
+        assert!(again.is_err());
+        assert_eq!(s.net(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unsubscribes_reach_the_upstream_after_the_roles_changed() {
+        let s = setup(Duration::ZERO).await;
+        s.subscribe("test://r/1").await.unwrap();
+        s.subscribe("test://r/2").await.unwrap();
+        assert_eq!(s.net(), 2);
+        // The role now denies the resource, and then no longer sees it at all.
+        s.engine
+            .set_policy(Policy::new(vec![role(&["up.**"])], vec![me()]).unwrap());
+        let now = s.engine.caller("me", Face::Mcp);
+        let subs = SessionSubscriptions::default();
+        let denied = subscribe(&s.engine, &now, &s.server, &subs, "test://r/3").await;
+        assert!(denied.is_err(), "subscribing must follow the rules");
+        let op = EntryOp::Unsubscribe {
+            uri: "test://r/1".into(),
+        };
+        s.engine.entry_op(&now, "up.r", op).await.unwrap();
+        assert_eq!(s.net(), 1);
+        let mut gone = role(&[]);
+        gone.patterns = vec!["elsewhere.**".into()];
+        s.engine
+            .set_policy(Policy::new(vec![gone], vec![me()]).unwrap());
+        let now = s.engine.caller("me", Face::Mcp);
+        let op = EntryOp::Unsubscribe {
+            uri: "test://r/2".into(),
+        };
+        s.engine.entry_op(&now, "up.r", op).await.unwrap();
+        assert_eq!(s.net(), 0);
+        assert_eq!(audited_unsubscribes(&s).await, ["ok", "ok"]);
     }
 }

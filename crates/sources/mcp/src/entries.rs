@@ -152,6 +152,132 @@ impl Subscriptions {
     }
 }
 
+/// The resource subscriptions of a 2026-07-28 upstream, which has no `resources/subscribe`:
+/// one `subscriptions/listen` stream per upstream whose filter carries every subscribed URI
+/// (`resourceSubscriptions`). A change of the set opens a new stream with the new set, and
+/// once the upstream acknowledged it, cancels the previous one (so no update falls between the
+/// two; one may arrive twice meanwhile); the last URI removed cancels the stream. The
+/// upstream's `notifications/resources/updated` arrive on the stream and are published on the
+/// same `Notices` as an older upstream's.
+#[derive(Default)]
+pub(crate) struct Listener(tokio::sync::Mutex<Listening>);
+
+#[derive(Default)]
+struct Listening {
+    /// The upstream session (its generation) the stream and the set belong to.
+    generation: u64,
+    uris: std::collections::BTreeSet<String>,
+    /// The task reading the stream; aborting it drops the stream, which cancels the listen.
+    reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Some(r) = self.reader.take() {
+            r.abort();
+        }
+    }
+}
+
+impl Listener {
+    /// Adds (`on`) or removes `uri` from the set the upstream's stream carries, on `session`,
+    /// before `deadline`. An added URI the upstream's acknowledgment leaves out is refused
+    /// (and the previous stream kept).
+    async fn change(
+        &self,
+        shared: &crate::upstream::Shared,
+        session: &Session,
+        uri: &str,
+        on: bool,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        let mut st = tokio::time::timeout_at(deadline, self.0.lock())
+            .await
+            .map_err(|_| "another change of the subscriptions did not finish in time")?;
+        if st.generation != session.generation {
+            // A new session: the old stream went with the old one; the URIs are added again
+            // ([`resubscribe`]).
+            if let Some(r) = st.reader.take() {
+                r.abort();
+            }
+            st.uris.clear();
+            st.generation = session.generation;
+        }
+        let mut uris = st.uris.clone();
+        if on {
+            uris.insert(uri.to_string());
+        } else {
+            uris.remove(uri);
+        }
+        if uris == st.uris && (st.reader.is_some() || uris.is_empty()) {
+            return Ok(());
+        }
+        if uris.is_empty() {
+            if let Some(r) = st.reader.take() {
+                r.abort();
+            }
+            st.uris = uris;
+            return Ok(());
+        }
+        let filter = rmcp::model::SubscriptionFilter::builder()
+            .resource_subscriptions(uris.iter().cloned())
+            .build();
+        let stream = tokio::time::timeout_at(deadline, session.peer.listen(filter))
+            .await
+            .map_err(|_| {
+                "the upstream did not acknowledge subscriptions/listen in time".to_string()
+            })?
+            .map_err(|e| format!("subscriptions/listen failed: {e}"))?;
+        let accepted = stream
+            .acknowledged()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        if on && !accepted.iter().any(|a| a == uri) {
+            return Err("the upstream's subscriptions/listen did not accept this URI".into());
+        }
+        let reader = tokio::spawn(read_updates(
+            stream,
+            shared.cfg.name.clone(),
+            shared.cfg.notices.clone(),
+        ));
+        if let Some(old) = st.reader.replace(reader) {
+            old.abort();
+        }
+        st.uris = uris;
+        Ok(())
+    }
+}
+
+/// Publishes the resource updates of one `subscriptions/listen` stream until it ends.
+async fn read_updates(
+    mut stream: rmcp::service::Subscription,
+    name: String,
+    notices: Option<toolshed_core::notices::Notices>,
+) {
+    loop {
+        match stream.next().await {
+            Ok(Some(rmcp::model::ServerNotification::ResourceUpdatedNotification(n))) => {
+                let published = notices
+                    .as_ref()
+                    .is_some_and(|ns| ns.resource_updated(&name, &n.params.uri));
+                if !published {
+                    tracing::debug!(upstream = %name, "a resource update no session can receive");
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                tracing::debug!(upstream = %name, end = ?stream.end(), "the resource subscription stream ended");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %name, error = %e, "the resource subscription stream failed; updates stop until the subscriptions change or the upstream reconnects");
+                return;
+            }
+        }
+    }
+}
+
 /// After a reconnect: every URI some session subscribes to is subscribed again on the new
 /// `session`, each under its lock. A URI the upstream refuses keeps its count (a later
 /// subscription or reconnect tries again); the refusal is logged with the URI.
@@ -162,7 +288,7 @@ pub(crate) async fn resubscribe(shared: Arc<crate::upstream::Shared>, session: A
         if sub.count == 0 || sub.generation >= session.generation {
             continue;
         }
-        match subscribe_on(&session, &uri, shared.cfg.call_timeout).await {
+        match subscribe_on(&shared, &session, &uri, shared.cfg.call_timeout).await {
             Ok(()) => sub.generation = session.generation,
             Err(why) => tracing::warn!(
                 upstream = ns,
@@ -175,17 +301,14 @@ pub(crate) async fn resubscribe(shared: Arc<crate::upstream::Shared>, session: A
 }
 
 /// Asks `session` to subscribe to `uri` within `within`.
-async fn subscribe_on(session: &Session, uri: &str, within: Duration) -> Result<(), String> {
+async fn subscribe_on(
+    shared: &crate::upstream::Shared,
+    session: &Session,
+    uri: &str,
+    within: Duration,
+) -> Result<(), String> {
     check_subscribable(session)?;
-    #[allow(deprecated)]
-    let request = session
-        .peer
-        .subscribe(SubscribeRequestParams::new(uri.to_string()));
-    match tokio::time::timeout(within, request).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {within:?}")),
-    }
+    upstream_change(shared, session, uri, true, Instant::now() + within).await
 }
 
 /// Whether `session` takes subscriptions Toolshed relays; why not, as text.
@@ -197,11 +320,6 @@ fn check_subscribable(session: &Session) -> Result<(), String> {
         .unwrap_or(false);
     if !subscribes {
         return Err("it does not offer resource subscriptions".into());
-    }
-    if session.protocol >= rmcp::model::ProtocolVersion::V_2026_07_28 {
-        return Err(
-            "it speaks MCP 2026-07-28, whose resource updates Toolshed does not relay yet".into(),
-        );
     }
     Ok(())
 }
@@ -479,7 +597,7 @@ impl EntryHandler {
     async fn subscribe(&self, ctx: &ToolContext, uri: &str) -> Result<(), Refusal> {
         let (session, deadline) = self.session(ctx).await.map_err(Refusal::NoSession)?;
         check_subscribable(&session).map_err(Refusal::Unfit)?;
-        let send = |on: bool| upstream_change(&session, uri, on, deadline);
+        let send = |on: bool| upstream_change(self.upstream.shared(), &session, uri, on, deadline);
         let subscriptions = &self.upstream.shared().subscriptions;
         subscriptions
             .change(uri, true, session.generation, deadline, send)
@@ -496,7 +614,7 @@ impl EntryHandler {
             let session = wait_ready(self.upstream.shared(), deadline, 0)
                 .await
                 .map_err(|e| e.to_string())?;
-            upstream_change(&session, uri, on, deadline).await
+            upstream_change(self.upstream.shared(), &session, uri, on, deadline).await
         };
         let subscriptions = &self.upstream.shared().subscriptions;
         subscriptions
@@ -578,13 +696,21 @@ enum Refusal {
 }
 
 /// Sends `resources/subscribe` (`on`) or `resources/unsubscribe` for `uri` on `session`
-/// before `deadline`.
+/// before `deadline`; on a 2026-07-28 session, which has neither, changes the URIs of the
+/// upstream's `subscriptions/listen` stream instead ([`Listener`]).
 async fn upstream_change(
+    shared: &crate::upstream::Shared,
     session: &Session,
     uri: &str,
     on: bool,
     deadline: Instant,
 ) -> Result<(), String> {
+    if !session.protocol.has_initialize() {
+        return shared
+            .listener
+            .change(shared, session, uri, on, deadline)
+            .await;
+    }
     #[allow(deprecated)]
     let answer = tokio::time::timeout_at(deadline, async {
         if on {

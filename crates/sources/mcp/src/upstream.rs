@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) calls: Arc<crate::relay::CallsInFlight>,
     /// Sessions' subscriptions to the upstream's resources, counted per URI.
     pub(crate) subscriptions: crate::entries::Subscriptions,
+    /// A 2026-07-28 upstream's `subscriptions/listen` stream of the subscribed URIs.
+    pub(crate) listener: crate::entries::Listener,
     /// The OAuth state, shared by the reconnects ([`crate::oauth`]).
     pub(crate) oauth: Option<Arc<crate::oauth::Authorizer>>,
 }
@@ -146,6 +148,7 @@ impl Upstream {
             progress,
             calls,
             subscriptions: Default::default(),
+            listener: Default::default(),
             oauth,
         });
         let session = publish(&shared, &conn, 1);

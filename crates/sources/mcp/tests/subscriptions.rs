@@ -85,3 +85,91 @@ async fn a_subscription_is_renewed_after_the_upstream_reconnects() {
     );
     up.shutdown().await;
 }
+
+const TEST_UPSTREAM: &str = env!("CARGO_BIN_EXE_toolshed-test-upstream");
+const COUNTER: &str = "test://counter";
+
+/// Calls `touch` on the test upstream: it counts `test://counter` up and tells its subscribers.
+async fn touch(entries: &[Tool]) -> String {
+    let t = entries
+        .iter()
+        .find(|t| t.def.path.as_str().ends_with(".touch"))
+        .expect("the touch tool");
+    let ctx = ToolContext::new(Arc::from("tester"), t.def.path.clone())
+        .with_timeout(Duration::from_secs(10));
+    t.handler
+        .call(ctx, serde_json::json!({}))
+        .await
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_upstreams_resource_is_subscribed_through_subscriptions_listen() {
+    let notices = Notices::default();
+    let mut rx = notices.subscribe();
+    let mut cfg = UpstreamConfig::stdio("m", TEST_UPSTREAM, ["--modern-only", "--resources"])
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_call_timeout(Duration::from_secs(10));
+    cfg.notices = Some(notices);
+    let up = Upstream::connect(cfg).await.unwrap();
+    assert_eq!(up.protocol_version().as_deref(), Some("2026-07-28"));
+    let entries = up.entries().await.unwrap();
+    let counter = resource(&entries, COUNTER);
+    let op = |on: bool| {
+        let uri = COUNTER.to_string();
+        if on {
+            EntryOp::Subscribe { uri }
+        } else {
+            EntryOp::Unsubscribe { uri }
+        }
+    };
+    let ctx = || {
+        ToolContext::new(Arc::from("tester"), counter.def.path.clone())
+            .with_timeout(Duration::from_secs(10))
+    };
+    // Nobody subscribed: the upstream has no one to tell.
+    assert!(touch(&entries).await.contains("0 subscribers"));
+    counter.handler.entry_op(ctx(), op(true)).await.unwrap();
+    // A second session's subscription shares the one stream.
+    counter.handler.entry_op(ctx(), op(true)).await.unwrap();
+    let said = touch(&entries).await;
+    assert!(said.contains("1 subscribers"), "{said}");
+    assert!(updated(&mut rx, COUNTER, Duration::from_secs(5)).await);
+
+    // After a reconnect the stream is opened again on the new session.
+    common::kill9(up.pid().expect("a stdio child"));
+    reconnected(&up, 1).await;
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = touch(&entries).await;
+        if said.contains("1 subscribers") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        said.contains("1 subscribers"),
+        "not listening again: {said}"
+    );
+    assert!(updated(&mut rx, COUNTER, Duration::from_secs(5)).await);
+
+    // The first unsubscription keeps the stream, the last one cancels it.
+    counter.handler.entry_op(ctx(), op(false)).await.unwrap();
+    assert!(touch(&entries).await.contains("1 subscribers"));
+    assert!(updated(&mut rx, COUNTER, Duration::from_secs(5)).await);
+    counter.handler.entry_op(ctx(), op(false)).await.unwrap();
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = touch(&entries).await;
+        if said.contains("0 subscribers") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(said.contains("0 subscribers"), "still listening: {said}");
+    while rx.try_recv().is_ok() {}
+    touch(&entries).await;
+    assert!(!updated(&mut rx, COUNTER, Duration::from_millis(500)).await);
+    up.shutdown().await;
+}

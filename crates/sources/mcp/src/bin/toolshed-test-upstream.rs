@@ -16,7 +16,14 @@
 //! toolshed-test-upstream --early-notify  send notifications before answering `initialize`
 //! toolshed-test-upstream --crash-if-exists PATH
 //!                                        crash at start while PATH exists (restart tests)
+//! toolshed-test-upstream --resources     also offer the resource `test://counter` with
+//!                                        subscriptions, and the tool `touch`
 //! ```
+//!
+//! With `--resources`, `touch` counts `test://counter` up and announces
+//! `notifications/resources/updated` to the subscribers of that URI: on 2026-07-28 the
+//! `subscriptions/listen` streams whose acknowledged filter carries it, on earlier revisions
+//! the sessions that sent `resources/subscribe` (until one sends `resources/unsubscribe`).
 //!
 //! Tools: `echo` (read-only), `add` (structured content and an output schema),
 //! `delete_everything` (destructive), `fail` (answers `isError: true`), `getStatus.v2`
@@ -46,8 +53,23 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 
+/// The resource `--resources` offers.
+const COUNTER: &str = "test://counter";
+
+/// The subscribers of `test://counter`: the open 2026-07-28 listen streams (by their request
+/// id) and the older sessions that subscribed.
+#[derive(Default)]
+struct Subscribers {
+    streams: Vec<(String, rmcp::service::SubscriptionSink)>,
+    legacy: Vec<rmcp::Peer<RoleServer>>,
+}
+
 #[derive(Clone, Default)]
 struct TestUpstream {
+    /// `--resources`: the counter resource, its subscriptions and `touch`.
+    resources: bool,
+    counter: Arc<std::sync::atomic::AtomicU64>,
+    subscribers: Arc<std::sync::Mutex<Subscribers>>,
     extra: Arc<AtomicBool>,
     /// The revisions this server speaks; empty means every revision rmcp knows.
     versions: Vec<ProtocolVersion>,
@@ -199,6 +221,15 @@ impl TestUpstream {
             getenv,
             http_headers,
         ];
+        if self.resources {
+            let mut touch = Tool::new(
+                "touch",
+                "Counts test://counter up and tells its subscribers.",
+                schema(json!({"type": "object"})),
+            );
+            touch.annotations = Some(hints(Some(false), Some(false), None));
+            tools.push(touch);
+        }
         if self.extra.load(Ordering::SeqCst) {
             tools.push(Tool::new(
                 "extra",
@@ -233,14 +264,16 @@ impl ServerHandler for TestUpstream {
     // It logs (the `log` tool), so it declares logging, deprecated by 2026-07-28 (SEP-2577).
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        let config = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(Implementation::new("toolshed-test-upstream", "0.1.0"));
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        if self.resources {
+            capabilities.resources = serde_json::from_value(json!({"subscribe": true})).ok();
+        }
+        let config = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolshed-test-upstream", "0.1.0"));
         match self.versions.last() {
             Some(newest) => config.with_protocol_version(newest.clone()),
             None => config,
@@ -269,6 +302,101 @@ impl ServerHandler for TestUpstream {
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        let listed = if self.resources {
+            vec![rmcp::model::Resource::new(COUNTER, "counter")]
+        } else {
+            vec![]
+        };
+        Ok(rmcp::model::ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        if !self.resources || request.uri != COUNTER {
+            return Err(ErrorData::resource_not_found("no such resource", None));
+        }
+        let n = self.counter.load(Ordering::SeqCst);
+        Ok(
+            rmcp::model::ReadResourceResult::new(vec![rmcp::model::ResourceContents::text(
+                n.to_string(),
+                COUNTER,
+            )])
+            .into(),
+        )
+    }
+
+    /// 2026-07-28: a listen stream gets the resource URIs it asks for that exist.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        if !self.resources {
+            return None;
+        }
+        let known: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|u| *u == COUNTER)
+            .cloned()
+            .collect();
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .resource_subscriptions(known)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let id = format!("{:?}", context.sink().id());
+        self.subscribers
+            .lock()
+            .unwrap()
+            .streams
+            .push((id.clone(), context.sink().clone()));
+        context.cancelled().await;
+        self.subscribers
+            .lock()
+            .unwrap()
+            .streams
+            .retain(|(i, _)| *i != id);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.resources || request.uri != COUNTER {
+            return Err(ErrorData::resource_not_found("no such resource", None));
+        }
+        self.subscribers.lock().unwrap().legacy.push(context.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        _request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Peers cannot be told apart: the one session over stdio (and, over HTTP, every
+        // older session) stops hearing of updates.
+        let _ = context;
+        self.subscribers.lock().unwrap().legacy.clear();
+        Ok(())
     }
 
     async fn list_tools(
@@ -323,6 +451,27 @@ impl ServerHandler for TestUpstream {
                     }
                 }
                 Ok(text(format!("slept {ms} ms")))
+            }
+            "touch" if self.resources => {
+                let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                let (streams, legacy) = {
+                    let subs = self.subscribers.lock().unwrap();
+                    let streams: Vec<_> = subs.streams.iter().map(|(_, s)| s.clone()).collect();
+                    (streams, subs.legacy.clone())
+                };
+                let mut told = 0;
+                for sink in streams {
+                    if sink.notify_resource_updated(COUNTER).await.is_ok() {
+                        told += 1;
+                    }
+                }
+                for peer in legacy {
+                    let update = rmcp::model::ResourceUpdatedNotificationParam::new(COUNTER);
+                    if peer.notify_resource_updated(update).await.is_ok() {
+                        told += 1;
+                    }
+                }
+                Ok(text(format!("counter {n}, {told} subscribers told")))
             }
             "toggle_extra" => {
                 let now = !self.extra.fetch_xor(true, Ordering::SeqCst);
@@ -503,9 +652,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Vec::new()
     };
     let server = TestUpstream {
+        resources: has("--resources"),
         extra: Arc::new(AtomicBool::new(false)),
         versions,
         no_initialize,
+        ..TestUpstream::default()
     };
     if let Some(i) = args.iter().position(|a| a == "--http") {
         let addr = args.get(i + 1).map(String::as_str).unwrap_or("127.0.0.1:0");
