@@ -122,6 +122,31 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Waits (up to 20 s) for the server's "toolshed listening on http://127.0.0.1:PORT" line on
+/// `stderr`, then keeps draining it in the background; `false` when it ends or times out first.
+fn listening(stderr: std::process::ChildStderr, port: u16) -> bool {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let want = format!("toolshed listening on http://127.0.0.1:{port} ");
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        for line in lines.by_ref() {
+            match line {
+                Ok(l) if l.starts_with(&want) => {
+                    let _ = tx.send(true);
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        drop(tx);
+        // Keep reading so that the server never blocks on a full pipe.
+        for _ in lines {}
+    });
+    rx.recv_timeout(Duration::from_secs(20)).unwrap_or(false)
+}
+
 /// A `toolshed serve --http` child process.
 pub struct Server {
     pub child: std::process::Child,
@@ -140,44 +165,47 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        Self::spawn(data_dir, config, extra, env, free_port())
+        Self::spawn(data_dir, config, extra, env, None)
     }
 
     /// [`Server::start`] on a chosen port (for a configuration that names its own address).
     pub fn start_on(data_dir: &Path, config: Option<&Path>, extra: &[&str], port: u16) -> Self {
-        Self::spawn(data_dir, config, extra, &[], port)
+        Self::spawn(data_dir, config, extra, &[], Some(port))
     }
 
+    /// Starts the server and waits for its own "listening" line. A port from [`free_port`] can
+    /// be taken by another test's listener before the server binds it: then the server exits
+    /// without that line and is started again on another port.
     fn spawn(
         data_dir: &Path,
         config: Option<&Path>,
         extra: &[&str],
         env: &[(&str, &str)],
-        port: u16,
+        port: Option<u16>,
     ) -> Self {
-        let mut cmd = std::process::Command::new(BIN);
-        cmd.arg("--data-dir").arg(data_dir);
-        if let Some(c) = config {
-            cmd.arg("--config").arg(c);
-        }
-        cmd.args(["serve", "--http", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .envs(env.iter().copied());
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        let child = cmd.spawn().expect("spawn toolshed serve");
-        let s = Self { child, port };
-        s.wait_ready();
-        s
-    }
-
-    fn wait_ready(&self) {
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
+        for _ in 0..5 {
+            let p = port.unwrap_or_else(free_port);
+            let mut cmd = std::process::Command::new(BIN);
+            cmd.arg("--data-dir").arg(data_dir);
+            if let Some(c) = config {
+                cmd.arg("--config").arg(c);
             }
-            std::thread::sleep(Duration::from_millis(50));
+            cmd.args(["serve", "--http", &format!("127.0.0.1:{p}")])
+                .args(extra)
+                .envs(env.iter().copied());
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+            let mut child = cmd.spawn().expect("spawn toolshed serve");
+            let stderr = child.stderr.take().expect("piped stderr");
+            if listening(stderr, p) {
+                return Self { child, port: p };
+            }
+            let _ = child.kill();
+            let status = child.wait();
+            if port.is_some() {
+                panic!("toolshed did not start listening on {p} ({status:?})");
+            }
         }
-        panic!("toolshed did not start listening on {}", self.port);
+        panic!("toolshed did not start listening on any of 5 free ports");
     }
 
     pub fn url(&self, path: &str) -> String {
