@@ -191,6 +191,27 @@ impl Listener {
         on: bool,
         deadline: Instant,
     ) -> Result<(), String> {
+        let refused = self
+            .change_set(shared, session, &[uri.to_string()], on, deadline)
+            .await?;
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err("the upstream's subscriptions/listen did not accept this URI".into())
+        }
+    }
+
+    /// Adds (`on`) or removes `changed` from the set the stream carries, with one
+    /// `subscriptions/listen` for all of them; the added URIs the upstream's acknowledgment
+    /// leaves out. When it accepts none of them the previous stream is kept.
+    async fn change_set(
+        &self,
+        shared: &crate::upstream::Shared,
+        session: &Session,
+        changed: &[String],
+        on: bool,
+        deadline: Instant,
+    ) -> Result<Vec<String>, String> {
         let mut st = tokio::time::timeout_at(deadline, self.0.lock())
             .await
             .map_err(|_| "another change of the subscriptions did not finish in time")?;
@@ -204,20 +225,22 @@ impl Listener {
             st.generation = session.generation;
         }
         let mut uris = st.uris.clone();
-        if on {
-            uris.insert(uri.to_string());
-        } else {
-            uris.remove(uri);
+        for uri in changed {
+            if on {
+                uris.insert(uri.clone());
+            } else {
+                uris.remove(uri);
+            }
         }
         if uris == st.uris && (st.reader.is_some() || uris.is_empty()) {
-            return Ok(());
+            return Ok(Vec::new());
         }
         if uris.is_empty() {
             if let Some(r) = st.reader.take() {
                 r.abort();
             }
             st.uris = uris;
-            return Ok(());
+            return Ok(Vec::new());
         }
         let filter = rmcp::model::SubscriptionFilter::builder()
             .resource_subscriptions(uris.iter().cloned())
@@ -233,8 +256,16 @@ impl Listener {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        if on && !accepted.iter().any(|a| a == uri) {
-            return Err("the upstream's subscriptions/listen did not accept this URI".into());
+        let refused: Vec<String> = changed
+            .iter()
+            .filter(|u| on && !accepted.contains(u))
+            .cloned()
+            .collect();
+        if on && refused.len() == changed.len() {
+            return Ok(refused);
+        }
+        for uri in &refused {
+            uris.remove(uri);
         }
         let reader = tokio::spawn(read_updates(
             stream,
@@ -245,7 +276,7 @@ impl Listener {
             old.abort();
         }
         st.uris = uris;
-        Ok(())
+        Ok(refused)
     }
 }
 
@@ -279,10 +310,59 @@ async fn read_updates(
 }
 
 /// After a reconnect: every URI some session subscribes to is subscribed again on the new
-/// `session`, each under its lock. A URI the upstream refuses keeps its count (a later
-/// subscription or reconnect tries again); the refusal is logged with the URI.
+/// `session`, each under its lock (on a 2026-07-28 upstream, all of them with one
+/// `subscriptions/listen`). A URI the upstream refuses keeps its count (a later subscription or
+/// reconnect tries again); the refusal is logged with the URI.
 pub(crate) async fn resubscribe(shared: Arc<crate::upstream::Shared>, session: Arc<Session>) {
     let ns = shared.cfg.name.as_str();
+    let refused = |uri: &str, why: &str| {
+        tracing::warn!(
+            upstream = ns,
+            uri = %uri,
+            error = %why,
+            "could not subscribe to a resource again after the upstream reconnected; its updates stop until it is subscribed again"
+        )
+    };
+    if !session.protocol.has_initialize() {
+        if let Err(why) = check_subscribable(&session) {
+            for (uri, _) in shared.subscriptions.live() {
+                refused(&uri, &why);
+            }
+            return;
+        }
+        let mut held = Vec::new();
+        for (uri, slot) in shared.subscriptions.live() {
+            let sub = slot.clone().lock_owned().await;
+            if sub.count > 0 && sub.generation < session.generation {
+                held.push((uri, sub));
+            }
+        }
+        if held.is_empty() {
+            return;
+        }
+        let uris: Vec<String> = held.iter().map(|(u, _)| u.clone()).collect();
+        let deadline = Instant::now() + shared.cfg.call_timeout;
+        match shared
+            .listener
+            .change_set(&shared, &session, &uris, true, deadline)
+            .await
+        {
+            Ok(no) => {
+                for (uri, mut sub) in held {
+                    if no.contains(&uri) {
+                        refused(
+                            &uri,
+                            "the upstream's subscriptions/listen did not accept it",
+                        );
+                    } else {
+                        sub.generation = session.generation;
+                    }
+                }
+            }
+            Err(why) => uris.iter().for_each(|u| refused(u, &why)),
+        }
+        return;
+    }
     for (uri, slot) in shared.subscriptions.live() {
         let mut sub = slot.lock().await;
         if sub.count == 0 || sub.generation >= session.generation {
@@ -290,12 +370,7 @@ pub(crate) async fn resubscribe(shared: Arc<crate::upstream::Shared>, session: A
         }
         match subscribe_on(&shared, &session, &uri, shared.cfg.call_timeout).await {
             Ok(()) => sub.generation = session.generation,
-            Err(why) => tracing::warn!(
-                upstream = ns,
-                uri = %uri,
-                error = %why,
-                "could not subscribe to a resource again after the upstream reconnected; its updates stop until it is subscribed again"
-            ),
+            Err(why) => refused(&uri, &why),
         }
     }
 }
