@@ -164,6 +164,10 @@ pub(crate) struct EngineState {
     /// The script limits of the current catalog: tools whose own timeout outlasts a script's
     /// wall clock, kept per catalog version ([`Engine::script_limits`]).
     pub script_limits: parking_lot::Mutex<Option<(u64, Arc<toolshed_sandbox::Limits>)>>,
+    /// Subscriptions granted, per (principal, path, URI), so that an unsubscribe releases only
+    /// what the same principal subscribed to ([`Engine::entry_op`]).
+    pub subscriptions:
+        parking_lot::Mutex<std::collections::HashMap<(String, String, String), usize>>,
 }
 
 /// The engine. Cheap to clone; every face holds one.
@@ -208,6 +212,7 @@ impl Engine {
                 sealer: None,
                 signed_in: Default::default(),
                 script_limits: Default::default(),
+                subscriptions: Default::default(),
             }),
         }
     }

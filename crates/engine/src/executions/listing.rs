@@ -168,10 +168,11 @@ impl Engine {
     /// entry outside it answers like one that does not exist), the call rules (`deny` refuses;
     /// `confirm` refuses too, as an operation cannot wait for approval) and the audit log.
     ///
-    /// An unsubscribe only releases what a subscribe of the same caller made (faces unsubscribe
-    /// only what their session subscribed to), so nothing but the audit log stands in its way:
-    /// neither the rate limit nor the caller's view or call rules as they are now (its roles may
-    /// have changed since it subscribed). The entry must still be a resource in the catalog.
+    /// An unsubscribe only releases what a subscribe of the same principal was granted (the
+    /// engine counts the grants per principal, path and URI; one without a grant answers
+    /// `not_found`), so nothing but the audit log stands in its way: neither the rate limit
+    /// nor the caller's view or call rules as they are now (its roles may have changed since
+    /// it subscribed).
     pub async fn entry_op(
         &self,
         caller: &Caller,
@@ -206,9 +207,21 @@ impl Engine {
         path: &str,
         op: EntryOp,
     ) -> Result<Value, EngineError> {
+        let grant = match &op {
+            EntryOp::Subscribe { uri } | EntryOp::Unsubscribe { uri } => {
+                Some((caller.principal.to_string(), path.to_string(), uri.clone()))
+            }
+            EntryOp::Complete { .. } => None,
+        };
         let releases = matches!(op, EntryOp::Unsubscribe { .. });
+        // An unsubscribe releases its grant whatever the upstream answers: the face forgets it.
         let entry = if releases {
-            self.entry_to_release(path)?
+            let entry = self.entry_to_release(path)?;
+            match grant.clone() {
+                Some(g) if self.granted(&g) => self.count_grant(g, false),
+                _ => return Err(EngineError::not_found(path)),
+            }
+            entry
         } else {
             self.inner
                 .rates
@@ -239,8 +252,14 @@ impl Engine {
         let timeout = self.inner.config.timeout_of(def);
         let ctx =
             ToolContext::new(caller.principal.clone(), def.path.clone()).with_timeout(timeout);
+        let subscribes = matches!(op, EntryOp::Subscribe { .. });
         match tokio::time::timeout(timeout, entry.tool.handler.entry_op(ctx, op)).await {
-            Ok(Ok(v)) => Ok(v),
+            Ok(Ok(v)) => {
+                if let (true, Some(g)) = (subscribes, grant) {
+                    self.count_grant(g, true);
+                }
+                Ok(v)
+            }
             Ok(Err(error)) => Err(EngineError::Tool {
                 path: path.to_string(),
                 error: Box::new(error),
@@ -249,6 +268,28 @@ impl Engine {
                 path: path.to_string(),
                 after: timeout,
             }),
+        }
+    }
+
+    /// Whether `grant` (principal, path, URI) holds a subscription to release.
+    fn granted(&self, grant: &(String, String, String)) -> bool {
+        self.inner
+            .subscriptions
+            .lock()
+            .get(grant)
+            .is_some_and(|n| *n > 0)
+    }
+
+    /// Counts a granted subscription up (`subscribed`) or releases one.
+    fn count_grant(&self, grant: (String, String, String), subscribed: bool) {
+        let mut grants = self.inner.subscriptions.lock();
+        if subscribed {
+            *grants.entry(grant).or_default() += 1;
+        } else if let Some(n) = grants.get_mut(&grant) {
+            *n -= 1;
+            if *n == 0 {
+                grants.remove(&grant);
+            }
         }
     }
 

@@ -560,4 +560,52 @@ mod tests {
         assert_eq!(s.net(), 0);
         assert_eq!(audited_unsubscribes(&s).await, ["ok", "ok"]);
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unsubscribe_releases_only_what_the_same_principal_subscribed() {
+        let s = setup(Duration::ZERO).await;
+        s.engine.set_policy(
+            Policy::new(
+                vec![role(&[])],
+                vec![
+                    me(),
+                    Principal {
+                        id: "other".into(),
+                        roles: vec!["all".into()],
+                    },
+                ],
+            )
+            .unwrap(),
+        );
+        s.subscribe("test://r/1").await.unwrap();
+        assert_eq!(s.net(), 1);
+        let unsubscribe = |uri: &str| EntryOp::Unsubscribe { uri: uri.into() };
+        // Another principal cannot release it, nor can anyone release what nobody subscribed.
+        let other = s.engine.caller("other", Face::Mcp);
+        let err = s
+            .engine
+            .entry_op(&other, "up.r", unsubscribe("test://r/1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "not_found", "{err}");
+        let err = s
+            .engine
+            .entry_op(&s.caller, "up.r", unsubscribe("test://r/9"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "not_found", "{err}");
+        assert_eq!(s.net(), 1, "someone else's subscription was released");
+        // Its own principal releases it once.
+        s.engine
+            .entry_op(&s.caller, "up.r", unsubscribe("test://r/1"))
+            .await
+            .unwrap();
+        assert_eq!(s.net(), 0);
+        assert!(s
+            .engine
+            .entry_op(&s.caller, "up.r", unsubscribe("test://r/1"))
+            .await
+            .is_err());
+        assert_eq!(s.net(), 0);
+    }
 }
