@@ -104,6 +104,21 @@ async fn touch(entries: &[Tool]) -> String {
         .to_string()
 }
 
+/// Touches the counter until the upstream says it told `n` subscribers (up to 5 s: the upstream
+/// registers a listen stream just after acknowledging it); the last answer.
+async fn touch_until(entries: &[Tool], n: usize) -> String {
+    let want = format!("{n} subscribers");
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = touch(entries).await;
+        if said.contains(&want) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    said
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_upstreams_resource_is_subscribed_through_subscriptions_listen() {
     let notices = Notices::default();
@@ -133,21 +148,14 @@ async fn a_2026_upstreams_resource_is_subscribed_through_subscriptions_listen() 
     counter.handler.entry_op(ctx(), op(true)).await.unwrap();
     // A second session's subscription shares the one stream.
     counter.handler.entry_op(ctx(), op(true)).await.unwrap();
-    let said = touch(&entries).await;
+    let said = touch_until(&entries, 1).await;
     assert!(said.contains("1 subscribers"), "{said}");
     assert!(updated(&mut rx, COUNTER, Duration::from_secs(5)).await);
 
     // After a reconnect the stream is opened again on the new session.
     common::kill9(up.pid().expect("a stdio child"));
     reconnected(&up, 1).await;
-    let mut said = String::new();
-    for _ in 0..50 {
-        said = touch(&entries).await;
-        if said.contains("1 subscribers") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let said = touch_until(&entries, 1).await;
     assert!(
         said.contains("1 subscribers"),
         "not listening again: {said}"
@@ -159,14 +167,7 @@ async fn a_2026_upstreams_resource_is_subscribed_through_subscriptions_listen() 
     assert!(touch(&entries).await.contains("1 subscribers"));
     assert!(updated(&mut rx, COUNTER, Duration::from_secs(5)).await);
     counter.handler.entry_op(ctx(), op(false)).await.unwrap();
-    let mut said = String::new();
-    for _ in 0..50 {
-        said = touch(&entries).await;
-        if said.contains("0 subscribers") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let said = touch_until(&entries, 0).await;
     assert!(said.contains("0 subscribers"), "still listening: {said}");
     while rx.try_recv().is_ok() {}
     touch(&entries).await;
