@@ -1,6 +1,7 @@
 //! Upstream client leg benchmark: calls the `echo` tool of the bundled test upstream through an
 //! [`Upstream`] tool handler, over streamable HTTP on 127.0.0.1 (and over stdio for
-//! comparison). Prints calls/s with 1 and 8 concurrent callers and the p50/p99 latency.
+//! comparison). Prints calls/s with 1 and 8 concurrent callers and the p50/p99 latency, and how
+//! many calls took the fast path of streamable HTTP (the caller's task posting the call).
 //!
 //! `cargo bench -p toolshed-mcp-source --bench proxy_upstream` (set `BENCH_CALLS` to change the
 //! number of calls per scenario, default 4000).
@@ -96,6 +97,11 @@ async fn run(label: &str, up: &Upstream, total: usize) {
     }
     scenario(label, &echo, 1, total).await;
     scenario(label, &echo, 8, total).await;
+    // Over HTTP, plain calls are posted by the caller's task (`src/direct.rs`).
+    println!(
+        "{label:<6} calls through the direct path: {}",
+        up.direct_calls()
+    );
 }
 
 fn main() {

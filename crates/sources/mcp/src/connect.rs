@@ -144,19 +144,7 @@ impl ClientHandler for SourceClient {
         params: rmcp::model::LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some(notices) = &self.notices else {
-            return;
-        };
-        let level = serde_json::to_value(params.level)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "info".into());
-        notices.log(toolshed_core::notices::LogNotice {
-            source: self.name.clone(),
-            level,
-            logger: params.logger,
-            data: params.data,
-        });
+        self.logged(params);
     }
 
     async fn on_progress(
@@ -164,36 +152,21 @@ impl ClientHandler for SourceClient {
         params: rmcp::model::ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let key = token_key(&params.progress_token);
-        let report = toolshed_core::Progress {
-            progress: params.progress,
-            total: params.total,
-            message: params.message.map(|m| m.chars().take(1000).collect()),
-        };
-        let mut routes = crate::upstream::lock(&self.progress);
-        match routes.open.get(&key) {
-            Some(sink) => sink.report(report),
-            None => {
-                if routes.early.len() >= EARLY_REPORTS {
-                    routes.early.pop_front();
-                }
-                routes.early.push_back((key, report));
-            }
-        }
+        self.progressed(params);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(upstream = %self.name, "upstream sent tools/list_changed");
-        let _ = self.events.send(Event::ListChanged);
+        self.list_changed();
     }
 
     // Resources and prompts are catalog entries too: a change re-lists them with the tools.
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Event::ListChanged);
+        self.list_changed();
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Event::ListChanged);
+        self.list_changed();
     }
 
     async fn on_resource_updated(
@@ -201,13 +174,7 @@ impl ClientHandler for SourceClient {
         params: rmcp::model::ResourceUpdatedNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let published = self
-            .notices
-            .as_ref()
-            .is_some_and(|n| n.resource_updated(&self.name, &params.uri));
-        if !published {
-            tracing::debug!(upstream = %self.name, "a resource update no session can receive");
-        }
+        self.resource_updated(&params.uri);
     }
 
     async fn create_elicitation(
@@ -246,6 +213,83 @@ impl ClientHandler for SourceClient {
 }
 
 impl SourceClient {
+    /// What the handler does with a notification the upstream sent on the answer stream of a
+    /// call of the fast path ([`crate::direct`]), where rmcp's `NotificationContext` cannot be
+    /// built: the same as the `on_*` methods above. A notification handled by a new `on_*`
+    /// method must be added here too.
+    #[allow(deprecated)]
+    pub(crate) fn notified(&self, notification: ServerNotification) {
+        match notification {
+            ServerNotification::LoggingMessageNotification(n) => self.logged(n.params),
+            ServerNotification::ProgressNotification(n) => self.progressed(n.params),
+            ServerNotification::ToolListChangedNotification(_) => {
+                tracing::debug!(upstream = %self.name, "upstream sent tools/list_changed");
+                self.list_changed();
+            }
+            ServerNotification::ResourceListChangedNotification(_)
+            | ServerNotification::PromptListChangedNotification(_) => self.list_changed(),
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                self.resource_updated(&n.params.uri)
+            }
+            // rmcp's defaults ignore the rest too.
+            _ => {}
+        }
+    }
+
+    /// A log message of the upstream, to the notices (virtual servers relay them).
+    #[allow(deprecated)]
+    fn logged(&self, params: rmcp::model::LoggingMessageNotificationParam) {
+        let Some(notices) = &self.notices else {
+            return;
+        };
+        let level = serde_json::to_value(params.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "info".into());
+        notices.log(toolshed_core::notices::LogNotice {
+            source: self.name.clone(),
+            level,
+            logger: params.logger,
+            data: params.data,
+        });
+    }
+
+    /// A progress report, to the route of its token (or kept until that opens).
+    fn progressed(&self, params: rmcp::model::ProgressNotificationParam) {
+        let key = token_key(&params.progress_token);
+        let report = toolshed_core::Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message.map(|m| m.chars().take(1000).collect()),
+        };
+        let mut routes = crate::upstream::lock(&self.progress);
+        match routes.open.get(&key) {
+            Some(sink) => sink.report(report),
+            None => {
+                if routes.early.len() >= EARLY_REPORTS {
+                    routes.early.pop_front();
+                }
+                routes.early.push_back((key, report));
+            }
+        }
+    }
+
+    /// The tools, resources or prompts changed: they are listed again.
+    fn list_changed(&self) {
+        let _ = self.events.send(Event::ListChanged);
+    }
+
+    /// An update of the resource `uri`, to the sessions subscribed to it.
+    fn resource_updated(&self, uri: &str) {
+        let published = self
+            .notices
+            .as_ref()
+            .is_some_and(|n| n.resource_updated(&self.name, uri));
+        if !published {
+            tracing::debug!(upstream = %self.name, "a resource update no session can receive");
+        }
+    }
+
     /// Relays one request of the upstream to the client of the call in flight.
     async fn relay<P: serde::Serialize, R: serde::de::DeserializeOwned>(
         &self,
@@ -279,6 +323,8 @@ pub(crate) struct Connection {
     pub(crate) running: RunningService<RoleClient, SourceClient>,
     pub(crate) pid: Option<u32>,
     pub(crate) protocol: ProtocolVersion,
+    /// The fast path of `tools/call` (streamable HTTP only, [`crate::direct`]).
+    pub(crate) direct: Option<crate::direct::DirectPost>,
 }
 
 /// Why one handshake attempt failed; `VersionRejected` triggers the discover fallback.
@@ -432,7 +478,7 @@ async fn attempt(
     mode: ClientLifecycleMode,
     deadline: Instant,
 ) -> Result<Connection, AttemptError> {
-    let (running, pid) = match &cfg.transport {
+    let (running, pid, direct) = match &cfg.transport {
         Transport::Stdio {
             command,
             args,
@@ -447,11 +493,12 @@ async fn attempt(
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            attempt_stdio(cfg, cmd, command, client, mode, deadline).await?
+            let (running, pid) = attempt_stdio(cfg, cmd, command, client, mode, deadline).await?;
+            (running, pid, None)
         }
         Transport::Http { url, headers } => {
-            let running = attempt_http(cfg, url, headers, client, mode, deadline).await?;
-            (running, None)
+            let (running, direct) = attempt_http(cfg, url, headers, client, mode, deadline).await?;
+            (running, None, Some(direct))
         }
     };
     let protocol = running
@@ -463,6 +510,7 @@ async fn attempt(
         running,
         pid,
         protocol,
+        direct,
     })
 }
 
@@ -512,7 +560,8 @@ async fn attempt_stdio(
 }
 
 /// Checks the URL (and, without `allow_private`, that its host is public), then shakes hands
-/// over a streamable HTTP session with the configured headers.
+/// over a streamable HTTP session with the configured headers. Returns the session and the
+/// fast path of its `tools/call` ([`crate::direct`]).
 async fn attempt_http(
     cfg: &UpstreamConfig,
     url: &str,
@@ -520,7 +569,13 @@ async fn attempt_http(
     client: SourceClient,
     mode: ClientLifecycleMode,
     deadline: Instant,
-) -> Result<RunningService<RoleClient, SourceClient>, AttemptError> {
+) -> Result<
+    (
+        RunningService<RoleClient, SourceClient>,
+        crate::direct::DirectPost,
+    ),
+    AttemptError,
+> {
     let name = cfg.name.as_str();
     let parsed = reqwest::Url::parse(url).map_err(|e| McpSourceError::InvalidConfig {
         name: name.to_string(),
@@ -547,27 +602,21 @@ async fn attempt_http(
         })?;
     let config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(header_map(name, headers)?);
-    let handshake = match client.oauth.clone() {
+    let http = match client.oauth.clone() {
         Some(auth) => {
-            let http = crate::oauth::OAuthHttp { inner: http, auth };
-            let transport = StreamableHttpClientTransport::with_client(http, config);
-            tokio::time::timeout_at(
-                deadline,
-                serve_client_with_lifecycle(client, transport, mode),
-            )
-            .await
+            crate::direct::HttpClient::OAuth(crate::oauth::OAuthHttp { inner: http, auth })
         }
-        None => {
-            let transport = StreamableHttpClientTransport::with_client(http, config);
-            tokio::time::timeout_at(
-                deadline,
-                serve_client_with_lifecycle(client, transport, mode),
-            )
-            .await
-        }
+        None => crate::direct::HttpClient::Plain(http),
     };
+    let (recording, direct) = crate::direct::pair(http, url, client.clone());
+    let transport = StreamableHttpClientTransport::with_client(recording, config);
+    let handshake = tokio::time::timeout_at(
+        deadline,
+        serve_client_with_lifecycle(client, transport, mode),
+    )
+    .await;
     match handshake {
-        Ok(Ok(running)) => Ok(running),
+        Ok(Ok(running)) => Ok((running, direct)),
         Ok(Err(e)) => Err(classify_init_error(name, e, "")),
         Err(_) => Err(timeout_error(cfg, String::new()).into()),
     }

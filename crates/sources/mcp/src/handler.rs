@@ -1,5 +1,7 @@
 //! [`UpstreamToolHandler`]: the `ToolHandler` of an imported upstream tool. It relays the call
-//! as `tools/call` over the upstream's one shared session (no handshake per call).
+//! as `tools/call` over the upstream's one shared session (no handshake per call). Over
+//! streamable HTTP, a call that relays no progress is posted by the caller's own task with the
+//! session's id ([`crate::direct`], which says when it leaves the call to rmcp's session).
 //!
 //! Calls made while the upstream is reconnecting wait for the new session up to `call_timeout`
 //! (or the context's timeout, if shorter) and then fail with a clear message. A call whose
@@ -10,9 +12,11 @@
 //! [`UpstreamConfig::redacted_values`](crate::UpstreamConfig::redacted_values) are blanked out
 //! of results and errors, in case the upstream echoes them.
 
+use std::sync::atomic::Ordering;
+
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, ErrorCode,
-    ServerResult,
+    ProtocolVersion, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
@@ -68,7 +72,7 @@ impl UpstreamToolHandler {
                 .map_err(session_error)?;
             let outcome = tokio::time::timeout_at(
                 deadline,
-                send(shared, &session, ctx, params.clone(), deadline),
+                send(shared, &session, ctx, &params, deadline, self.retry_safe),
             )
             .await;
             let Ok(answer) = outcome else {
@@ -242,45 +246,61 @@ const MAX_INPUT_ROUNDS: usize = 8;
 /// How long a call's route stays open after its answer, for reports still being handled.
 const REPORTS_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Sends one `tools/call`. When the caller relays progress, the request is sent as a handle so
-/// that the progress token rmcp gives it is known, and the upstream's reports for that token
-/// reach the caller ([`ProgressRoutes`](crate::connect::ProgressRoutes)) until the answer.
 /// Sends `notifications/cancelled` for a request whose answer nobody waits for any more.
 struct Abandoned(Option<(rmcp::Peer<rmcp::RoleClient>, rmcp::model::RequestId)>);
 
 impl Drop for Abandoned {
     fn drop(&mut self) {
-        let Some((peer, id)) = self.0.take() else {
-            return;
-        };
-        let cancelled =
-            rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
-                Some(id),
-                Some("the caller cancelled the call".into()),
-            ));
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = peer
-                    .send_notification(rmcp::model::ClientNotification::CancelledNotification(
-                        cancelled,
-                    ))
-                    .await;
-            });
+        if let Some((peer, id)) = self.0.take() {
+            notify_cancelled(peer, id);
         }
     }
 }
 
+/// Tells the upstream, in the background, that nobody waits for the answer to `id` any more.
+pub(crate) fn notify_cancelled(peer: rmcp::Peer<rmcp::RoleClient>, id: rmcp::model::RequestId) {
+    let cancelled =
+        rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
+            Some(id),
+            Some("the caller cancelled the call".into()),
+        ));
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let _ = peer
+                .send_notification(rmcp::model::ClientNotification::CancelledNotification(
+                    cancelled,
+                ))
+                .await;
+        });
+    }
+}
+
+/// Sends one `tools/call`. A plain call (no progress relayed) to a streamable HTTP upstream of
+/// a revision before 2026-07-28 takes the fast path ([`crate::direct`]) unless that hands it
+/// back; `retry_safe` (the tool may run twice) tells it whether it may. Every other call goes
+/// through rmcp's session. When the caller relays progress, the request is sent as a handle so
+/// that the progress token rmcp gives it is known, and the upstream's reports for that token
+/// reach the caller ([`ProgressRoutes`](crate::connect::ProgressRoutes)) until the answer.
 async fn send(
     shared: &crate::upstream::Shared,
     session: &Session,
     ctx: &ToolContext,
-    params: CallToolRequestParams,
+    params: &CallToolRequestParams,
     deadline: Instant,
+    retry_safe: bool,
 ) -> Result<CallToolResponse, ServiceError> {
     if !ctx.wants_progress() {
-        return session.peer.call_tool_once(params).await;
+        if let Some(direct) = &session.direct {
+            if session.protocol < ProtocolVersion::V_2026_07_28 {
+                if let Some(answer) = direct.call_tool(&session.peer, params, retry_safe).await {
+                    shared.direct_calls.fetch_add(1, Ordering::Relaxed);
+                    return answer;
+                }
+            }
+        }
+        return session.peer.call_tool_once(params.clone()).await;
     }
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
     // rmcp sends `notifications/cancelled` itself when this timeout passes.
     let timeout = deadline.saturating_duration_since(Instant::now());
     let handle = session

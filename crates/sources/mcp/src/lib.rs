@@ -14,6 +14,9 @@
 //! - [`supervisor`]: the session's lifetime: reconnect with backoff, re-list after
 //!   `tools/list_changed`, close on shutdown.
 //! - `handler`: the tool handler that relays one call as `tools/call`.
+//! - `direct`: the fast path of a plain `tools/call` over streamable HTTP (the caller's task
+//!   posts the request and reads its answer, rmcp's client worker is not involved), and when
+//!   it falls back to rmcp's session.
 //! - [`entries`]: resources, resource templates and prompts as catalog entries, read through
 //!   the engine like tools.
 //! - `relay`: the upstream's requests during a call (elicitation, sampling) relayed to the
@@ -43,6 +46,7 @@
 
 pub mod config;
 pub mod connect;
+mod direct;
 pub mod entries;
 pub mod error;
 mod handler;

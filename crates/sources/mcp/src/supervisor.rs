@@ -55,6 +55,7 @@ pub(crate) fn publish(shared: &Shared, conn: &Connection, generation: u64) -> Ar
         pid: conn.pid,
         protocol: conn.protocol.clone(),
         generation,
+        direct: conn.direct.clone(),
     });
     shared.state.send_replace(State::Ready(session.clone()));
     session

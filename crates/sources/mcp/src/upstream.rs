@@ -7,7 +7,8 @@
 //! `server/discover` fallback). A supervisor task then owns the session and reconnects it with
 //! backoff when it is lost ([`supervisor`](crate::supervisor)). [`Upstream::tools`] lists the
 //! upstream's tools; their handlers (module `handler`) send `tools/call` on the one
-//! shared session.
+//! shared session (over streamable HTTP, a plain call is posted from the caller's own task
+//! with that session's id and headers: module `direct`).
 //!
 //! Children are stopped on [`Upstream::shutdown`] and when the last handle (an [`Upstream`]
 //! clone or a tool from [`Upstream::tools`]) is dropped.
@@ -88,6 +89,8 @@ pub(crate) struct Shared {
     pub(crate) listener: crate::entries::Listener,
     /// The OAuth state, shared by the reconnects ([`crate::oauth`]).
     pub(crate) oauth: Option<Arc<crate::oauth::Authorizer>>,
+    /// Calls answered through the fast path ([`crate::direct`]).
+    pub(crate) direct_calls: AtomicU64,
 }
 
 /// Where the session stands; watched by calls waiting for a session.
@@ -104,6 +107,8 @@ pub(crate) struct Session {
     pub(crate) pid: Option<u32>,
     pub(crate) protocol: ProtocolVersion,
     pub(crate) generation: u64,
+    /// The fast path of plain `tools/call` (streamable HTTP only, [`crate::direct`]).
+    pub(crate) direct: Option<crate::direct::DirectPost>,
 }
 
 impl Upstream {
@@ -150,6 +155,7 @@ impl Upstream {
             subscriptions: Default::default(),
             listener: Default::default(),
             oauth,
+            direct_calls: AtomicU64::new(0),
         });
         let session = publish(&shared, &conn, 1);
         tokio::spawn(supervise(shared.clone(), conn, session));
@@ -320,6 +326,14 @@ impl Upstream {
     /// How many times the upstream was reconnected after losing its session.
     pub fn restarts(&self) -> u64 {
         self.inner.shared.restarts.load(Ordering::Relaxed)
+    }
+
+    /// How many `tools/call` were answered through the fast path of streamable HTTP upstreams
+    /// (the caller's task posting and reading the answer, see `direct.rs`); for tests and
+    /// benchmarks.
+    #[doc(hidden)]
+    pub fn direct_calls(&self) -> u64 {
+        self.inner.shared.direct_calls.load(Ordering::Relaxed)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of this crate, linked into one binary (one link, one process).
 
 mod common;
+mod direct_path;
 mod http_upstream;
 mod oauth;
 mod protocol_versions;

@@ -87,8 +87,13 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub async fn start(extra: &[&str]) -> Self {
+        Self::start_at("127.0.0.1:0", extra).await
+    }
+
+    /// Serves at `addr` (e.g. the port of a server that was stopped, to restart it).
+    pub async fn start_at(addr: &str, extra: &[&str]) -> Self {
         let mut child = tokio::process::Command::new(TEST_UPSTREAM)
-            .args(["--http", "127.0.0.1:0"])
+            .args(["--http", addr])
             .args(extra)
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -110,6 +115,11 @@ impl HttpServer {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// Kills the server and waits until it is gone.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
     }
 }
 
