@@ -27,6 +27,7 @@
 mod admit;
 mod channel;
 mod elicit;
+mod fast;
 mod held;
 mod logs;
 mod meta;
@@ -110,6 +111,9 @@ pub struct ToolshedMcp {
     session_id: u64,
     /// Calls of 2026-07-28 clients that wait for their input (shared by every session).
     held: Arc<held::HeldCalls>,
+    /// Over streamable HTTP: the session table, where a new session's plain calls are let
+    /// onto the direct path ([`fast`]).
+    sessions: Option<Arc<SessionTable>>,
 }
 
 impl ToolshedMcp {
@@ -122,6 +126,7 @@ impl ToolshedMcp {
             subscriptions: Arc::default(),
             session_id: channel::new_session_id(),
             held: held::HeldCalls::of_process(),
+            sessions: None,
         }
     }
 
@@ -136,28 +141,31 @@ impl ToolshedMcp {
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+        self.caller_of(
+            ctx.extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<Who>()),
+        )
+    }
+
+    /// The caller: the configured principal, or whom the admission layer authenticated.
+    fn caller_of(&self, who: Option<&Who>) -> Result<Caller, McpError> {
         match self.identity.as_ref() {
             Identity::Fixed(p) => Ok(self.engine.caller(p, Face::Mcp)),
             // The admission layer authenticated the request and left who it is in the
             // request's extensions; a request without one never passed admission.
-            Identity::Network(_) => {
-                let who = ctx
-                    .extensions
-                    .get::<http::request::Parts>()
-                    .and_then(|p| p.extensions.get::<Who>());
-                match who {
-                    Some(Who::Principal(p)) => Ok(self.engine.caller(p, Face::Mcp)),
-                    Some(Who::SignedIn(s)) => {
-                        Ok(self
-                            .engine
-                            .signed_in(&s.principal, &s.roles, &s.token, Face::Mcp))
-                    }
-                    None => Err(McpError::invalid_request(
-                        "the request was not authenticated",
-                        None,
-                    )),
+            Identity::Network(_) => match who {
+                Some(Who::Principal(p)) => Ok(self.engine.caller(p, Face::Mcp)),
+                Some(Who::SignedIn(s)) => {
+                    Ok(self
+                        .engine
+                        .signed_in(&s.principal, &s.roles, &s.token, Face::Mcp))
                 }
-            }
+                None => Err(McpError::invalid_request(
+                    "the request was not authenticated",
+                    None,
+                )),
+            },
         }
     }
 }
@@ -339,6 +347,127 @@ fn object_schema(v: Value) -> Arc<Map<String, Value>> {
     }
 }
 
+/// What a call needs of the session it arrived on.
+pub(crate) struct CallIn {
+    /// The session's client.
+    pub(crate) peer: rmcp::Peer<RoleServer>,
+    /// The call's JSON-RPC id (the upstream's requests during the call name it).
+    pub(crate) id: rmcp::model::RequestId,
+    /// The client's progress token, when it asked for progress.
+    pub(crate) progress: Option<rmcp::model::ProgressToken>,
+    pub(crate) capabilities: Option<rmcp::model::ClientCapabilities>,
+    /// A 2026-07-28 client (no server-to-client requests).
+    pub(crate) modern: bool,
+}
+
+impl ToolshedMcp {
+    /// `tools/call` of a session, however it arrived: through rmcp's session ([`ServerHandler::call_tool`])
+    /// or on the direct path of plain calls ([`fast`]). One definition for both, so they
+    /// cannot answer differently. `cancelled` completes when the client cancels the call.
+    pub(crate) async fn call_tool_in(
+        &self,
+        caller: Caller,
+        request: CallToolRequestParams,
+        how: CallIn,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<CallToolResponse, McpError> {
+        let CallIn {
+            peer: session_peer,
+            id,
+            progress: progress_token,
+            capabilities,
+            modern,
+        } = how;
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let name = request.name.as_ref();
+        let resume_tool = self.options.resume_tool;
+        // A client of the tasks extension gets a paused run as a task to poll, not an
+        // elicitation in the middle of the call.
+        let as_task = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
+        let peer = (!as_task).then_some(&session_peer);
+        if let Some(server) = &self.options.server {
+            // A client of 2026-07-28 takes no requests from the server: an upstream's question
+            // comes back as `input_required`, and its retry continues the held call.
+            if let Some(state) = request.request_state.as_deref() {
+                return self
+                    .held
+                    .resume(&caller.principal, name, state, request.input_responses)
+                    .await;
+            }
+            if modern {
+                let held = HeldCall {
+                    server: server.clone(),
+                    caller,
+                    name: name.to_string(),
+                    args,
+                    as_task,
+                    progress: progress_token
+                        .map(|token| progress::Forward::start(session_peer.clone(), token)),
+                };
+                return self.call_held(held, capabilities).await;
+            }
+            let progress = progress_token
+                .clone()
+                .map(|token| progress::Forward::start(session_peer.clone(), token));
+            let client = channel::of(self.session_id, session_peer.clone(), id);
+            let how = VirtualCall {
+                as_task,
+                peer,
+                progress: progress.as_ref(),
+                client: Some(&client),
+            };
+            // A client's `notifications/cancelled` drops the call, and with it the upstream
+            // request, which then hears of the cancellation too.
+            let r = tokio::select! {
+                r = self.call_virtual(server, &caller, name, args, how) => r,
+                _ = cancelled => Err(McpError::invalid_request("the call was cancelled", None)),
+            };
+            if let Some(p) = progress {
+                p.finish().await;
+            }
+            return r;
+        }
+        if let Some(r) = meta::call_meta(
+            &self.engine,
+            &caller,
+            name,
+            &args,
+            meta::MetaCall {
+                peer,
+                progress: progress_token,
+                resume_tool,
+                as_task,
+            },
+        )
+        .await
+        {
+            return Ok(match r {
+                meta::MetaAnswer::Done(r) => r.into(),
+                meta::MetaAnswer::Task(o) => {
+                    CallToolResponse::Task(CreateTaskResult::new(tasks::of_paused(&o)))
+                }
+            });
+        }
+        if !self.options.direct {
+            return Ok(error_result(&EngineError::NotFound {
+                path: name.to_string(),
+            })
+            .into());
+        }
+        let path = path_from_mcp_name(name);
+        let result = match self.engine.call(&caller, &path, args).await {
+            Ok(o) if as_task && o.is_paused() => {
+                return Ok(CallToolResponse::Task(CreateTaskResult::new(
+                    tasks::of_paused(&o),
+                )))
+            }
+            Ok(o) => outcome_result(&elicit::settle(&self.engine, &caller, o, peer).await),
+            Err(e) => error_result(&e),
+        };
+        Ok(result.into())
+    }
+}
+
 impl ServerHandler for ToolshedMcp {
     fn get_info(&self) -> ServerConfig {
         if let Some(server) = &self.options.server {
@@ -378,11 +507,28 @@ impl ServerHandler for ToolshedMcp {
             );
         }
         let subscriptions = self.subscriptions.clone();
+        // Over HTTP, a session whose client is never asked anything during a call may have its
+        // plain calls served without rmcp's session machinery ([`fast`]).
+        let direct = self.sessions.clone().and_then(|table| {
+            let id = context
+                .extensions
+                .get::<http::request::Parts>()?
+                .headers
+                .get("mcp-session-id")?
+                .to_str()
+                .ok()?
+                .to_string();
+            table.register_direct(&id, fast::Direct::of(self, &peer)?);
+            Some((table, id))
+        });
         tokio::spawn(async move {
             let mut seen = engine.catalog().load().version();
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 if peer.is_transport_closed() {
+                    if let Some((table, id)) = &direct {
+                        table.forget_direct(id);
+                    }
                     subscriptions::end_all(&engine, &subscriptions).await;
                     break;
                 }
@@ -435,101 +581,17 @@ impl ServerHandler for ToolshedMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&ctx)?;
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let name = request.name.as_ref();
-        let resume_tool = self.options.resume_tool;
-        // A client of the tasks extension gets a paused run as a task to poll, not an
-        // elicitation in the middle of the call.
-        let as_task = ctx
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        let peer = (!as_task).then_some(&ctx.peer);
-        if let Some(server) = &self.options.server {
-            // A client of 2026-07-28 takes no requests from the server: an upstream's question
-            // comes back as `input_required`, and its retry continues the held call.
-            if let Some(state) = request.request_state.as_deref() {
-                return self
-                    .held
-                    .resume(&caller.principal, name, state, request.input_responses)
-                    .await;
-            }
-            let modern = ctx
+        let how = CallIn {
+            peer: ctx.peer.clone(),
+            id: ctx.id.clone(),
+            progress: ctx.meta.get_progress_token(),
+            capabilities: ctx.client_capabilities(),
+            modern: ctx
                 .protocol_version()
-                .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
-            if modern {
-                let held = HeldCall {
-                    server: server.clone(),
-                    caller,
-                    name: name.to_string(),
-                    args,
-                    as_task,
-                    progress: ctx
-                        .meta
-                        .get_progress_token()
-                        .map(|token| progress::Forward::start(ctx.peer.clone(), token)),
-                };
-                return self.call_held(held, ctx.client_capabilities()).await;
-            }
-            let progress = ctx
-                .meta
-                .get_progress_token()
-                .map(|token| progress::Forward::start(ctx.peer.clone(), token));
-            let client = channel::of(self.session_id, ctx.peer.clone(), ctx.id.clone());
-            let how = VirtualCall {
-                as_task,
-                peer,
-                progress: progress.as_ref(),
-                client: Some(&client),
-            };
-            // A client's `notifications/cancelled` drops the call, and with it the upstream
-            // request, which then hears of the cancellation too.
-            let r = tokio::select! {
-                r = self.call_virtual(server, &caller, name, args, how) => r,
-                _ = ctx.ct.cancelled() => Err(McpError::invalid_request("the call was cancelled", None)),
-            };
-            if let Some(p) = progress {
-                p.finish().await;
-            }
-            return r;
-        }
-        if let Some(r) = meta::call_meta(
-            &self.engine,
-            &caller,
-            name,
-            &args,
-            meta::MetaCall {
-                peer,
-                progress: ctx.meta.get_progress_token(),
-                resume_tool,
-                as_task,
-            },
-        )
-        .await
-        {
-            return Ok(match r {
-                meta::MetaAnswer::Done(r) => r.into(),
-                meta::MetaAnswer::Task(o) => {
-                    CallToolResponse::Task(CreateTaskResult::new(tasks::of_paused(&o)))
-                }
-            });
-        }
-        if !self.options.direct {
-            return Ok(error_result(&EngineError::NotFound {
-                path: name.to_string(),
-            })
-            .into());
-        }
-        let path = path_from_mcp_name(name);
-        let result = match self.engine.call(&caller, &path, args).await {
-            Ok(o) if as_task && o.is_paused() => {
-                return Ok(CallToolResponse::Task(CreateTaskResult::new(
-                    tasks::of_paused(&o),
-                )))
-            }
-            Ok(o) => outcome_result(&elicit::settle(&self.engine, &caller, o, peer).await),
-            Err(e) => error_result(&e),
+                .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28),
         };
-        Ok(result.into())
+        self.call_tool_in(caller, request, how, ctx.ct.cancelled())
+            .await
     }
 
     async fn list_resources(
@@ -830,7 +892,8 @@ pub fn http_router(
     };
     let sessions_table = http.sessions.clone();
     let service = move |options: McpOptions| {
-        let server = ToolshedMcp::new(engine.clone(), (*identity).clone(), options);
+        let mut server = ToolshedMcp::new(engine.clone(), (*identity).clone(), options);
+        server.sessions = Some(sessions_table.clone());
         StreamableHttpService::new(
             move || Ok(server.for_session()),
             Arc::new(sessions::CappedSessions::new(sessions_table.clone())),
@@ -898,8 +961,13 @@ pub fn http_router(
     let router = axum::Router::new()
         .route("/mcp/servers/{name}", axum::routing::any(dispatch.clone()))
         .route("/mcp/servers/{name}/{*rest}", axum::routing::any(dispatch));
+    let fast = fast::FastPath {
+        table: http.sessions.clone(),
+        servers: http.servers.clone(),
+    };
     router
         .nest_service("/mcp", main)
+        .layer(axum::middleware::from_fn_with_state(fast, fast::fast_path))
         .layer(axum::middleware::from_fn_with_state(gate, admit::admit))
 }
 

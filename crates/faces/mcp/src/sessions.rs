@@ -88,6 +88,8 @@ struct Table {
     total: usize,
     by_principal: HashMap<String, usize>,
     owners: HashMap<SessionId, String>,
+    /// Sessions whose plain calls may skip rmcp's session machinery ([`crate::fast`]).
+    direct: HashMap<SessionId, Arc<crate::fast::Direct>>,
 }
 
 /// Session counts and owners, shared by the session manager and the admission middleware.
@@ -132,6 +134,25 @@ impl SessionTable {
         self.lock().owners.get(id).cloned()
     }
 
+    /// Lets the plain calls of session `id` take the direct path, while it exists.
+    pub(crate) fn register_direct(&self, id: &str, direct: crate::fast::Direct) {
+        let mut t = self.lock();
+        if let Some((key, _)) = t.owners.get_key_value(id) {
+            let key = key.clone();
+            t.direct.insert(key, Arc::new(direct));
+        }
+    }
+
+    /// The direct-path record of session `id`.
+    pub(crate) fn direct(&self, id: &str) -> Option<Arc<crate::fast::Direct>> {
+        self.lock().direct.get(id).cloned()
+    }
+
+    /// Ends the direct path of session `id` (its rmcp session ended).
+    pub(crate) fn forget_direct(&self, id: &str) {
+        self.lock().direct.remove(id);
+    }
+
     /// Takes a slot for `principal`, or says which limit is reached.
     fn take_slot(&self, principal: &str) -> Result<(), LimitHit> {
         let mut t = self.lock();
@@ -173,6 +194,7 @@ impl SessionTable {
     /// Frees the slot of a session; closing twice frees it once.
     fn close(&self, id: &SessionId) {
         let mut t = self.lock();
+        t.direct.remove(id);
         if let Some(principal) = t.owners.remove(id) {
             Self::give_back(&mut t, &principal);
         }

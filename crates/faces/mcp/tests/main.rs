@@ -1,6 +1,7 @@
 //! Integration tests of this crate, linked into one binary (one link, one process).
 
 mod decisions;
+mod direct_calls;
 mod elicitation;
 mod list_changed;
 mod progress;

@@ -1,0 +1,503 @@
+//! The direct path of plain `tools/call` requests over streamable HTTP.
+//!
+//! rmcp's session machinery hands every request of a session from the HTTP task to the
+//! session's worker, from there to the service loop, to a task per request, and the answer back
+//! the same way, as an SSE stream. For a call that only needs its answer, that is most of the
+//! gateway's own cost. This layer serves such a call in the HTTP request's own task: it takes
+//! the session's handler and client (registered when the session was initialized, see
+//! [`Direct`]), runs the very same [`ToolshedMcp::call_tool_in`] as rmcp's path (so policy,
+//! approvals, audit and the answer cannot differ), and answers `application/json`, which the
+//! streamable HTTP transport allows for any request.
+//!
+//! Everything that is not plainly such a call goes on to rmcp unchanged:
+//! - any method but `tools/call` (and a `notifications/cancelled` for a call of this path,
+//!   which cancels it here), any response, batch or malformed body;
+//! - a call with `_meta` (progress tokens, per-request versions), a task, or 2026-07-28
+//!   `requestState`/`inputResponses`;
+//! - a session whose client declared elicitation, sampling or tasks (the upstream's requests
+//!   and elicited approvals travel on the call's SSE stream, which only rmcp keeps), or that
+//!   negotiated 2026-07-28 (those have no session): such sessions are never registered;
+//! - headers rmcp checks that are not the plain case: a `MCP-Protocol-Version` other than the
+//!   session's, SEP-2243 `Mcp-*` routing headers, an `Accept` without both JSON and SSE, a body
+//!   without a known length or larger than [`MAX_BODY`];
+//! - a session whose rmcp worker has ended, and one request per quarter of the idle limit, so
+//!   that rmcp's idle timer sees the session in use.
+//!
+//! Host and Origin are checked for every route by the listener's guard in front of this layer;
+//! the caller was authenticated, and the session found to be its own, by [`crate::admit`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, NumberOrString, RequestId, ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use tokio::sync::Notify;
+use toolshed_identity::Who;
+
+use crate::sessions::SessionTable;
+use crate::{CallIn, ServerSet, ToolshedMcp};
+
+/// Larger request bodies (or ones without a length) go to rmcp.
+pub(crate) const MAX_BODY: u64 = 256 * 1024;
+
+/// Calls of one session served here at once; more go to rmcp.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// A session whose plain calls may take the direct path: its handler and its client.
+pub(crate) struct Direct {
+    handler: ToolshedMcp,
+    peer: Peer<RoleServer>,
+    /// The negotiated revision, which the `MCP-Protocol-Version` header must repeat.
+    version: String,
+    /// When a request of the session last went through rmcp (ms since [`epoch`]).
+    routed: AtomicU64,
+    /// Calls in progress here, by JSON-RPC id, to cancel on `notifications/cancelled`.
+    in_flight: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl std::fmt::Debug for Direct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Direct")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Direct {
+    /// The direct-path record of a session just initialized, or `None` when its client may
+    /// be asked things during a call (see the module docs).
+    pub(crate) fn of(handler: &ToolshedMcp, peer: &Peer<RoleServer>) -> Option<Self> {
+        let info = peer.peer_info()?;
+        let caps = &info.capabilities;
+        let asks = caps.elicitation.is_some() || caps.sampling.is_some() || caps.supports_tasks();
+        if asks || info.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+            return None;
+        }
+        Some(Self {
+            handler: handler.clone(),
+            peer: peer.clone(),
+            version: info.protocol_version.to_string(),
+            routed: AtomicU64::new(now_ms()),
+            in_flight: Mutex::default(),
+        })
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Milliseconds since the first use in this process (a monotonic clock).
+fn now_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// What the layer needs: the sessions and the virtual servers served now.
+#[derive(Clone)]
+pub(crate) struct FastPath {
+    pub(crate) table: Arc<SessionTable>,
+    pub(crate) servers: ServerSet,
+}
+
+/// A plain request this path serves.
+enum Plain {
+    Call {
+        id: RequestId,
+        params: Box<CallToolRequestParams>,
+    },
+    Cancel {
+        of: String,
+    },
+}
+
+/// The layer (see the module docs).
+pub(crate) async fn fast_path(State(fp): State<FastPath>, req: Request, next: Next) -> Response {
+    let Some(direct) = candidate(&fp, &req) else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let limit = content_length(&parts.headers).unwrap_or(0) as usize;
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({
+                    "jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32700, "message": format!("the request body could not be read: {e}")}
+                })),
+            )
+                .into_response()
+        }
+    };
+    match plain(&bytes) {
+        Some(Plain::Call { id, params }) if direct.in_flight().len() < MAX_IN_FLIGHT => {
+            let who = parts.extensions.get::<Who>();
+            call(&direct, who, id, *params).await
+        }
+        Some(Plain::Cancel { of }) => {
+            let found = direct.in_flight().get(&of).cloned();
+            match found {
+                Some(notify) => {
+                    notify.notify_one();
+                    StatusCode::ACCEPTED.into_response()
+                }
+                None => {
+                    next.run(Request::from_parts(parts, Body::from(bytes)))
+                        .await
+                }
+            }
+        }
+        _ => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    }
+}
+
+/// The session's record when `req` may be a plain call of it (headers only; the body is read
+/// after). Counts a request sent on to rmcp for the idle timer.
+fn candidate(fp: &FastPath, req: &Request) -> Option<Arc<Direct>> {
+    if req.method() != Method::POST {
+        return None;
+    }
+    let headers = req.headers();
+    let id = headers.get("mcp-session-id")?.to_str().ok()?;
+    let direct = fp.table.direct(id)?;
+    let who = req.extensions().get::<Who>()?;
+    if fp.table.owner(id).as_deref() != Some(who.principal()) || direct.peer.is_transport_closed() {
+        return None;
+    }
+    if !same_endpoint(fp, &direct.handler, req.uri().path())
+        || !headers_plain(headers, &direct.version)
+    {
+        return None;
+    }
+    if content_length(headers).is_none_or(|n| n > MAX_BODY) {
+        return None;
+    }
+    // Now and then a request goes through rmcp anyway, so that its idle timer sees the session
+    // in use.
+    let now = now_ms();
+    let idle = fp.table.limits().idle.as_millis() as u64;
+    if now.saturating_sub(direct.routed.load(Ordering::Relaxed)) > idle / 4 {
+        direct.routed.store(now, Ordering::Relaxed);
+        return None;
+    }
+    Some(direct)
+}
+
+/// Whether the request's path is the endpoint the session was opened on: `/mcp` for the main
+/// endpoint, `/mcp/servers/{name}` for the virtual server of that name as defined now.
+fn same_endpoint(fp: &FastPath, handler: &ToolshedMcp, path: &str) -> bool {
+    match (&handler.options.server, path.strip_prefix("/mcp/servers/")) {
+        (None, None) => path == "/mcp",
+        (Some(server), Some(name)) => fp
+            .servers
+            .get(name)
+            .is_some_and(|now| Arc::ptr_eq(&now, server)),
+        _ => false,
+    }
+}
+
+/// The headers of a plain request of this session (see the module docs).
+fn headers_plain(headers: &HeaderMap, version: &str) -> bool {
+    let essence = |v: &HeaderValue| {
+        v.to_str().ok().map(|s| {
+            s.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+    };
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(essence)
+        .is_some_and(|e| e == "application/json");
+    let accepts: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let accepts_both = accepts.iter().any(|t| t == "application/json")
+        && accepts.iter().any(|t| t == "text/event-stream");
+    let version_ok = headers
+        .get("mcp-protocol-version")
+        .is_none_or(|v| v.to_str().is_ok_and(|v| v == version));
+    let routing = headers.keys().any(|k| {
+        let k = k.as_str();
+        k.starts_with("mcp-") && k != "mcp-session-id" && k != "mcp-protocol-version"
+    });
+    json && accepts_both && version_ok && !routing
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// The body as a plain `tools/call` or a cancellation, or `None` for anything else.
+fn plain(body: &[u8]) -> Option<Plain> {
+    let Value::Object(mut m) = serde_json::from_slice::<Value>(body).ok()? else {
+        return None;
+    };
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return None;
+    }
+    let method = m.get("method").and_then(Value::as_str)?;
+    match method {
+        "tools/call" => {
+            if m.len() != 4 {
+                return None;
+            }
+            let id = request_id(m.remove("id")?)?;
+            let Value::Object(mut params) = m.remove("params")? else {
+                return None;
+            };
+            let Some(Value::String(name)) = params.remove("name") else {
+                return None;
+            };
+            let arguments = match params.remove("arguments") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(a)) => Some(a),
+                Some(_) => return None,
+            };
+            // `_meta` may name a progress token, a version or capabilities: rmcp reads those.
+            let empty_meta = match params.remove("_meta") {
+                None => true,
+                Some(Value::Object(meta)) => meta.is_empty(),
+                Some(_) => false,
+            };
+            if !params.is_empty() || !empty_meta {
+                return None;
+            }
+            let mut params = CallToolRequestParams::new(name);
+            params.arguments = arguments;
+            Some(Plain::Call {
+                id,
+                params: Box::new(params),
+            })
+        }
+        "notifications/cancelled" => {
+            let params = m.get("params").and_then(Value::as_object)?;
+            let of = request_id(params.get("requestId")?.clone())?;
+            Some(Plain::Cancel { of: key(&of) })
+        }
+        _ => None,
+    }
+}
+
+fn request_id(v: Value) -> Option<RequestId> {
+    match v {
+        Value::Number(n) => n.as_i64().map(NumberOrString::Number),
+        Value::String(s) => Some(NumberOrString::String(s.into())),
+        _ => None,
+    }
+}
+
+/// A request id as a key of [`Direct::in_flight`].
+fn key(id: &RequestId) -> String {
+    match id {
+        NumberOrString::Number(n) => format!("n{n}"),
+        NumberOrString::String(s) => format!("s{s}"),
+    }
+}
+
+/// Serves one plain call with the session's handler; the answer as a JSON-RPC message.
+async fn call(
+    direct: &Direct,
+    who: Option<&Who>,
+    id: RequestId,
+    params: CallToolRequestParams,
+) -> Response {
+    let answer = match direct.handler.caller_of(who) {
+        Ok(caller) => {
+            let cancel = Arc::new(Notify::new());
+            let k = key(&id);
+            direct.in_flight().insert(k.clone(), cancel.clone());
+            let _done = Finished(direct, k);
+            let how = CallIn {
+                peer: direct.peer.clone(),
+                id: id.clone(),
+                progress: None,
+                capabilities: direct.peer.peer_info().map(|i| i.capabilities.clone()),
+                modern: false,
+            };
+            direct
+                .handler
+                .call_tool_in(caller, params, how, cancel.notified())
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    let message = match answer.and_then(legacy_result) {
+        Ok(r) => ServerJsonRpcMessage::response(r, id),
+        Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
+    };
+    match serde_json::to_vec(&message) {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the answer could not be serialised: {e}"),
+        )
+            .into_response(),
+    }
+}
+
+/// The answer as rmcp's service gives it to a client of a revision before 2026-07-28 that
+/// declared no tasks: without `resultType: "complete"`, and never `input_required` or a task.
+fn legacy_result(r: rmcp::model::CallToolResponse) -> Result<ServerResult, rmcp::ErrorData> {
+    if matches!(r, rmcp::model::CallToolResponse::Task(_)) {
+        return Err(rmcp::ErrorData::missing_required_client_capability(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_tasks()
+                .build(),
+        ));
+    }
+    let mut result = ServerResult::from(r);
+    if matches!(result, ServerResult::InputRequiredResult(_)) {
+        return Err(rmcp::ErrorData::invalid_request(
+            "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+            None,
+        ));
+    }
+    result.strip_result_type_for_legacy_peer();
+    Ok(result)
+}
+
+/// Takes a call off [`Direct::in_flight`] when it ends, however it ends.
+struct Finished<'a>(&'a Direct, String);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight().remove(&self.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Map;
+
+    type Arguments = Option<Map<String, Value>>;
+
+    fn call_of(body: &str) -> Option<(RequestId, String, Arguments)> {
+        match plain(body.as_bytes())? {
+            Plain::Call { id, params } => Some((id, params.name.to_string(), params.arguments)),
+            Plain::Cancel { .. } => None,
+        }
+    }
+
+    #[test]
+    fn only_plain_calls_are_taken() {
+        let (id, name, args) =
+            call_of(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}"#)
+                .unwrap();
+        assert_eq!((id, name.as_str()), (NumberOrString::Number(7), "echo"));
+        assert_eq!(args.unwrap()["a"], 1);
+        let (id, _, args) = call_of(
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"e","_meta":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!((id, args), (NumberOrString::String("x".into()), None));
+        for other in [
+            // progress, versions and capabilities in `_meta` are rmcp's to read
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"progressToken":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","task":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","requestState":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e"},"x":1}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"e"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"e"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e"}}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            "not json",
+        ] {
+            assert!(call_of(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn cancellations_name_the_call_by_its_id() {
+        let Some(Plain::Cancel { of }) = plain(
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#,
+        ) else {
+            panic!("not a cancellation");
+        };
+        assert_eq!(of, key(&NumberOrString::Number(7)));
+        assert_ne!(of, key(&NumberOrString::String("7".into())));
+    }
+
+    #[test]
+    fn headers_of_the_plain_case_only() {
+        let plain_case = |pairs: &[(&str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(
+                    axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            let json = h
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|v| v.to_str().unwrap().starts_with("application/json"));
+            (h, json)
+        };
+        let base = [
+            ("content-type", "application/json; charset=utf-8"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        let check = |extra: &[(&str, &str)]| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(extra);
+            let (h, _) = plain_case(&all);
+            headers_plain(&h, "2025-11-25")
+        };
+        assert!(check(&[]));
+        assert!(check(&[("mcp-protocol-version", "2025-11-25")]));
+        assert!(!check(&[("mcp-protocol-version", "2025-06-18")]));
+        assert!(!check(&[("mcp-method", "tools/call")]));
+        let (h, _) = plain_case(&[
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ]);
+        assert!(!headers_plain(&h, "2025-11-25"));
+        let (h, _) = plain_case(&[
+            ("content-type", "text/plain"),
+            ("accept", "application/json, text/event-stream"),
+        ]);
+        assert!(!headers_plain(&h, "2025-11-25"));
+    }
+}
