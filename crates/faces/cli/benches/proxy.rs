@@ -15,7 +15,11 @@
 //! 2025-11-25 with a session per client) so that the clients' own CPU cost stays small: the
 //! clients, the gateway and the upstream share the machine's cores.
 //!
-//! `PROXY_SECONDS` sets the length of each measurement (default 5).
+//! `PROXY_SECONDS` sets the length of each measurement (default 5). `PROXY_UPSTREAM` chooses the
+//! upstream: `canned` (the default; a minimal streamable-HTTP MCP server in this bench's own
+//! binary, [`canned`], that answers every call with the same JSON at once, so that the
+//! upstream's own cost stays small beside the gateway's) or `rmcp` (`toolshed-test-upstream
+//! --http`, a server built on the official Rust SDK).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -133,13 +137,27 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5.0);
-    let upstream = upstream_bin();
-    let mut up = Command::new(&upstream)
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start upstream");
+    if std::env::var_os(canned::ENV).is_some() {
+        canned::serve();
+        return;
+    }
+    let kind = std::env::var("PROXY_UPSTREAM").unwrap_or_else(|_| "canned".into());
+    let mut up = match kind.as_str() {
+        "rmcp" => Command::new(upstream_bin())
+            .args(["--http", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start upstream"),
+        "canned" => Command::new(std::env::current_exe().expect("this bench's binary"))
+            .env(canned::ENV, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the canned upstream"),
+        other => panic!("PROXY_UPSTREAM must be canned or rmcp, not {other}"),
+    };
+    println!("upstream: {kind}");
     let mut line = String::new();
     BufReader::new(up.stdout.take().unwrap())
         .read_line(&mut line)
@@ -365,5 +383,85 @@ mod load {
                 }
             }
         }
+    }
+}
+
+/// A canned upstream MCP server (streamable HTTP, one session, protocol 2025-11-25): it answers
+/// `initialize`, `tools/list` (one read-only tool, `echo`) and every `tools/call` with the same
+/// result as plain JSON, notifications with 202, anything else with an empty result. It runs
+/// as a separate process (this binary with [`ENV`] set) on one thread, so that it takes little
+/// of the cores the gateway and the clients share.
+mod canned {
+    use std::convert::Infallible;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Incoming;
+    use hyper::{Request, Response, StatusCode};
+    use hyper_util::rt::TokioIo;
+    use serde_json::{json, Value};
+
+    pub const ENV: &str = "TOOLSHED_BENCH_CANNED_UPSTREAM";
+
+    pub fn serve() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            println!("LISTENING http://{}/mcp", listener.local_addr().unwrap());
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                tcp.set_nodelay(true).unwrap();
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), hyper::service::service_fn(answer))
+                        .await;
+                });
+            }
+        });
+    }
+
+    async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        let reply = |status: StatusCode, body: Bytes| {
+            Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .header("mcp-session-id", "canned")
+                .body(Full::new(body))
+                .unwrap()
+        };
+        match *req.method() {
+            hyper::Method::POST => {}
+            hyper::Method::DELETE => return Ok(reply(StatusCode::OK, Bytes::new())),
+            _ => return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, Bytes::new())),
+        }
+        let body = req.into_body().collect().await.map(|b| b.to_bytes());
+        let Ok(message) = body.map(|b| serde_json::from_slice::<Value>(&b).unwrap_or_default())
+        else {
+            return Ok(reply(StatusCode::BAD_REQUEST, Bytes::new()));
+        };
+        let Some(id) = message.get("id") else {
+            return Ok(reply(StatusCode::ACCEPTED, Bytes::new()));
+        };
+        let result = match message["method"].as_str().unwrap_or_default() {
+            "initialize" => json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "canned", "version": "1"}
+            }),
+            "tools/list" => json!({"tools": [{
+                "name": "echo",
+                "description": "Echoes the text back.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                "annotations": {"readOnlyHint": true}
+            }]}),
+            "tools/call" => json!({"content": [{"type": "text", "text": "hi"}]}),
+            _ => json!({}),
+        };
+        let body =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
+        Ok(reply(StatusCode::OK, Bytes::from(body)))
     }
 }
