@@ -3,15 +3,17 @@
 //! rmcp's session machinery hands every request of a session from the HTTP task to the
 //! session's worker, from there to the service loop, to a task per request, and the answer back
 //! the same way, as an SSE stream. For a call that only needs its answer, that is most of the
-//! gateway's own cost. This layer serves such a call in the HTTP request's own task: it takes
-//! the session's handler and client (registered when the session was initialized, see
-//! [`Direct`]), runs the very same [`ToolshedMcp::call_tool_in`] as rmcp's path (so policy,
-//! approvals, audit and the answer cannot differ), and answers `application/json`, which the
-//! streamable HTTP transport allows for any request.
+//! gateway's own cost. This layer serves such a call itself: it takes the session's handler and
+//! client (registered when the session was initialized, see [`Direct`]), runs the very same
+//! [`ToolshedMcp::call_tool_in`] as rmcp's path (so policy, approvals, audit and the answer
+//! cannot differ) in a task of its own (so that, as on rmcp's path, a client that goes away
+//! does not cut the call short), and answers `application/json`, which the streamable HTTP
+//! transport allows for any request; a call that takes longer than [`JSON_WAIT`] is answered
+//! as an SSE stream with keep-alive comments instead.
 //!
 //! Everything that is not plainly such a call goes on to rmcp unchanged:
 //! - any method but `tools/call` (and a `notifications/cancelled` for a call of this path,
-//!   which cancels it here), any response, batch or malformed body;
+//!   which cancels it here whatever else holds), any response, batch or malformed body;
 //! - a call with `_meta` (progress tokens, per-request versions), a task, or 2026-07-28
 //!   `requestState`/`inputResponses`;
 //! - a session whose client declared elicitation, sampling or tasks (the upstream's requests
@@ -20,7 +22,7 @@
 //! - headers rmcp checks that are not the plain case: a `MCP-Protocol-Version` other than the
 //!   session's, SEP-2243 `Mcp-*` routing headers, an `Accept` without both JSON and SSE, a body
 //!   without a known length or larger than [`MAX_BODY`];
-//! - a session whose rmcp worker has ended, and one request per quarter of the idle limit, so
+//! - a session whose rmcp worker has ended, and one call per quarter of the idle limit, so
 //!   that rmcp's idle timer sees the session in use.
 //!
 //! Host and Origin are checked for every route by the listener's guard in front of this layer;
@@ -29,7 +31,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -95,6 +97,12 @@ impl Direct {
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
         self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Cancels the call `of` served here; false when none is.
+    fn cancel(&self, of: &str) -> bool {
+        let found = self.in_flight().get(of).cloned();
+        found.map(|notify| notify.notify_one()).is_some()
+    }
 }
 
 /// Milliseconds since the first use in this process (a monotonic clock).
@@ -142,23 +150,14 @@ pub(crate) async fn fast_path(State(fp): State<FastPath>, req: Request, next: Ne
         }
     };
     match plain(&bytes) {
-        Some(Plain::Call { id, params }) if direct.in_flight().len() < MAX_IN_FLIGHT => {
-            let who = parts.extensions.get::<Who>();
-            call(&direct, who, id, *params).await
+        Some(Plain::Call { id, params })
+            if direct.in_flight().len() < MAX_IN_FLIGHT && !touch_due(&fp, &direct) =>
+        {
+            let who = parts.extensions.get::<Who>().cloned();
+            call(direct, who, id, *params).await
         }
-        Some(Plain::Cancel { of }) => {
-            let found = direct.in_flight().get(&of).cloned();
-            match found {
-                Some(notify) => {
-                    notify.notify_one();
-                    StatusCode::ACCEPTED.into_response()
-                }
-                None => {
-                    next.run(Request::from_parts(parts, Body::from(bytes)))
-                        .await
-                }
-            }
-        }
+        // A cancellation of a call served here is taken here, whatever else holds.
+        Some(Plain::Cancel { of }) if direct.cancel(&of) => StatusCode::ACCEPTED.into_response(),
         _ => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
@@ -166,8 +165,20 @@ pub(crate) async fn fast_path(State(fp): State<FastPath>, req: Request, next: Ne
     }
 }
 
-/// The session's record when `req` may be a plain call of it (headers only; the body is read
-/// after). Counts a request sent on to rmcp for the idle timer.
+/// Whether this call should go through rmcp so that its idle timer sees the session in use
+/// (one call per quarter of the idle limit); counts it as sent there.
+fn touch_due(fp: &FastPath, direct: &Direct) -> bool {
+    let now = now_ms();
+    let idle = fp.table.limits().idle.as_millis() as u64;
+    let due = now.saturating_sub(direct.routed.load(Ordering::Relaxed)) > idle / 4;
+    if due {
+        direct.routed.store(now, Ordering::Relaxed);
+    }
+    due
+}
+
+/// The session's record when `req` may be a plain call of it or a cancellation of one (headers
+/// only; the body is read after).
 fn candidate(fp: &FastPath, req: &Request) -> Option<Arc<Direct>> {
     if req.method() != Method::POST {
         return None;
@@ -185,14 +196,6 @@ fn candidate(fp: &FastPath, req: &Request) -> Option<Arc<Direct>> {
         return None;
     }
     if content_length(headers).is_none_or(|n| n > MAX_BODY) {
-        return None;
-    }
-    // Now and then a request goes through rmcp anyway, so that its idle timer sees the session
-    // in use.
-    let now = now_ms();
-    let idle = fp.table.limits().idle.as_millis() as u64;
-    if now.saturating_sub(direct.routed.load(Ordering::Relaxed)) > idle / 4 {
-        direct.routed.store(now, Ordering::Relaxed);
         return None;
     }
     Some(direct)
@@ -231,6 +234,7 @@ fn headers_plain(headers: &HeaderMap, version: &str) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
+        .filter(|range| !refused(range))
         .map(|t| {
             t.split(';')
                 .next()
@@ -249,6 +253,16 @@ fn headers_plain(headers: &HeaderMap, version: &str) -> bool {
         k.starts_with("mcp-") && k != "mcp-session-id" && k != "mcp-protocol-version"
     });
     json && accepts_both && version_ok && !routing
+}
+
+/// A media range of `Accept` with quality 0 (`;q=0`), which refuses the type.
+fn refused(range: &str) -> bool {
+    range.split(';').skip(1).any(|p| {
+        p.trim()
+            .strip_prefix("q=")
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            .is_some_and(|q| q <= 0.0)
+    })
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
@@ -327,38 +341,61 @@ fn key(id: &RequestId) -> String {
     }
 }
 
-/// Serves one plain call with the session's handler; the answer as a JSON-RPC message.
+/// How long a call may take before its answer becomes an SSE stream with keep-alives.
+const JSON_WAIT: Duration = Duration::from_secs(2);
+
+/// Keep-alive comments on a long call's stream, as rmcp's own streams have.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Serves one plain call with the session's handler. The call runs in a task of its own, so
+/// that it ends (and is audited) even when the client goes away, as on rmcp's path. Its answer
+/// is plain JSON when it comes within [`JSON_WAIT`]; otherwise the response is an SSE stream
+/// at once, with keep-alive comments until the answer (clients and proxies give up on a
+/// response that sends nothing for minutes).
 async fn call(
-    direct: &Direct,
-    who: Option<&Who>,
+    direct: Arc<Direct>,
+    who: Option<Who>,
     id: RequestId,
     params: CallToolRequestParams,
 ) -> Response {
-    let answer = match direct.handler.caller_of(who) {
-        Ok(caller) => {
-            let cancel = Arc::new(Notify::new());
-            let k = key(&id);
-            direct.in_flight().insert(k.clone(), cancel.clone());
-            let _done = Finished(direct, k);
-            let how = CallIn {
-                peer: direct.peer.clone(),
-                id: id.clone(),
-                progress: None,
-                capabilities: direct.peer.peer_info().map(|i| i.capabilities.clone()),
-                modern: false,
-            };
-            direct
-                .handler
-                .call_tool_in(caller, params, how, cancel.notified())
-                .await
+    let caller = match direct.handler.caller_of(who.as_ref()) {
+        Ok(caller) => caller,
+        Err(e) => return json_answer(&ServerJsonRpcMessage::error(e, Some(id))),
+    };
+    let cancel = Arc::new(Notify::new());
+    let k = key(&id);
+    direct.in_flight().insert(k.clone(), cancel.clone());
+    let how = CallIn {
+        peer: direct.peer.clone(),
+        id: id.clone(),
+        progress: None,
+        capabilities: direct.peer.peer_info().map(|i| i.capabilities.clone()),
+        modern: false,
+    };
+    let mut task = tokio::spawn(async move {
+        let _done = Finished(direct.clone(), k, cancel.clone());
+        let answer = direct
+            .handler
+            .call_tool_in(caller, params, how, cancel.notified())
+            .await;
+        match answer.and_then(legacy_result) {
+            Ok(r) => ServerJsonRpcMessage::response(r, id),
+            Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
         }
-        Err(e) => Err(e),
-    };
-    let message = match answer.and_then(legacy_result) {
-        Ok(r) => ServerJsonRpcMessage::response(r, id),
-        Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
-    };
-    match serde_json::to_vec(&message) {
+    });
+    match tokio::time::timeout(JSON_WAIT, &mut task).await {
+        Ok(Ok(message)) => json_answer(&message),
+        Ok(Err(e)) => internal(format!("the call failed: {e}")),
+        Err(_) => sse_answer(task),
+    }
+}
+
+fn internal(message: String) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, message).into_response()
+}
+
+fn json_answer(message: &ServerJsonRpcMessage) -> Response {
+    match serde_json::to_vec(message) {
         Ok(body) => (
             [(
                 header::CONTENT_TYPE,
@@ -367,12 +404,40 @@ async fn call(
             body,
         )
             .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the answer could not be serialised: {e}"),
-        )
-            .into_response(),
+        Err(e) => internal(format!("the answer could not be serialised: {e}")),
     }
+}
+
+/// The answer of a long call as an SSE stream: keep-alive comments, then the one message.
+fn sse_answer(task: tokio::task::JoinHandle<ServerJsonRpcMessage>) -> Response {
+    let events = futures::stream::unfold(Some(task), |state| async move {
+        let mut task = state?;
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        tokio::select! {
+            done = &mut task => {
+                let frame = match done {
+                    Ok(message) => serde_json::to_string(&message)
+                        .map(|m| format!("event: message\ndata: {m}\n\n"))
+                        .unwrap_or_default(),
+                    Err(_) => String::new(),
+                };
+                Some((Ok::<_, std::convert::Infallible>(frame), None))
+            }
+            _ = tick.tick() => Some((Ok(":\n\n".to_string()), Some(task))),
+        }
+    });
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
 }
 
 /// The answer as rmcp's service gives it to a client of a revision before 2026-07-28 that
@@ -396,12 +461,16 @@ fn legacy_result(r: rmcp::model::CallToolResponse) -> Result<ServerResult, rmcp:
     Ok(result)
 }
 
-/// Takes a call off [`Direct::in_flight`] when it ends, however it ends.
-struct Finished<'a>(&'a Direct, String);
+/// Takes a call off [`Direct::in_flight`] when it ends, however it ends (unless a later call
+/// with the same id took its place).
+struct Finished(Arc<Direct>, String, Arc<Notify>);
 
-impl Drop for Finished<'_> {
+impl Drop for Finished {
     fn drop(&mut self) {
-        self.0.in_flight().remove(&self.1);
+        let mut all = self.0.in_flight();
+        if all.get(&self.1).is_some_and(|n| Arc::ptr_eq(n, &self.2)) {
+            all.remove(&self.1);
+        }
     }
 }
 
@@ -489,6 +558,14 @@ mod tests {
         assert!(check(&[("mcp-protocol-version", "2025-11-25")]));
         assert!(!check(&[("mcp-protocol-version", "2025-06-18")]));
         assert!(!check(&[("mcp-method", "tools/call")]));
+        assert!(!headers_plain(
+            &plain_case(&[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream;q=0"),
+            ])
+            .0,
+            "2025-11-25"
+        ));
         let (h, _) = plain_case(&[
             ("content-type", "application/json"),
             ("accept", "application/json"),

@@ -139,7 +139,9 @@ impl SessionTable {
         let mut t = self.lock();
         if let Some((key, _)) = t.owners.get_key_value(id) {
             let key = key.clone();
-            t.direct.insert(key, Arc::new(direct));
+            // A client that sends `notifications/initialized` again keeps its first record
+            // (and the calls in flight in it).
+            t.direct.entry(key).or_insert_with(|| Arc::new(direct));
         }
     }
 

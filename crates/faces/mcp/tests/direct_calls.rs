@@ -38,8 +38,30 @@ fn tool(path: &str, annotations: Annotations) -> Tool {
     )
 }
 
+/// Calls of `demo.slow` that ran to their end.
+static SLOW_DONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sleeps for `ms` milliseconds, then answers.
+fn slow() -> Tool {
+    Tool::from_fn(
+        ToolDef::new(
+            ToolPath::parse("demo.slow").unwrap(),
+            "demo.slow",
+            "Takes its time.",
+        )
+        .with_annotations(Annotations::READ_ONLY),
+        |_c, a| async move {
+            let ms = a["ms"].as_u64().unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            SLOW_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(json!({"slept": ms}))
+        },
+    )
+}
+
 async fn start(idle: Duration) -> Server {
     let mut b = CatalogBuilder::new();
+    b.add_tool(slow());
     b.add_tool(tool("demo.echo", Annotations::READ_ONLY))
         .add_tool(tool("secret.echo", Annotations::READ_ONLY))
         .add_tool(tool("demo.wipe", Annotations::default()));
@@ -338,4 +360,55 @@ async fn a_session_used_only_by_direct_calls_does_not_expire_as_idle() {
         "most calls took the direct path: {direct} of 30"
     );
     assert_eq!(s.table.count(), 1);
+}
+
+#[tokio::test]
+async fn a_long_call_is_answered_as_a_stream_and_ends_even_when_its_client_left() {
+    let s = start(Duration::from_secs(600)).await;
+    let plain = s.session("k-a", json!({})).await;
+    s.wait_direct("k-a", &plain).await;
+    // Longer than the wait for a JSON answer: the answer comes as an SSE stream.
+    let long = s
+        .call("k-a", &plain, 1, "demo__slow", json!({"ms": 2500}))
+        .await;
+    assert_eq!(long.status, 200);
+    assert!(!long.json, "a long call's answer is a stream");
+    let text = long.message["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains(r#""slept":2500"#), "{}", long.message);
+    // A client that gives up does not cut the call short: it runs to its end and is audited.
+    let before = SLOW_DONE.load(std::sync::atomic::Ordering::SeqCst);
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(&s.url)
+        .bearer_auth("k-a")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &plain)
+        .body(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "demo__slow", "arguments": {"ms": 1000}}})
+            .to_string(),
+        )
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    let mut audited = 0;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let entries = s.engine.store().recent_audit(200).await.unwrap();
+        audited = entries
+            .iter()
+            .filter(|e| e.path == "demo.slow" && e.outcome == "ok")
+            .count();
+        if audited >= 2 {
+            break;
+        }
+    }
+    assert!(SLOW_DONE.load(std::sync::atomic::Ordering::SeqCst) > before);
+    assert_eq!(audited, 2, "both slow calls are audited");
 }
