@@ -185,9 +185,9 @@ fn candidate(fp: &FastPath, req: &Request) -> Option<Arc<Direct>> {
     }
     let headers = req.headers();
     let id = headers.get("mcp-session-id")?.to_str().ok()?;
-    let direct = fp.table.direct(id)?;
     let who = req.extensions().get::<Who>()?;
-    if fp.table.owner(id).as_deref() != Some(who.principal()) || direct.peer.is_transport_closed() {
+    let direct = fp.table.direct_of(id, who.principal())?;
+    if direct.peer.is_transport_closed() {
         return None;
     }
     if !same_endpoint(fp, &direct.handler, req.uri().path())

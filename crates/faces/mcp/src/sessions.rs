@@ -145,9 +145,13 @@ impl SessionTable {
         }
     }
 
-    /// The direct-path record of session `id`.
-    pub(crate) fn direct(&self, id: &str) -> Option<Arc<crate::fast::Direct>> {
-        self.lock().direct.get(id).cloned()
+    /// The direct-path record of session `id` when `principal` owns the session.
+    pub(crate) fn direct_of(&self, id: &str, principal: &str) -> Option<Arc<crate::fast::Direct>> {
+        let t = self.lock();
+        if t.owners.get(id).map(String::as_str) != Some(principal) {
+            return None;
+        }
+        t.direct.get(id).cloned()
     }
 
     /// Ends the direct path of session `id` (its rmcp session ended).

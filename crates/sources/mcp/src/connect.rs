@@ -602,11 +602,9 @@ async fn attempt_http(
         })?;
     let config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(header_map(name, headers)?);
-    let http = match client.oauth.clone() {
-        Some(auth) => {
-            crate::direct::HttpClient::OAuth(crate::oauth::OAuthHttp { inner: http, auth })
-        }
-        None => crate::direct::HttpClient::Plain(http),
+    let http = crate::oauth::UpstreamHttp {
+        inner: http,
+        auth: client.oauth.clone(),
     };
     let (recording, direct) = crate::direct::pair(http, url, client.clone());
     let transport = StreamableHttpClientTransport::with_client(recording, config);

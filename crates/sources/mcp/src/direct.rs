@@ -7,8 +7,8 @@
 //! # How
 //!
 //! The HTTP client handed to rmcp's transport is a [`Recording`] one: it delegates every request
-//! to Toolshed's client ([`HttpClient`]: the guarded reqwest client, or [`OAuthHttp`] adding
-//! tokens and answering challenges) and keeps what rmcp sent with `notifications/initialized`,
+//! to Toolshed's client ([`UpstreamHttp`]: the guarded reqwest client, adding tokens and
+//! answering challenges when the source has OAuth) and keeps what rmcp sent with `notifications/initialized`,
 //! the session id and the headers of the session (the configured ones and
 //! `MCP-Protocol-Version`). Each (re)initialisation rmcp performs, including its transparent
 //! recovery of an expired session, records them anew. A [`DirectPost`] on the session
@@ -71,7 +71,7 @@ use rmcp::{Peer, RoleClient, Service, ServiceError};
 use sse_stream::Sse;
 
 use crate::connect::SourceClient;
-use crate::oauth::OAuthHttp;
+use crate::oauth::UpstreamHttp;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 type SseStream = BoxStream<'static, Result<Sse, SseError>>;
@@ -89,128 +89,6 @@ const DRAIN: Duration = Duration::from_millis(50);
 /// The numbers of the fast path's request ids (`"ts-<n>"`), unique in the process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Toolshed's HTTP client of a streamable HTTP upstream.
-#[derive(Clone)]
-pub(crate) enum HttpClient {
-    /// The guarded client ([`toolshed_outbound::client::unfollowing_client`]).
-    Plain(reqwest::Client),
-    /// The guarded client with OAuth ([`crate::oauth`]).
-    OAuth(OAuthHttp),
-}
-
-impl StreamableHttpClient for HttpClient {
-    type Error = reqwest::Error;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, HttpError> {
-        match self {
-            Self::Plain(c) => {
-                c.post_message(uri, message, session_id, auth, headers)
-                    .await
-            }
-            Self::OAuth(c) => {
-                c.post_message(uri, message, session_id, auth, headers)
-                    .await
-            }
-        }
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
-        max: usize,
-    ) -> Result<StreamableHttpPostResponse, HttpError> {
-        match self {
-            Self::Plain(c) => {
-                c.post_message_with_max_sse_event_size(uri, message, session_id, auth, headers, max)
-                    .await
-            }
-            Self::OAuth(c) => {
-                c.post_message_with_max_sse_event_size(uri, message, session_id, auth, headers, max)
-                    .await
-            }
-        }
-    }
-
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), HttpError> {
-        match self {
-            Self::Plain(c) => c.delete_session(uri, session_id, auth, headers).await,
-            Self::OAuth(c) => c.delete_session(uri, session_id, auth, headers).await,
-        }
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<SseStream, HttpError> {
-        match self {
-            Self::Plain(c) => {
-                c.get_stream(uri, session_id, last_event_id, auth, headers)
-                    .await
-            }
-            Self::OAuth(c) => {
-                c.get_stream(uri, session_id, last_event_id, auth, headers)
-                    .await
-            }
-        }
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
-        max: usize,
-    ) -> Result<SseStream, HttpError> {
-        match self {
-            Self::Plain(c) => {
-                c.get_stream_with_max_sse_event_size(
-                    uri,
-                    session_id,
-                    last_event_id,
-                    auth,
-                    headers,
-                    max,
-                )
-                .await
-            }
-            Self::OAuth(c) => {
-                c.get_stream_with_max_sse_event_size(
-                    uri,
-                    session_id,
-                    last_event_id,
-                    auth,
-                    headers,
-                    max,
-                )
-                .await
-            }
-        }
-    }
-}
-
 /// What rmcp posted `notifications/initialized` with: the session and its headers.
 struct Handshake {
     session_id: Option<Arc<str>>,
@@ -221,11 +99,11 @@ struct Handshake {
 /// [`DirectPost`].
 type Slot = Arc<Mutex<Option<Arc<Handshake>>>>;
 
-/// The client rmcp's transport uses: [`HttpClient`], recording each handshake rmcp completes
+/// The client rmcp's transport uses: [`UpstreamHttp`], recording each handshake rmcp completes
 /// (see the module docs).
 #[derive(Clone)]
 pub(crate) struct Recording {
-    inner: HttpClient,
+    inner: UpstreamHttp,
     slot: Slot,
 }
 
@@ -347,7 +225,7 @@ impl StreamableHttpClient for Recording {
 pub(crate) struct DirectPost(Arc<Inner>);
 
 struct Inner {
-    client: HttpClient,
+    client: UpstreamHttp,
     uri: Arc<str>,
     slot: Slot,
     /// The session's client handler, for the upstream's notifications and requests.
@@ -358,7 +236,7 @@ struct Inner {
 
 /// The client for rmcp's transport over `client` and the fast path beside it.
 pub(crate) fn pair(
-    client: HttpClient,
+    client: UpstreamHttp,
     uri: &str,
     handler: SourceClient,
 ) -> (Recording, DirectPost) {

@@ -938,32 +938,35 @@ fn scopes_of(url: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The streamable HTTP client of an upstream with OAuth: Toolshed's guarded client, with the
-/// token added and challenges answered ([`Authorizer`]).
+/// The streamable HTTP client of an upstream: Toolshed's guarded client and, when the source
+/// has OAuth, the token added and challenges answered ([`Authorizer`]).
 #[derive(Clone)]
-pub(crate) struct OAuthHttp {
+pub(crate) struct UpstreamHttp {
     pub(crate) inner: reqwest::Client,
-    pub(crate) auth: Arc<Authorizer>,
+    pub(crate) auth: Option<Arc<Authorizer>>,
 }
 
-impl OAuthHttp {
+impl UpstreamHttp {
     /// Runs `call` with the current token; a `401` authorizes and runs it once more, a `403`
     /// that warrants a step-up too. For an SSE stream (`stream`), a failed authorization or a
     /// refused step-up answers the server's own challenge, which ends rmcp's reconnection
-    /// attempts instead of authorizing again at each.
+    /// attempts instead of authorizing again at each. Without OAuth, `call` runs once, without
+    /// a token.
     async fn with_token<T, F, Fut>(&self, stream: bool, call: F) -> Result<T, HttpError>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: std::future::Future<Output = Result<T, HttpError>>,
     {
-        let (mut token, mut generation) = self.auth.current().await;
+        let Some(auth) = &self.auth else {
+            return call(None).await;
+        };
+        let (mut token, mut generation) = auth.current().await;
         let (mut reauthorized, mut stepped_up) = (false, false);
         loop {
             match call(token.clone()).await {
                 Err(StreamableHttpError::AuthRequired(e)) if !reauthorized => {
                     reauthorized = true;
-                    match self
-                        .auth
+                    match auth
                         .unauthorized(&e.www_authenticate_header, generation)
                         .await
                     {
@@ -974,8 +977,7 @@ impl OAuthHttp {
                 }
                 Err(StreamableHttpError::InsufficientScope(e)) if !stepped_up => {
                     stepped_up = true;
-                    let refused = match self
-                        .auth
+                    let refused = match auth
                         .insufficient_scope(&e.www_authenticate_header, generation)
                         .await
                     {
@@ -990,7 +992,7 @@ impl OAuthHttp {
                         return Err(StreamableHttpError::InsufficientScope(e));
                     }
                     return Err(refused.unwrap_or_else(|| {
-                        let required = Challenge::parse(&e.www_authenticate_header, &self.auth.url);
+                        let required = Challenge::parse(&e.www_authenticate_header, &auth.url);
                         StreamableHttpError::Auth(AuthError::InsufficientScope {
                             required_scope: required.scopes.join(" "),
                             upgrade_url: None,
@@ -1003,7 +1005,7 @@ impl OAuthHttp {
     }
 }
 
-impl StreamableHttpClient for OAuthHttp {
+impl StreamableHttpClient for UpstreamHttp {
     type Error = reqwest::Error;
 
     async fn post_message(
