@@ -685,7 +685,9 @@ impl TokenSource for CallTokens {
 
 impl crate::Engine {
     /// A link for `principal` to grant access at `connection`, bound to a wait of an execution
-    /// (`wait_id` empty when nothing waits: the call failed instead).
+    /// (`wait_id` empty when nothing waits: the call failed instead). No link is made for a
+    /// connection that is not configured (its source is being added or removed): it could
+    /// never be opened.
     pub(crate) async fn grant_link(
         &self,
         principal: &str,
@@ -701,6 +703,15 @@ impl crate::Engine {
                     path: connection.to_string(),
                     error: Box::new(ToolError::grant_required(connection)),
                 })?;
+        if connections.get(connection).is_none() {
+            return Err(crate::EngineError::Tool {
+                path: connection.to_string(),
+                error: Box::new(ToolError::not_found(
+                    ConnectError::UnknownConnection(crate::audit::truncated(connection, 128))
+                        .to_string(),
+                )),
+            });
+        }
         Ok(connections
             .link(principal, connection, execution_id, wait_id)
             .await?)

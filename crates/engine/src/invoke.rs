@@ -75,6 +75,9 @@ impl Engine {
     }
 
     /// The one call path. `execution_id` ties the call to a script or paused call.
+    ///
+    /// The call is audited however it ends, also when its future is dropped before it finished
+    /// (the face's client cancelled the call or went away): then with the outcome `cancelled`.
     pub async fn invoke(
         &self,
         caller: &Caller,
@@ -83,29 +86,32 @@ impl Engine {
         approval: Approval,
         execution_id: Option<Arc<str>>,
     ) -> CallResult {
-        let started = Instant::now();
         // Redacted once, before the arguments move into the handler.
-        let audited_args = audit_args(&args);
+        let mut audit = Audited {
+            engine: self,
+            started: Instant::now(),
+            entry: Some(AuditEntry {
+                id: uuid::Uuid::now_v7().to_string(),
+                ts: toolshed_store::now_ms(),
+                principal: caller.principal.to_string(),
+                face: caller.face.as_str().to_string(),
+                path: crate::audit::truncated(path, crate::audit::MAX_PATH_BYTES),
+                execution_id: execution_id.as_ref().map(|s| s.to_string()),
+                args: audit_args(&args),
+                outcome: CANCELLED.to_string(),
+                error: Some(CANCELLED_REASON.to_string()),
+                duration_us: 0,
+            }),
+        };
         let result = self
-            .invoke_inner(caller, path, args, approval, execution_id.clone())
+            .invoke_inner(caller, path, args, approval, execution_id)
             .await;
         let (outcome, error) = match &result {
             CallResult::Done(_) => ("ok", None),
             CallResult::NeedsApproval { .. } | CallResult::NeedsAction { .. } => ("paused", None),
             CallResult::Failed(e) => (e.code(), Some(e.to_string())),
         };
-        self.inner.audit.record(AuditEntry {
-            id: uuid::Uuid::now_v7().to_string(),
-            ts: toolshed_store::now_ms(),
-            principal: caller.principal.to_string(),
-            face: caller.face.as_str().to_string(),
-            path: crate::audit::truncated(path, crate::audit::MAX_PATH_BYTES),
-            execution_id: execution_id.map(|s| s.to_string()),
-            args: audited_args,
-            outcome: outcome.to_string(),
-            error,
-            duration_us: started.elapsed().as_micros() as i64,
-        });
+        audit.finish(outcome, error);
         result
     }
 
@@ -217,6 +223,42 @@ impl Engine {
             .with_tokens(tokens)
             .with_timeout(timeout);
         Prepared { ctx, kept_args }
+    }
+}
+
+/// The audit outcome of a call whose future was dropped before it finished.
+pub const CANCELLED: &str = "cancelled";
+const CANCELLED_REASON: &str =
+    "the call was dropped before it finished: its client cancelled it or went away";
+
+/// The audit entry of one call in progress: recorded by [`Audited::finish`] with the call's
+/// outcome, or when dropped unfinished as [`CANCELLED`].
+struct Audited<'a> {
+    engine: &'a Engine,
+    started: Instant,
+    entry: Option<AuditEntry>,
+}
+
+impl Audited<'_> {
+    fn finish(&mut self, outcome: &str, error: Option<String>) {
+        if let Some(mut entry) = self.entry.take() {
+            entry.outcome = outcome.to_string();
+            entry.error = error;
+            self.record(entry);
+        }
+    }
+
+    fn record(&self, mut entry: AuditEntry) {
+        entry.duration_us = self.started.elapsed().as_micros() as i64;
+        self.engine.inner.audit.record(entry);
+    }
+}
+
+impl Drop for Audited<'_> {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            self.record(entry);
+        }
     }
 }
 

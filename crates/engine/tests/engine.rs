@@ -631,6 +631,31 @@ async fn audit_records_every_call_with_redacted_arguments() {
 }
 
 #[tokio::test]
+async fn a_call_dropped_before_it_finished_is_audited_as_cancelled() {
+    let (e, _) = engine().await;
+    let alice = e.caller("alice", Face::Mcp);
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        e.call(&alice, "demo.slow", json!({"apiKey": "sk-live-123"})),
+    )
+    .await;
+    assert!(dropped.is_err(), "the slow call should still be running");
+    e.flush_audit().await;
+    let log = e.store().recent_audit(10).await.unwrap();
+    let entry = log.iter().find(|a| a.path == "demo.slow").expect("audited");
+    assert_eq!(entry.outcome, "cancelled");
+    assert_eq!(entry.principal, "alice");
+    assert!(entry.error.as_deref().unwrap().contains("cancelled"));
+    assert!(
+        !entry.args.contains("sk-live-123"),
+        "redacted: {}",
+        entry.args
+    );
+    assert!(entry.duration_us >= 90_000, "{}", entry.duration_us);
+    assert_eq!(log.len(), 1, "one entry per call: {log:?}");
+}
+
+#[tokio::test]
 async fn scripts_search_and_describe_in_the_callers_view() {
     let (e, _) = engine().await;
     let alice = e.caller("alice", Face::Mcp);

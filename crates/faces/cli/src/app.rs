@@ -122,6 +122,19 @@ fn connection_specs(registry: &Registry) -> Vec<toolshed_engine::connections::Co
         .collect()
 }
 
+/// Keeps `connections` in step with the registry's sources: replaced in every assembly before
+/// the catalog is published, so that a source's tools are never served without its connection.
+fn follow_sources(
+    registry: &Registry,
+    connections: Arc<toolshed_engine::connections::Connections>,
+) {
+    registry.before_publish(move |registry| {
+        if let Err(e) = connections.replace(connection_specs(registry)) {
+            eprintln!("per-user connections: {e}");
+        }
+    });
+}
+
 /// The connections' grant store: tokens sealed with the key that seals stored sources.
 fn connections(
     config: &Config,
@@ -271,8 +284,9 @@ impl App {
             .with_models(models)
             .with_sealer(Arc::new(secret_box(&config)?));
         // Always present, so that a source added at runtime gets its connection.
-        engine =
-            engine.with_connections(connections(&config, &store, connection_specs(&registry))?);
+        let per_user = connections(&config, &store, connection_specs(&registry))?;
+        follow_sources(&registry, per_user.clone());
+        engine = engine.with_connections(per_user);
         match &config.search.model {
             Some(dir) => {
                 let vectors = config.data_dir().join("tool-vectors.bin");
@@ -376,10 +390,9 @@ impl App {
         })
     }
 
-    /// Keeps the catalog in step with the store's sources while serving.
+    /// Keeps the catalog in step with the store's sources while serving (the per-user
+    /// connections follow in each assembly, see [`follow_sources`]).
     pub fn watch_stored_sources(&self) -> tokio::task::JoinHandle<()> {
-        let connections = self.engine.connections().cloned();
-        let registry = self.registry.clone();
         toolshed_registry::spawn_store_poll(
             self.registry.clone(),
             self.sources.clone(),
@@ -389,12 +402,6 @@ impl App {
                 if !first {
                     eprintln!("stored sources changed; catalog re-assembled:");
                     print_reports(reports);
-                }
-                // The per-user connections follow the sources.
-                if let Some(c) = &connections {
-                    if let Err(e) = c.replace(connection_specs(&registry)) {
-                        eprintln!("per-user connections: {e}");
-                    }
                 }
             },
         )

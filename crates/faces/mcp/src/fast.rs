@@ -28,8 +28,8 @@
 //! Host and Origin are checked for every route by the listener's guard in front of this layer;
 //! the caller was authenticated, and the session found to be its own, by [`crate::admit`].
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,16 +55,49 @@ pub(crate) const MAX_BODY: u64 = 256 * 1024;
 /// Calls of one session served here at once; more go to rmcp.
 const MAX_IN_FLIGHT: usize = 256;
 
+/// Cancellations of calls not (yet) served here that a session remembers, and for how long:
+/// a cancellation can overtake its call on another connection. MCP forbids reusing a
+/// request id within a session, so remembering one never cancels another call.
+const EARLY_CANCELS: usize = 64;
+const EARLY_CANCEL_TTL: Duration = Duration::from_secs(30);
+
 /// A session whose plain calls may take the direct path: its handler and its client.
 pub(crate) struct Direct {
     handler: ToolshedMcp,
     peer: Peer<RoleServer>,
     /// The negotiated revision, which the `MCP-Protocol-Version` header must repeat.
     version: String,
-    /// When a request of the session last went through rmcp (ms since [`epoch`]).
+    /// When a request of the session last went through rmcp (ms, [`now_ms`]).
     routed: AtomicU64,
-    /// Calls in progress here, by JSON-RPC id, to cancel on `notifications/cancelled`.
-    in_flight: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Calls in progress here, and cancellations that came first.
+    calls: Mutex<Calls>,
+}
+
+/// The calls of a session served here, by JSON-RPC id (see [`key`]), and the ids cancelled
+/// before a call with them was seen here, with when (ms since the [`now_ms`] clock). One lock for both, so
+/// that a cancellation and its call cannot pass each other.
+#[derive(Default)]
+struct Calls {
+    running: HashMap<String, Arc<Cancel>>,
+    early: VecDeque<(String, u64)>,
+}
+
+/// The cancellation of one call served here.
+#[derive(Default)]
+struct Cancel {
+    notify: Notify,
+    done: AtomicBool,
+}
+
+impl Cancel {
+    fn fire(&self) {
+        self.done.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    fn fired(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
 }
 
 impl std::fmt::Debug for Direct {
@@ -90,18 +123,51 @@ impl Direct {
             peer: peer.clone(),
             version: info.protocol_version.to_string(),
             routed: AtomicU64::new(now_ms()),
-            in_flight: Mutex::default(),
+            calls: Mutex::default(),
         })
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
-        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Cancels the call `of` served here; false when none is.
+    /// Cancels the call `of` served here; false when none is (see [`Calls::cancel`]).
     fn cancel(&self, of: &str) -> bool {
-        let found = self.in_flight().get(of).cloned();
-        found.map(|notify| notify.notify_one()).is_some()
+        self.calls().cancel(of, now_ms())
+    }
+
+    /// Registers the call `id`; `None` when it was cancelled before it came.
+    fn start(&self, id: &str) -> Option<Arc<Cancel>> {
+        self.calls().start(id)
+    }
+}
+
+impl Calls {
+    /// Cancels the call `of` served here. False when none is: then the cancellation is
+    /// remembered for a while (at `now`), in case its call is still on its way.
+    fn cancel(&mut self, of: &str, now: u64) -> bool {
+        if let Some(cancel) = self.running.get(of) {
+            cancel.fire();
+            return true;
+        }
+        let ttl = EARLY_CANCEL_TTL.as_millis() as u64;
+        self.early.retain(|(_, at)| now.saturating_sub(*at) < ttl);
+        if self.early.len() >= EARLY_CANCELS {
+            self.early.pop_front();
+        }
+        self.early.push_back((of.to_string(), now));
+        false
+    }
+
+    /// Registers the call `id`; `None` when it was cancelled before it came.
+    fn start(&mut self, id: &str) -> Option<Arc<Cancel>> {
+        if let Some(at) = self.early.iter().position(|(k, _)| k == id) {
+            self.early.remove(at);
+            return None;
+        }
+        let cancel = Arc::new(Cancel::default());
+        self.running.insert(id.to_string(), cancel.clone());
+        Some(cancel)
     }
 }
 
@@ -151,12 +217,13 @@ pub(crate) async fn fast_path(State(fp): State<FastPath>, req: Request, next: Ne
     };
     match plain(&bytes) {
         Some(Plain::Call { id, params })
-            if direct.in_flight().len() < MAX_IN_FLIGHT && !touch_due(&fp, &direct) =>
+            if direct.calls().running.len() < MAX_IN_FLIGHT && !touch_due(&fp, &direct) =>
         {
             let who = parts.extensions.get::<Who>().cloned();
             call(direct, who, id, *params).await
         }
-        // A cancellation of a call served here is taken here, whatever else holds.
+        // A cancellation of a call served here is taken here, whatever else holds; one of
+        // another call goes on to rmcp too, which may be serving it.
         Some(Plain::Cancel { of }) if direct.cancel(&of) => StatusCode::ACCEPTED.into_response(),
         _ => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
@@ -333,7 +400,7 @@ fn request_id(v: Value) -> Option<RequestId> {
     }
 }
 
-/// A request id as a key of [`Direct::in_flight`].
+/// A request id as a key of [`Calls`].
 fn key(id: &RequestId) -> String {
     match id {
         NumberOrString::Number(n) => format!("n{n}"),
@@ -347,11 +414,15 @@ const JSON_WAIT: Duration = Duration::from_secs(2);
 /// Keep-alive comments on a long call's stream, as rmcp's own streams have.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Serves one plain call with the session's handler. The call runs in a task of its own, so
-/// that it ends (and is audited) even when the client goes away, as on rmcp's path. Its answer
+/// Serves one plain call with the session's handler. The call runs in the request's own task
+/// and, should the client go away before it ended, goes on in a task of its own
+/// ([`Detached`]), so that it ends (and is audited) as on rmcp's path. Its answer
 /// is plain JSON when it comes within [`JSON_WAIT`]; otherwise the response is an SSE stream
 /// at once, with keep-alive comments until the answer (clients and proxies give up on a
 /// response that sends nothing for minutes).
+///
+/// A cancelled call is answered with nothing, as the protocol asks and rmcp does: an SSE
+/// stream that ends without a message. A call cancelled before it came is not run.
 async fn call(
     direct: Arc<Direct>,
     who: Option<Who>,
@@ -362,9 +433,10 @@ async fn call(
         Ok(caller) => caller,
         Err(e) => return json_answer(&ServerJsonRpcMessage::error(e, Some(id))),
     };
-    let cancel = Arc::new(Notify::new());
     let k = key(&id);
-    direct.in_flight().insert(k.clone(), cancel.clone());
+    let Some(cancel) = direct.start(&k) else {
+        return sse_answer(None);
+    };
     let how = CallIn {
         peer: direct.peer.clone(),
         id: id.clone(),
@@ -372,21 +444,65 @@ async fn call(
         capabilities: direct.peer.peer_info().map(|i| i.capabilities.clone()),
         modern: false,
     };
-    let mut task = tokio::spawn(async move {
+    let mut answer = Detached::new(async move {
         let _done = Finished(direct.clone(), k, cancel.clone());
         let answer = direct
             .handler
-            .call_tool_in(caller, params, how, cancel.notified())
+            .call_tool_in(caller, params, how, cancel.notify.notified())
             .await;
-        match answer.and_then(legacy_result) {
+        if cancel.fired() {
+            return None;
+        }
+        Some(match answer.and_then(legacy_result) {
             Ok(r) => ServerJsonRpcMessage::response(r, id),
             Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
-        }
+        })
     });
-    match tokio::time::timeout(JSON_WAIT, &mut task).await {
-        Ok(Ok(message)) => json_answer(&message),
-        Ok(Err(e)) => internal(format!("the call failed: {e}")),
-        Err(_) => sse_answer(task),
+    match tokio::time::timeout(JSON_WAIT, &mut answer).await {
+        Ok(Some(message)) => json_answer(&message),
+        Ok(None) => sse_answer(None),
+        Err(_) => sse_answer(Some(answer)),
+    }
+}
+
+/// The answer of a call, computed in the task that polls it. Dropped before it is ready (the
+/// request's client went away), the rest of it runs in a task of its own, so that the call
+/// still ends, and is audited, however the request ended. Saves a task per call, and the
+/// hand-over between the two, over spawning every call.
+struct Detached(Option<futures::future::BoxFuture<'static, Option<ServerJsonRpcMessage>>>);
+
+impl Detached {
+    fn new(
+        call: impl std::future::Future<Output = Option<ServerJsonRpcMessage>> + Send + 'static,
+    ) -> Self {
+        Self(Some(Box::pin(call)))
+    }
+}
+
+impl std::future::Future for Detached {
+    type Output = Option<ServerJsonRpcMessage>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        // Out of its slot while polled: one that panics is not run again on drop.
+        let Some(mut call) = self.0.take() else {
+            return std::task::Poll::Ready(None);
+        };
+        let polled = call.as_mut().poll(cx);
+        if polled.is_pending() {
+            self.0 = Some(call);
+        }
+        polled
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if let (Some(call), Ok(rt)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            rt.spawn(call);
+        }
     }
 }
 
@@ -408,19 +524,20 @@ fn json_answer(message: &ServerJsonRpcMessage) -> Response {
     }
 }
 
-/// The answer of a long call as an SSE stream: keep-alive comments, then the one message.
-fn sse_answer(task: tokio::task::JoinHandle<ServerJsonRpcMessage>) -> Response {
-    let events = futures::stream::unfold(Some(task), |state| async move {
+/// The answer of a long call as an SSE stream: keep-alive comments, then the one message
+/// (none for a cancelled call; `None`: the stream ends at once).
+fn sse_answer(task: Option<Detached>) -> Response {
+    let events = futures::stream::unfold(task, |state| async move {
         let mut task = state?;
         let mut tick =
             tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
         tokio::select! {
             done = &mut task => {
                 let frame = match done {
-                    Ok(message) => serde_json::to_string(&message)
+                    Some(message) => serde_json::to_string(&message)
                         .map(|m| format!("event: message\ndata: {m}\n\n"))
                         .unwrap_or_default(),
-                    Err(_) => String::new(),
+                    None => String::new(),
                 };
                 Some((Ok::<_, std::convert::Infallible>(frame), None))
             }
@@ -461,15 +578,19 @@ fn legacy_result(r: rmcp::model::CallToolResponse) -> Result<ServerResult, rmcp:
     Ok(result)
 }
 
-/// Takes a call off [`Direct::in_flight`] when it ends, however it ends (unless a later call
+/// Takes a call off [`Calls::running`] when it ends, however it ends (unless a later call
 /// with the same id took its place).
-struct Finished(Arc<Direct>, String, Arc<Notify>);
+struct Finished(Arc<Direct>, String, Arc<Cancel>);
 
 impl Drop for Finished {
     fn drop(&mut self) {
-        let mut all = self.0.in_flight();
-        if all.get(&self.1).is_some_and(|n| Arc::ptr_eq(n, &self.2)) {
-            all.remove(&self.1);
+        let mut calls = self.0.calls();
+        if calls
+            .running
+            .get(&self.1)
+            .is_some_and(|n| Arc::ptr_eq(n, &self.2))
+        {
+            calls.running.remove(&self.1);
         }
     }
 }
@@ -527,6 +648,25 @@ mod tests {
         };
         assert_eq!(of, key(&NumberOrString::Number(7)));
         assert_ne!(of, key(&NumberOrString::String("7".into())));
+    }
+
+    #[test]
+    fn cancellations_that_come_first_are_remembered_for_a_while_and_bounded() {
+        let mut calls = Calls::default();
+        assert!(!calls.cancel("n1", 0), "nothing runs yet");
+        assert!(calls.start("n1").is_none(), "cancelled before it came");
+        let running = calls.start("n1").expect("remembered once only");
+        assert!(calls.cancel("n1", 1) && running.fired());
+        // An old one is forgotten after its time, and only the newest are kept.
+        calls.cancel("n2", 0);
+        calls.cancel("n3", EARLY_CANCEL_TTL.as_millis() as u64);
+        assert!(calls.start("n2").is_some(), "expired");
+        for i in 0..(EARLY_CANCELS as u64 + 10) {
+            calls.cancel(&format!("m{i}"), 10);
+        }
+        assert_eq!(calls.early.len(), EARLY_CANCELS);
+        assert!(calls.start("m0").is_some(), "the oldest gave way");
+        assert!(calls.start(&format!("m{}", EARLY_CANCELS + 9)).is_none());
     }
 
     #[test]

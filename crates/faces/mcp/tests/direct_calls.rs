@@ -412,3 +412,68 @@ async fn a_long_call_is_answered_as_a_stream_and_ends_even_when_its_client_left(
     assert!(SLOW_DONE.load(std::sync::atomic::Ordering::SeqCst) > before);
     assert_eq!(audited, 2, "both slow calls are audited");
 }
+
+#[tokio::test]
+async fn a_cancelled_call_is_answered_with_nothing_even_when_the_cancel_came_first() {
+    let s = start(Duration::from_secs(600)).await;
+    let plain = s.session("k-a", json!({})).await;
+    s.wait_direct("k-a", &plain).await;
+    let cancel = |id: u64| {
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "no longer needed"}})
+    };
+    // The cancellation overtook its call (another connection): the call is not run.
+    let early = s.post("k-a", Some(&plain), cancel(77)).await;
+    assert_eq!(early.status, StatusCode::ACCEPTED);
+    let skipped = s
+        .call("k-a", &plain, 77, "demo__slow", json!({"ms": 377}))
+        .await;
+    assert_eq!(skipped.status, 200);
+    assert_eq!(
+        skipped.message,
+        Value::Null,
+        "no answer to a cancelled call"
+    );
+    // Cancelled while it runs: the answer is dropped. (The main endpoint lets the call end.)
+    let running = {
+        let (http, url, plain) = (s.http.clone(), s.url.clone(), plain.clone());
+        tokio::spawn(async move {
+            let r = http
+                .post(&url)
+                .bearer_auth("k-a")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &plain)
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 78, "method": "tools/call",
+                        "params": {"name": "demo__slow", "arguments": {"ms": 578}}})
+                    .to_string(),
+                )
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.text().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let taken = s.post("k-a", Some(&plain), cancel(78)).await;
+    assert_eq!(taken.status, StatusCode::ACCEPTED);
+    let (status, body) = running.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        !body.contains("result") && !body.contains("\"id\""),
+        "{body}"
+    );
+    // Later calls of the session are served as before.
+    let after = s.call("k-a", &plain, 79, "demo__echo", json!({})).await;
+    assert!(after.json && after.message["result"].is_object());
+    s.engine.flush_audit().await;
+    let entries = s.engine.store().recent_audit(200).await.unwrap();
+    assert!(
+        !entries.iter().any(|e| e.args.contains("377")),
+        "a call cancelled before it came never ran"
+    );
+    assert!(entries
+        .iter()
+        .any(|e| e.args.contains("578") && e.outcome == "ok"));
+}

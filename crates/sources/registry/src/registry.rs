@@ -6,7 +6,9 @@
 //! that fails is reported (name and reason) and the others are served. [`Registry::assemble`]
 //! builds the catalog from plugins and every ready source; once [`Registry::attach`]ed to a
 //! [`SharedCatalog`], the registry re-assembles by itself when an upstream MCP server changes
-//! its tool list or when [`Registry::sync`] changes the sources.
+//! its tool list or when [`Registry::sync`] changes the sources. What must follow the sources
+//! (the per-user connections) is brought in step by [`Registry::before_publish`], before each
+//! assembly is published: a tool is never served ahead of what its calls need.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -225,6 +227,9 @@ struct Publication {
     catalog: Arc<SharedCatalog>,
 }
 
+/// Runs in every assembly, just before the catalog is published.
+type PublishHook = Arc<dyn Fn(&Registry) + Send + Sync>;
+
 #[derive(Default)]
 struct RegistryState {
     /// Where the sources' upstreams publish their log messages.
@@ -233,6 +238,7 @@ struct RegistryState {
     rejected: Mutex<Vec<SourceReport>>,
     target: Mutex<Option<Publication>>,
     sync_lock: tokio::sync::Mutex<()>,
+    before_publish: Mutex<Option<PublishHook>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -267,6 +273,13 @@ impl fmt::Debug for Registry {
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Runs `hook` in every assembly once the sources (and their conflicts) are settled and
+    /// just before the catalog is published, so that what follows the sources (per-user
+    /// connections) is in place before their tools can be called.
+    pub fn before_publish(&self, hook: impl Fn(&Registry) + Send + Sync + 'static) {
+        *lock(&self.inner.before_publish) = Some(Arc::new(hook));
     }
 
     /// Where the sources' upstreams publish their log messages (faces relay them).
@@ -470,6 +483,10 @@ impl Registry {
             }
         }
         let built = builder.build()?;
+        let hook = lock(&self.inner.before_publish).clone();
+        if let Some(hook) = hook {
+            hook(self);
+        }
         let tools = built.len();
         let version = catalog.store(built);
         Ok(Assembled {
