@@ -25,31 +25,64 @@ pub struct AuditEntry {
     pub duration_us: i64,
 }
 
+/// Rows of one audit `INSERT` (10 parameters each: well within the parameter limits of SQLite
+/// and PostgreSQL). One statement per entry made each entry a round trip to the database.
+const ROWS_PER_INSERT: usize = 64;
+
+/// `INSERT INTO audit ... VALUES` with `rows` rows of parameters: numbered (`$1`) for
+/// PostgreSQL, anonymous (`?`) for SQLite, which looks a numbered parameter up by a scan of
+/// all of them (binding a statement of many would take time quadratic in their number).
+fn insert_rows(rows: usize, numbered: bool) -> String {
+    let mut sql = String::from(
+        "INSERT INTO audit (id, ts, principal, face, path, execution_id, args, outcome, error, duration_us) VALUES ",
+    );
+    for row in 0..rows {
+        if row > 0 {
+            sql.push(',');
+        }
+        sql.push('(');
+        for col in 0..10 {
+            if col > 0 {
+                sql.push(',');
+            }
+            if numbered {
+                sql.push_str(&format!("${}", row * 10 + col + 1));
+            } else {
+                sql.push('?');
+            }
+        }
+        sql.push(')');
+    }
+    sql
+}
+
 impl Store {
-    /// Appends entries in one transaction.
+    /// Appends entries in one transaction, [`ROWS_PER_INSERT`] rows per statement.
     pub async fn append_audit(&self, entries: &[AuditEntry]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(|e| self.classify(e))?;
-        for e in entries {
-            sqlx::query(
-                "INSERT INTO audit (id, ts, principal, face, path, execution_id, args, outcome, error, duration_us) \
-                 VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-            )
-            .bind(&e.id)
-            .bind(e.ts)
-            .bind(&e.principal)
-            .bind(&e.face)
-            .bind(&e.path)
-            .bind(&e.execution_id)
-            .bind(&e.args)
-            .bind(&e.outcome)
-            .bind(&e.error)
-            .bind(e.duration_us)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.classify(e))?;
+        for chunk in entries.chunks(ROWS_PER_INSERT) {
+            let sql = insert_rows(chunk.len(), self.backend() == crate::Backend::Postgres);
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for e in chunk {
+                query = query
+                    .bind(&e.id)
+                    .bind(e.ts)
+                    .bind(&e.principal)
+                    .bind(&e.face)
+                    .bind(&e.path)
+                    .bind(&e.execution_id)
+                    .bind(&e.args)
+                    .bind(&e.outcome)
+                    .bind(&e.error)
+                    .bind(e.duration_us);
+            }
+            query
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.classify(e))?;
         }
         tx.commit().await.map_err(|e| self.classify(e))?;
         Ok(())
@@ -145,6 +178,35 @@ mod tests {
             s.recent_audit_of(Some(""), 10).await.unwrap().is_empty(),
             "an empty principal id is nobody, not everybody"
         );
+    }
+
+    /// Batches of several statements (the last one partial) land whole and in order, with
+    /// every field, on SQLite and, where one runs, PostgreSQL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_batches_are_written_whole() {
+        let batch: Vec<AuditEntry> = (0..(2 * ROWS_PER_INSERT + 7))
+            .map(|i| AuditEntry {
+                id: format!("e{i:04}"),
+                ts: i as i64,
+                principal: format!("p{}", i % 3),
+                face: "mcp".into(),
+                path: format!("a.t{i}"),
+                execution_id: (i % 2 == 0).then(|| format!("ex_{i}")),
+                args: format!("{{\"i\":{i}}}"),
+                outcome: "ok".into(),
+                error: (i % 5 == 0).then(|| format!("error {i}")),
+                duration_us: 10 * i as i64,
+            })
+            .collect();
+        let check = |store: Store, batch: Vec<AuditEntry>| async move {
+            store.append_audit(&batch).await.unwrap();
+            let mut back = store.recent_audit(1_000).await.unwrap();
+            back.reverse();
+            assert_eq!(back, batch);
+        };
+        check(Store::open("sqlite::memory:").await.unwrap(), batch.clone()).await;
+        let on_pg = batch.clone();
+        crate::pg_test::with_postgres("audit batches", move |store| check(store, on_pg)).await;
     }
 
     /// Entries older than the cutoff are purged; newer ones stay.

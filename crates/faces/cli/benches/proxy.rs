@@ -19,7 +19,8 @@
 //! upstream: `canned` (the default; a minimal streamable-HTTP MCP server in this bench's own
 //! binary, [`canned`], that answers every call with the same JSON at once, so that the
 //! upstream's own cost stays small beside the gateway's) or `rmcp` (`toolshed-test-upstream
-//! --http`, a server built on the official Rust SDK).
+//! --http`, a server built on the official Rust SDK). `PROXY_TOOLSHED=path` measures another
+//! build of the `toolshed` binary, to compare two builds on one machine.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -184,7 +185,11 @@ fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let ts = Command::new(env!("CARGO_BIN_EXE_toolshed"))
+    // Another build of the binary (`PROXY_TOOLSHED=path`), to compare two builds on one machine.
+    let bin = std::env::var_os("PROXY_TOOLSHED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_toolshed")));
+    let ts = Command::new(bin)
         .arg("--config")
         .arg(&cfg)
         .arg("--data-dir")

@@ -23,7 +23,8 @@
 //!   requests (elicitation, sampling, `roots/list`, ping) are answered by the [`SourceClient`]
 //!   through rmcp's own dispatch ([`Service::handle_request`]) and the answer is posted back on
 //!   the session, while the stream goes on being read (a `notifications/cancelled` for such a
-//!   request drops its handling). A stream that ends before the answer is resumed with
+//!   request drops its handling; one still being handled when the call's answer comes is
+//!   finished, and answered, in the background). A stream that ends before the answer is resumed with
 //!   `Last-Event-ID` when the upstream numbered its events, as rmcp would.
 //!
 //! A call dropped before its answer (the caller cancelled, or the deadline passed) sends
@@ -71,6 +72,7 @@ use rmcp::{Peer, RoleClient, Service, ServiceError};
 use sse_stream::Sse;
 
 use crate::connect::SourceClient;
+use crate::lean;
 use crate::oauth::UpstreamHttp;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
@@ -93,6 +95,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 struct Handshake {
     session_id: Option<Arc<str>>,
     headers: HashMap<HeaderName, HeaderValue>,
+    /// The same, prepared for [`lean::post_call`], when the upstream has no OAuth.
+    lean: Option<lean::Prepared>,
 }
 
 /// The newest [`Handshake`] of a transport, shared by its [`Recording`] client and its
@@ -112,15 +116,22 @@ impl Recording {
     /// went through.
     fn record(
         &self,
-        initialized: bool,
+        uri: &str,
         session_id: &Option<Arc<str>>,
         headers: &HashMap<HeaderName, HeaderValue>,
         posted: &Result<StreamableHttpPostResponse, HttpError>,
     ) {
-        if initialized && posted.is_ok() {
+        if posted.is_ok() {
+            let lean = self
+                .inner
+                .auth
+                .is_none()
+                .then(|| lean::Prepared::new(uri, session_id.as_deref(), headers))
+                .flatten();
             let handshake = Handshake {
                 session_id: session_id.clone(),
                 headers: headers.clone(),
+                lean,
             };
             *crate::upstream::lock(&self.slot) = Some(Arc::new(handshake));
         }
@@ -148,13 +159,13 @@ impl StreamableHttpClient for Recording {
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let initialized = is_initialized(&message);
-        let kept = initialized.then(|| (session_id.clone(), headers.clone()));
+        let kept = initialized.then(|| (uri.clone(), session_id.clone(), headers.clone()));
         let posted = self
             .inner
             .post_message(uri, message, session_id, auth, headers)
             .await;
-        if let Some((session_id, headers)) = kept {
-            self.record(initialized, &session_id, &headers, &posted);
+        if let Some((uri, session_id, headers)) = kept {
+            self.record(&uri, &session_id, &headers, &posted);
         }
         posted
     }
@@ -169,13 +180,13 @@ impl StreamableHttpClient for Recording {
         max: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let initialized = is_initialized(&message);
-        let kept = initialized.then(|| (session_id.clone(), headers.clone()));
+        let kept = initialized.then(|| (uri.clone(), session_id.clone(), headers.clone()));
         let posted = self
             .inner
             .post_message_with_max_sse_event_size(uri, message, session_id, auth, headers, max)
             .await;
-        if let Some((session_id, headers)) = kept {
-            self.record(initialized, &session_id, &headers, &posted);
+        if let Some((uri, session_id, headers)) = kept {
+            self.record(&uri, &session_id, &headers, &posted);
         }
         posted
     }
@@ -313,7 +324,7 @@ fn answer_of(
 }
 
 /// The answer to a request of the upstream, once its handling ended (`None`: cancelled).
-type Answering<'a> = BoxFuture<'a, (RequestId, Option<Result<ClientResult, ErrorData>>)>;
+type Answering = BoxFuture<'static, (RequestId, Option<Result<ClientResult, ErrorData>>)>;
 
 impl DirectPost {
     /// Sends `tools/call` with `params` on the session and reads the answer. `None`: it was not
@@ -331,24 +342,36 @@ impl DirectPost {
         let handshake = crate::upstream::lock(&self.0.slot).clone()?;
         let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let id = RequestId::String(Arc::from(format!("ts-{n}")));
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-        let message = ClientJsonRpcMessage::request(request, id.clone());
         let mut pending = Pending {
             peer,
             id: Some(id.clone()),
         };
-        let posted = self
-            .0
-            .client
-            .post_message_with_max_sse_event_size(
-                self.0.uri.clone(),
-                message,
-                handshake.session_id.clone(),
-                None,
-                handshake.headers.clone(),
-                MAX_SSE_EVENT_SIZE,
-            )
-            .await;
+        let posted = match &handshake.lean {
+            Some(prepared) => {
+                lean::post_call(
+                    &self.0.client.inner,
+                    prepared,
+                    &id,
+                    params,
+                    MAX_SSE_EVENT_SIZE,
+                )
+                .await
+            }
+            None => {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                self.0
+                    .client
+                    .post_message_with_max_sse_event_size(
+                        self.0.uri.clone(),
+                        ClientJsonRpcMessage::request(request, id.clone()),
+                        handshake.session_id.clone(),
+                        None,
+                        handshake.headers.clone(),
+                        MAX_SSE_EVENT_SIZE,
+                    )
+                    .await
+            }
+        };
         let answer = match posted {
             Err(StreamableHttpError::SessionExpired) => {
                 // Not executed: rmcp sends it, recovering the session first.
@@ -405,14 +428,14 @@ impl DirectPost {
     async fn read(
         &self,
         mut stream: SseStream,
-        handshake: &Handshake,
+        handshake: &Arc<Handshake>,
         peer: &Peer<RoleClient>,
         id: &RequestId,
     ) -> Result<ServerResult, ServiceError> {
         let mut last_event_id: Option<String> = None;
         let mut server_retry: Option<Duration> = None;
         let mut resumes = 0;
-        let mut answering: FuturesUnordered<Answering<'_>> = FuturesUnordered::new();
+        let mut answering: FuturesUnordered<Answering> = FuturesUnordered::new();
         let mut aborts: Vec<(RequestId, AbortHandle)> = Vec::new();
         loop {
             let event = tokio::select! {
@@ -478,9 +501,9 @@ impl DirectPost {
                     let mut context = RequestContext::new(asked.clone(), peer.clone());
                     std::mem::swap(&mut context.meta, request.get_meta_mut());
                     std::mem::swap(&mut context.extensions, request.extensions_mut());
-                    let handler = &self.0.handler;
+                    let handler = self.0.handler.clone();
                     let (handling, abort) = futures::future::abortable(async move {
-                        Service::<RoleClient>::handle_request(handler, request, context).await
+                        Service::<RoleClient>::handle_request(&handler, request, context).await
                     });
                     aborts.push((asked.clone(), abort));
                     answering.push(Box::pin(async move { (asked, handling.await.ok()) }));
@@ -488,6 +511,7 @@ impl DirectPost {
                 other => match answer_of(other, id) {
                     Some(answer) => {
                         finish(stream);
+                        self.answer_later(handshake.clone(), answering);
                         return answer;
                     }
                     None => {
@@ -542,6 +566,22 @@ impl DirectPost {
                 }
             }
         }
+    }
+
+    /// Lets the upstream's requests still being handled when the call's answer came (the
+    /// upstream did not wait for them) end in the background, and posts their answers.
+    fn answer_later(&self, handshake: Arc<Handshake>, mut answering: FuturesUnordered<Answering>) {
+        if answering.is_empty() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Some((asked, answer)) = answering.next().await {
+                if let Some(answer) = answer {
+                    this.reply(&handshake, asked, answer).await;
+                }
+            }
+        });
     }
 
     /// Posts the answer to the upstream's request `asked` on the session.

@@ -51,6 +51,7 @@ pub mod entries;
 pub mod error;
 mod handler;
 pub mod issuer;
+mod lean;
 pub mod mapping;
 pub mod oauth;
 mod relay;

@@ -264,7 +264,8 @@ struct Seen {
 
 /// A minimal streamable HTTP upstream (2025-11-25, one session, no GET stream) whose
 /// `tools/call` of `chatty` answers on an SSE stream: a priming event, a log message, an
-/// `elicitation/create` (waiting for its answer, posted back) and then the result. `lazy`
+/// `elicitation/create` (waiting for its answer, posted back) and then the result. `hasty`
+/// asks the same question and answers the call at once, without waiting. `lazy`
 /// (read-only) accepts a call with a string id without answering it (HTTP 202), and answers one
 /// with a numeric id (rmcp's).
 struct Scripted {
@@ -295,10 +296,48 @@ async fn scripted_post(
         "logging/setLevel" => json_answer(json!({})),
         "tools/list" => json_answer(json!({"tools": [
             {"name": "chatty", "inputSchema": {"type": "object"}},
-            {"name": "lazy", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}
+            {"name": "lazy", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+            {"name": "hasty", "inputSchema": {"type": "object"}},
+            {"name": "plain", "inputSchema": {"type": "object"}},
+            {"name": "refuses", "inputSchema": {"type": "object"}},
+            {"name": "broken", "inputSchema": {"type": "object"}}
         ]})),
         "tools/call" => {
             fake.seen.lock().unwrap().call_ids.push(msg["id"].clone());
+            if msg["params"]["name"] == "plain" {
+                return json_answer(
+                    json!({"content": [{"type": "text", "text": "plain answer"}],
+                    "structuredContent": {"n": 1}}),
+                );
+            }
+            if msg["params"]["name"] == "refuses" {
+                let mut r = axum::Json(json!({"jsonrpc": "2.0", "id": msg["id"],
+                    "error": {"code": -32602, "message": "no such argument"}}))
+                .into_response();
+                *r.status_mut() = axum::http::StatusCode::BAD_REQUEST;
+                return r;
+            }
+            if msg["params"]["name"] == "broken" {
+                return (
+                    axum::http::StatusCode::BAD_GATEWAY,
+                    "upstream of the upstream is down",
+                )
+                    .into_response();
+            }
+            if msg["params"]["name"] == "hasty" {
+                // Asks, and answers the call without waiting for the answer to its question.
+                let ask = json!({"jsonrpc": "2.0", "id": "srv-hasty", "method": "elicitation/create",
+                    "params": {"mode": "form", "message": "What is your name?",
+                        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}});
+                let done = json!({"jsonrpc": "2.0", "id": msg["id"],
+                    "result": {"content": [{"type": "text", "text": "did not wait"}]}});
+                return axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(axum::body::Body::from(format!(
+                        "id: h-1\ndata: {ask}\n\nid: h-2\ndata: {done}\n\n"
+                    )))
+                    .unwrap();
+            }
             if msg["params"]["name"] == "lazy" {
                 if msg["id"].is_string() {
                     return axum::http::StatusCode::ACCEPTED.into_response();
@@ -432,6 +471,95 @@ async fn notifications_and_requests_on_a_calls_stream_are_handled() {
     assert_eq!(ids.len(), 4, "{ids:?}");
     assert!(
         ids[1].is_string() && ids[2].is_number() && ids[3].is_number(),
+        "{ids:?}"
+    );
+    up.shutdown().await;
+}
+
+/// A client that takes its time to answer an elicitation ("Ada", after 300 ms).
+struct Slow;
+
+#[async_trait::async_trait]
+impl ClientChannel for Slow {
+    fn client_id(&self) -> u64 {
+        8
+    }
+
+    fn supports(&self, capability: &str) -> bool {
+        capability == "elicitation"
+    }
+
+    async fn request(&self, _method: &str, _params: Value) -> Result<Value, ToolError> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_still_open_when_the_call_is_answered_still_gets_its_answer() {
+    let fake = Arc::new(Scripted {
+        seen: Default::default(),
+        replied: tokio::sync::Notify::new(),
+    });
+    let url = start_scripted(fake.clone()).await;
+    let up = Upstream::connect(http("fake", &url)).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    let hasty = tool(&tools, "fake.hasty");
+    let ctx = ToolContext::new(Arc::from("tester"), hasty.def.path.clone())
+        .with_timeout(Duration::from_secs(10))
+        .with_client(Some(Arc::new(Slow)));
+    let out = hasty.handler.call(ctx, json!({})).await.unwrap();
+    assert_eq!(out, json!("did not wait"));
+    assert_eq!(up.direct_calls(), 1);
+    assert!(
+        fake.seen.lock().unwrap().replies.is_empty(),
+        "the client was still thinking when the call was answered"
+    );
+    let mut reply = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        reply = fake.seen.lock().unwrap().replies.first().cloned();
+        if reply.is_some() {
+            break;
+        }
+    }
+    let reply = reply.expect("the upstream's question was never answered");
+    assert_eq!(reply["id"], "srv-hasty");
+    assert_eq!(reply["result"]["content"]["name"], "Ada");
+    up.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_answers_and_failed_posts_of_direct_calls() {
+    let fake = Arc::new(Scripted {
+        seen: Default::default(),
+        replied: tokio::sync::Notify::new(),
+    });
+    let url = start_scripted(fake.clone()).await;
+    let up = Upstream::connect(http("fake", &url)).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    // A JSON answer, read as the call's response.
+    let out = call(tool(&tools, "fake.plain"), json!({})).await.unwrap();
+    assert_eq!(out, json!({"n": 1}));
+    // A JSON-RPC error in a failed response is the upstream's refusal.
+    let refused = call(tool(&tools, "fake.refuses"), json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::InvalidInput, "{refused:?}");
+    assert!(refused.message.contains("no such argument"), "{refused:?}");
+    // Anything else names the status and what the upstream said.
+    let broken = call(tool(&tools, "fake.broken"), json!({}))
+        .await
+        .unwrap_err();
+    assert!(
+        broken.message.contains("502") && broken.message.contains("upstream of the upstream"),
+        "{broken:?}"
+    );
+    assert_eq!(up.direct_calls(), 3);
+    let ids = fake.seen.lock().unwrap().call_ids.clone();
+    assert!(
+        ids.iter()
+            .all(|id| id.as_str().is_some_and(|s| s.starts_with("ts-"))),
         "{ids:?}"
     );
     up.shutdown().await;
