@@ -309,17 +309,16 @@ pub(crate) fn mark_complete(mut v: Value) -> Value {
 /// the client could answer (elicitation) were put to it.
 pub(crate) fn answer(relayed: Relayed, settled: Option<Outcome>) -> CallToolResult {
     let Relayed { outcome, wire } = relayed;
-    let unchanged = || {
-        wire.clone()
-            .and_then(|w| serde_json::from_value(mark_complete(w)).ok())
+    let unchanged = |wire: Option<Value>| {
+        wire.and_then(|w| serde_json::from_value::<CallToolResult>(mark_complete(w)).ok())
     };
     match (outcome, settled) {
         (Ok(Outcome::Completed { result, .. }), _) => {
-            unchanged().unwrap_or_else(|| value_result(result))
+            unchanged(wire).unwrap_or_else(|| value_result(result))
         }
         (Ok(_), Some(Outcome::Completed { result, .. })) => value_result(result),
         (Ok(_), Some(other)) | (Ok(other), None) => crate::outcome_result(&other),
-        (Err(e @ EngineError::Tool { .. }), _) => match unchanged() {
+        (Err(e @ EngineError::Tool { .. }), _) => match unchanged(wire) {
             Some(r) if r.is_error == Some(true) => r,
             _ => crate::error_result(&e),
         },

@@ -27,7 +27,7 @@ use toolshed_outbound::secret::{redact_outcome, redact_value};
 
 use crate::config::Transport;
 use crate::error::McpSourceError;
-use crate::mapping::convert_result;
+use crate::mapping::{convert_result, convert_result_value};
 use crate::upstream::{wait_ready, Session, Upstream};
 
 /// Forwards one Toolshed tool to its upstream tool over the shared session.
@@ -198,15 +198,18 @@ impl UpstreamToolHandler {
         let (ns, tool) = (self.ns(), &self.remote_name);
         match answer {
             Ok(CallToolResponse::Complete(result)) => {
-                if ctx.wants_wire() {
-                    if let Ok(mut wire) = serde_json::to_value(&result) {
-                        let owned = self.upstream.secrets();
-                        let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
-                        redact_value(&mut wire, &secrets);
-                        ctx.keep_wire(wire);
-                    }
+                if !ctx.wants_wire() {
+                    return convert_result(result);
                 }
-                convert_result(result)
+                let Ok(mut wire) = serde_json::to_value(&result) else {
+                    return convert_result(result);
+                };
+                let output = convert_result_value(&wire);
+                let owned = self.upstream.secrets();
+                let secrets: Vec<&str> = owned.iter().map(String::as_str).collect();
+                redact_value(&mut wire, &secrets);
+                ctx.keep_wire(wire);
+                output
             }
             Ok(CallToolResponse::InputRequired(_)) => Err(ToolError::upstream(format!(
                 "upstream '{ns}' tool '{tool}' asked for input more than {MAX_INPUT_ROUNDS} times"

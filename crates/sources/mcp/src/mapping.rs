@@ -142,7 +142,35 @@ pub fn convert_result(result: CallToolResult) -> Result<Value, ToolError> {
         .iter()
         .filter_map(|c| serde_json::to_value(c).ok())
         .collect();
-    if result.is_error == Some(true) {
+    convert_parts(
+        content,
+        result.is_error == Some(true),
+        result.structured_content,
+    )
+}
+
+/// [`convert_result`] of the result as JSON, as a relaying face keeps it (without serialising
+/// its content a second time).
+pub fn convert_result_value(result: &Value) -> Result<Value, ToolError> {
+    let content = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+    let structured = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null())
+        .cloned();
+    convert_parts(content, is_error, structured)
+}
+
+fn convert_parts(
+    content: Vec<Value>,
+    is_error: bool,
+    structured: Option<Value>,
+) -> Result<Value, ToolError> {
+    if is_error {
         let text: Vec<&str> = content
             .iter()
             .filter(|c| c["type"] == "text")
@@ -154,24 +182,33 @@ pub fn convert_result(result: CallToolResult) -> Result<Value, ToolError> {
             text.join("\n")
         };
         let mut err = ToolError::upstream(message);
-        if let Some(data) = result.structured_content {
+        if let Some(data) = structured {
             err = err.with_data(data);
         }
         return Err(err);
     }
-    if let Some(structured) = result.structured_content {
+    if let Some(structured) = structured {
         return Ok(structured);
     }
     Ok(convert_content(content))
 }
 
+/// Whether `text` may be JSON: its first character starts a JSON value. Most text is not,
+/// and a failed parse costs an error built and dropped.
+fn may_be_json(text: &str) -> bool {
+    matches!(
+        text.trim_start().as_bytes().first(),
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+    )
+}
+
 fn convert_content(mut content: Vec<Value>) -> Value {
     if content.len() == 1 && content[0]["type"] == "text" {
         let text = content[0]["text"].as_str().unwrap_or_default();
-        return match serde_json::from_str::<Value>(text) {
-            Ok(v) => v,
-            Err(_) => Value::String(text.to_string()),
-        };
+        let parsed = may_be_json(text)
+            .then(|| serde_json::from_str::<Value>(text).ok())
+            .flatten();
+        return parsed.unwrap_or_else(|| Value::String(text.to_string()));
     }
     Value::Array(content.drain(..).map(convert_item).collect())
 }
@@ -321,6 +358,36 @@ mod tests {
 
         let r = CallToolResult::success(vec![]);
         assert_eq!(convert_result(r).unwrap(), json!([]));
+    }
+
+    /// A relaying face converts the result it kept as JSON: the same as converting the result.
+    #[test]
+    fn results_as_json_convert_the_same() {
+        let results = [
+            CallToolResult::success(vec![Content::text("hello")]),
+            CallToolResult::success(vec![Content::text(" [1, \"x\"]")]),
+            CallToolResult::success(vec![
+                Content::text("42"),
+                Content::image("aGk=", "image/png"),
+            ]),
+            CallToolResult::success(vec![Content::text("true story")]),
+            CallToolResult::structured(json!({"sum": 3})),
+            CallToolResult::error(vec![Content::text("bad")]),
+            CallToolResult::structured_error(json!({"why": "no"})),
+            CallToolResult::success(vec![]),
+        ];
+        for r in results {
+            let as_json = serde_json::to_value(&r).unwrap();
+            let (a, b) = (convert_result(r), convert_result_value(&as_json));
+            match (a, b) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{as_json}"),
+                (Err(a), Err(b)) => {
+                    assert_eq!((a.message, a.data), (b.message, b.data), "{as_json}")
+                }
+                (a, b) => panic!("{as_json}: {a:?} vs {b:?}"),
+            }
+        }
+        assert!(!may_be_json("hello") && !may_be_json("") && may_be_json(" {\"a\":1}"));
     }
 
     #[test]
