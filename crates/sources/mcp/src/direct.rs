@@ -438,7 +438,11 @@ impl DirectPost {
         let mut answering: FuturesUnordered<Answering> = FuturesUnordered::new();
         let mut aborts: Vec<(RequestId, AbortHandle)> = Vec::new();
         loop {
+            // The handlings first: a new one is polled once before the next event is read, so
+            // that it finds the call's client while the call is still in flight (the answer
+            // may be the very next event).
             let event = tokio::select! {
+                biased;
                 Some((asked, answer)) = answering.next(), if !answering.is_empty() => {
                     aborts.retain(|(a, _)| *a != asked);
                     if let Some(answer) = answer {
