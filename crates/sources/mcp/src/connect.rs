@@ -180,7 +180,7 @@ impl ClientHandler for SourceClient {
     async fn create_elicitation(
         &self,
         request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
         let url = matches!(
             request,
@@ -194,7 +194,7 @@ impl ClientHandler for SourceClient {
                 "elicitation"
             },
         };
-        self.relay(asked, &request).await
+        self.relay(asked, &request, &context).await
     }
 
     // Sampling is deprecated by the 2026-07-28 revision; upstreams of earlier ones still ask.
@@ -202,13 +202,13 @@ impl ClientHandler for SourceClient {
     async fn create_message(
         &self,
         params: rmcp::model::CreateMessageRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         let asked = crate::relay::Asked {
             method: "sampling/createMessage",
             capability: "sampling",
         };
-        self.relay(asked, &params).await
+        self.relay(asked, &params, &context).await
     }
 }
 
@@ -290,15 +290,21 @@ impl SourceClient {
         }
     }
 
-    /// Relays one request of the upstream to the client of the call in flight.
+    /// Relays one request of the upstream to the client of the call it belongs to: the call on
+    /// whose stream it arrived (`context`), else the call in flight.
     async fn relay<P: serde::Serialize, R: serde::de::DeserializeOwned>(
         &self,
         asked: crate::relay::Asked,
         params: &P,
+        context: &rmcp::service::RequestContext<RoleClient>,
     ) -> Result<R, rmcp::ErrorData> {
         let params = serde_json::to_value(params)
             .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
-        let answer = crate::relay::relay(&self.calls, &self.name, asked, params).await?;
+        let on = context
+            .extensions
+            .get::<crate::relay::OnStreamOf>()
+            .copied();
+        let answer = crate::relay::relay(&self.calls, &self.name, asked, params, on).await?;
         serde_json::from_value(answer).map_err(|e| {
             rmcp::ErrorData::internal_error(
                 format!("the client's answer to {} is malformed: {e}", asked.method),

@@ -20,7 +20,8 @@
 //! - an SSE answer is read until the response with that id. Events without data (priming
 //!   events) are skipped. The upstream's notifications on the stream (log messages, list
 //!   changes, resource updates) go to the same [`SourceClient`] code rmcp would call; its
-//!   requests (elicitation, sampling, `roots/list`, ping) are answered by the [`SourceClient`]
+//!   requests (elicitation, sampling, `roots/list`, ping), marked as the call's
+//!   ([`OnStreamOf`], so that a question goes to this call's client), are answered by the [`SourceClient`]
 //!   through rmcp's own dispatch ([`Service::handle_request`]) and the answer is posted back on
 //!   the session, while the stream goes on being read (a `notifications/cancelled` for such a
 //!   request drops its handling; one still being handled when the call's answer comes is
@@ -74,6 +75,7 @@ use sse_stream::Sse;
 use crate::connect::SourceClient;
 use crate::lean;
 use crate::oauth::UpstreamHttp;
+use crate::relay::OnStreamOf;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 type SseStream = BoxStream<'static, Result<Sse, SseError>>;
@@ -335,6 +337,7 @@ impl DirectPost {
         peer: &Peer<RoleClient>,
         params: &CallToolRequestParams,
         retry_safe: bool,
+        call: Option<OnStreamOf>,
     ) -> Option<Result<CallToolResponse, ServiceError>> {
         if self.0.off.load(Ordering::Relaxed) {
             return None;
@@ -400,7 +403,7 @@ impl DirectPost {
                 other => answer_of(other, &id).unwrap_or(Err(ServiceError::UnexpectedResponse)),
             },
             Ok(StreamableHttpPostResponse::Sse(stream, _)) => {
-                self.read(stream, &handshake, peer, &id).await
+                self.read(stream, &handshake, peer, &id, call).await
             }
             Ok(other) => Err(transport_error(Broken(format!(
                 "unexpected answer {other:?}"
@@ -431,6 +434,7 @@ impl DirectPost {
         handshake: &Arc<Handshake>,
         peer: &Peer<RoleClient>,
         id: &RequestId,
+        call: Option<OnStreamOf>,
     ) -> Result<ServerResult, ServiceError> {
         let mut last_event_id: Option<String> = None;
         let mut server_retry: Option<Duration> = None;
@@ -505,6 +509,9 @@ impl DirectPost {
                     let mut context = RequestContext::new(asked.clone(), peer.clone());
                     std::mem::swap(&mut context.meta, request.get_meta_mut());
                     std::mem::swap(&mut context.extensions, request.extensions_mut());
+                    if let Some(call) = call {
+                        context.extensions.insert(call);
+                    }
                     let handler = self.0.handler.clone();
                     let (handling, abort) = futures::future::abortable(async move {
                         Service::<RoleClient>::handle_request(&handler, request, context).await

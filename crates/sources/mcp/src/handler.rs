@@ -61,7 +61,8 @@ impl UpstreamToolHandler {
         let deadline = Instant::now() + budget;
         let arguments = object_arguments(args)?;
         // While it waits, the upstream's requests (elicitation, sampling) go to its client.
-        let _in_flight = crate::relay::enter(&shared.calls, ctx, deadline);
+        let in_flight = crate::relay::enter(&shared.calls, ctx, deadline);
+        let call = crate::relay::OnStreamOf(in_flight.id());
         let mut min_generation = 0;
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = arguments;
@@ -72,7 +73,15 @@ impl UpstreamToolHandler {
                 .map_err(session_error)?;
             let outcome = tokio::time::timeout_at(
                 deadline,
-                send(shared, &session, ctx, &params, deadline, self.retry_safe),
+                send(
+                    shared,
+                    &session,
+                    ctx,
+                    &params,
+                    deadline,
+                    self.retry_safe,
+                    call,
+                ),
             )
             .await;
             let Ok(answer) = outcome else {
@@ -291,11 +300,15 @@ async fn send(
     params: &CallToolRequestParams,
     deadline: Instant,
     retry_safe: bool,
+    call: crate::relay::OnStreamOf,
 ) -> Result<CallToolResponse, ServiceError> {
     if !ctx.wants_progress() {
         if let Some(direct) = &session.direct {
             if session.protocol < ProtocolVersion::V_2026_07_28 {
-                if let Some(answer) = direct.call_tool(&session.peer, params, retry_safe).await {
+                let answer = direct
+                    .call_tool(&session.peer, params, retry_safe, Some(call))
+                    .await;
+                if let Some(answer) = answer {
                     shared.direct_calls.fetch_add(1, Ordering::Relaxed);
                     return answer;
                 }

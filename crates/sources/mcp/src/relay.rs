@@ -3,8 +3,10 @@
 //! ([`ToolContext::client`]).
 //!
 //! MCP does not say which call a server's request belongs to, and every call of an upstream
-//! shares one session. So each call registers itself while it is in flight ([`CallsInFlight`]),
-//! and a request goes to the client of the calls in flight when they all come from one client
+//! shares one session. So each call registers itself while it is in flight ([`CallsInFlight`]).
+//! A request that arrived on a call's own answer stream (the direct path, [`crate::direct`],
+//! marks it [`OnStreamOf`]) goes to that call's client, whatever else is in flight. Any other
+//! request goes to the client of the calls in flight when they all come from one client
 //! (one session of a face, [`ClientChannel::client_id`]). When the one call in flight came from
 //! a client that cannot take a form question (a client without elicitation, a script, the HTTP
 //! API), the question becomes a stored `input` wait that any session may answer
@@ -56,6 +58,18 @@ pub(crate) struct Registered {
     id: u64,
     _alive: watch::Sender<()>,
 }
+
+impl Registered {
+    /// The call's number among the upstream's calls in flight (see [`OnStreamOf`]).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// In a request's context: the registered call ([`Registered::id`]) on whose answer stream
+/// the request arrived, which is the call it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OnStreamOf(pub(crate) u64);
 
 impl Drop for Registered {
     fn drop(&mut self) {
@@ -159,8 +173,16 @@ pub(crate) struct Asked {
 /// call whose client is answering a request of the upstream now is blocked on that answer, so
 /// another of the same client's calls is preferred. Calls of two clients make any request
 /// ambiguous: it is refused, whichever of them is answering.
-fn route(calls: &CallsInFlight, asked: Asked) -> Result<InFlight, String> {
+fn route(calls: &CallsInFlight, asked: Asked, on: Option<OnStreamOf>) -> Result<InFlight, String> {
     let calls = crate::upstream::lock(&calls.calls);
+    if let Some(OnStreamOf(id)) = on {
+        return calls.iter().find(|c| c.id == id).cloned().ok_or_else(|| {
+            format!(
+                "{} arrived on the stream of a call that has ended",
+                asked.method
+            )
+        });
+    }
     let Some(first) = calls.first() else {
         return Err(format!(
             "{} arrived while no call was in flight; Toolshed relays it only during a tool call",
@@ -203,6 +225,7 @@ pub(crate) async fn relay(
     upstream: &str,
     asked: Asked,
     params: Value,
+    on: Option<OnStreamOf>,
 ) -> Result<Value, ErrorData> {
     let refuse = |why: String| {
         tracing::warn!(upstream, method = asked.method, "not relayed: {why}");
@@ -212,7 +235,7 @@ pub(crate) async fn relay(
             None,
         )
     };
-    let call = route(calls, asked).map_err(refuse)?;
+    let call = route(calls, asked, on).map_err(refuse)?;
     let already = call.asking.fetch_add(1, Ordering::Relaxed);
     let _asking = Asking(call.asking.clone());
     let stored = !call
@@ -380,6 +403,7 @@ mod tests {
                     "up",
                     ELICIT,
                     serde_json::json!({"message": "Name?"}),
+                    None,
                 )
                 .await
             }
@@ -412,7 +436,9 @@ mod tests {
         let engine = Arc::new(Unanswered::default());
         let script = ctx(None).with_engine(Some(engine.clone() as Arc<dyn EngineAccess>));
         let _call = super::enter(&calls, &script, Instant::now() + Duration::from_millis(500));
-        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        let e = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap_err();
         assert!(e.message.contains("too little to wait"), "{e:?}");
         assert!(engine.timeouts.lock().unwrap().is_empty());
     }
@@ -423,7 +449,7 @@ mod tests {
         // Two calls of one session, each with a channel of its own.
         let _a = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
         let _b = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
-        let v = relay(&calls, "up", ELICIT, serde_json::json!({"x": 1}))
+        let v = relay(&calls, "up", ELICIT, serde_json::json!({"x": 1}), None)
             .await
             .unwrap();
         assert_eq!(v["by"], "alice");
@@ -431,21 +457,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_request_on_a_calls_stream_goes_to_that_call_whatever_else_is_in_flight() {
+        let calls = Arc::new(CallsInFlight::default());
+        let _a = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
+        let b = enter(&calls, &ctx(Some(Arc::new(Client("robert")))));
+        let on_b = Some(OnStreamOf(b.id()));
+        let v = relay(&calls, "up", ELICIT, Value::Null, on_b)
+            .await
+            .unwrap();
+        assert_eq!(v["by"], "robert");
+        drop(b);
+        let e = relay(&calls, "up", ELICIT, Value::Null, on_b)
+            .await
+            .unwrap_err();
+        assert!(e.message.contains("a call that has ended"), "{e:?}");
+    }
+
+    #[tokio::test]
     async fn a_request_is_refused_when_it_could_belong_to_another_client() {
         let calls = Arc::new(CallsInFlight::default());
-        let none = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        let none = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap_err();
         assert!(none.message.contains("no call was in flight"), "{none:?}");
         let a = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
         let b = enter(&calls, &ctx(Some(Arc::new(Client("robert")))));
-        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        let e = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap_err();
         assert!(e.message.contains("2 calls of different clients"), "{e:?}");
         drop(a);
         // Robert's call alone is in flight now: the request is his.
-        let v = relay(&calls, "up", ELICIT, Value::Null).await.unwrap();
+        let v = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap();
         assert_eq!(v["by"], "robert");
         drop(b);
         let _script = enter(&calls, &ctx(None));
-        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        let e = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap_err();
         assert!(e.message.contains("cannot relay"), "{e:?}");
     }
 
@@ -487,7 +538,7 @@ mod tests {
         let task = {
             let calls = calls.clone();
             tokio::spawn(async move {
-                let _ = relay(&calls, "up", ELICIT, Value::Null).await;
+                let _ = relay(&calls, "up", ELICIT, Value::Null, None).await;
             })
         };
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -499,7 +550,9 @@ mod tests {
         let calls = Arc::new(CallsInFlight::default());
         let (_held, task) = answering(&calls).await;
         let _other = enter(&calls, &ctx(Some(Arc::new(SameAsSilent))));
-        let v = relay(&calls, "up", ELICIT, Value::Null).await.unwrap();
+        let v = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap();
         assert_eq!(v["by"], "the free call");
         task.abort();
     }
@@ -509,14 +562,18 @@ mod tests {
         let calls = Arc::new(CallsInFlight::default());
         let (_held, task) = answering(&calls).await;
         let _bob = enter(&calls, &ctx(Some(Arc::new(Client("robert")))));
-        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        let e = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap_err();
         assert!(e.message.contains("different clients"), "{e:?}");
         // A read in flight (no client) makes a request just as ambiguous.
         task.abort();
         let calls = Arc::new(CallsInFlight::default());
         let _alice = enter(&calls, &ctx(Some(Arc::new(Client("alice")))));
         let _read = enter_opaque(&calls);
-        let e = relay(&calls, "up", ELICIT, Value::Null).await.unwrap_err();
+        let e = relay(&calls, "up", ELICIT, Value::Null, None)
+            .await
+            .unwrap_err();
         assert!(e.message.contains("different clients"), "{e:?}");
     }
 
@@ -528,7 +585,7 @@ mod tests {
             method: "sampling/createMessage",
             capability: "sampling",
         };
-        let e = relay(&calls, "up", sampling, Value::Null)
+        let e = relay(&calls, "up", sampling, Value::Null, None)
             .await
             .unwrap_err();
         assert!(e.message.contains("'sampling' capability"), "{e:?}");

@@ -355,18 +355,26 @@ async fn scripted_post(
                     "jsonrpc": "2.0", "method": "notifications/message",
                     "params": {"level": "info", "logger": "scripted", "data": "on the call's stream"}
                 })));
+                // One question per call, its answer found by its id.
+                let asked = format!("srv-{}", rand_id());
                 let _ = tx.unbounded_send(event(json!({
-                    "jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create",
+                    "jsonrpc": "2.0", "id": asked, "method": "elicitation/create",
                     "params": {"mode": "form", "message": "What is your name?",
                         "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}
                 })));
-                let notified = fake.replied.notified();
-                let reply = fake.seen.lock().unwrap().replies.last().cloned();
-                let reply = match reply {
-                    Some(r) => r,
-                    None => {
-                        notified.await;
-                        fake.seen.lock().unwrap().replies.last().cloned().unwrap()
+                let reply = loop {
+                    let notified = fake.replied.notified();
+                    let found = fake
+                        .seen
+                        .lock()
+                        .unwrap()
+                        .replies
+                        .iter()
+                        .find(|r| r["id"] == asked.as_str())
+                        .cloned();
+                    match found {
+                        Some(r) => break r,
+                        None => notified.await,
                     }
                 };
                 let name = reply["result"]["content"]["name"]
@@ -447,7 +455,7 @@ async fn notifications_and_requests_on_a_calls_stream_are_handled() {
             seen.call_ids
         );
         assert_eq!(seen.replies.len(), 1);
-        assert_eq!(seen.replies[0]["id"], "srv-1");
+        assert!(seen.replies[0]["id"].as_str().unwrap().starts_with("srv-"));
         assert_eq!(seen.replies[0]["result"]["action"], "accept");
     }
     // The log message only came on the call's stream (the upstream has no GET stream).
@@ -562,5 +570,50 @@ async fn json_answers_and_failed_posts_of_direct_calls() {
             .all(|id| id.as_str().is_some_and(|s| s.starts_with("ts-"))),
         "{ids:?}"
     );
+    up.shutdown().await;
+}
+
+/// A client that answers an elicitation with its own name, after a while (so that both calls
+/// are in flight when the questions come).
+struct Named(&'static str, u64);
+
+#[async_trait::async_trait]
+impl ClientChannel for Named {
+    fn client_id(&self) -> u64 {
+        self.1
+    }
+
+    fn supports(&self, capability: &str) -> bool {
+        capability == "elicitation"
+    }
+
+    async fn request(&self, _method: &str, _params: Value) -> Result<Value, ToolError> {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(json!({"action": "accept", "content": {"name": self.0}}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_on_a_calls_stream_goes_to_that_calls_client() {
+    let fake = Arc::new(Scripted {
+        seen: Default::default(),
+        replied: tokio::sync::Notify::new(),
+    });
+    let url = start_scripted(fake.clone()).await;
+    let up = Upstream::connect(http("fake", &url)).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    let chatty = tool(&tools, "fake.chatty");
+    // Two calls of two different clients in flight at once: a question that came on neither
+    // call's stream could not be told apart; on a call's own stream it can.
+    let ask = |name: &'static str, id: u64| {
+        let ctx = ToolContext::new(Arc::from("tester"), chatty.def.path.clone())
+            .with_timeout(Duration::from_secs(10))
+            .with_client(Some(Arc::new(Named(name, id))));
+        chatty.handler.call(ctx, json!({}))
+    };
+    let (ada, bob) = tokio::join!(ask("Ada", 21), ask("Bob", 22));
+    assert_eq!(ada.unwrap(), json!("hello Ada"));
+    assert_eq!(bob.unwrap(), json!("hello Bob"));
+    assert_eq!(up.direct_calls(), 2);
     up.shutdown().await;
 }
