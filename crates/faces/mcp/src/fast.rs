@@ -60,6 +60,9 @@ const MAX_IN_FLIGHT: usize = 256;
 /// request id within a session, so remembering one never cancels another call.
 const EARLY_CANCELS: usize = 64;
 const EARLY_CANCEL_TTL: Duration = Duration::from_secs(30);
+/// Longer request ids (keys) are not remembered: no client makes such ids, and each kept one
+/// costs its length.
+const MAX_EARLY_ID: usize = 128;
 
 /// A session whose plain calls may take the direct path: its handler and its client.
 pub(crate) struct Direct {
@@ -138,7 +141,7 @@ impl Direct {
 
     /// Registers the call `id`; `None` when it was cancelled before it came.
     fn start(&self, id: &str) -> Option<Arc<Cancel>> {
-        self.calls().start(id)
+        self.calls().start(id, now_ms())
     }
 }
 
@@ -150,8 +153,10 @@ impl Calls {
             cancel.fire();
             return true;
         }
-        let ttl = EARLY_CANCEL_TTL.as_millis() as u64;
-        self.early.retain(|(_, at)| now.saturating_sub(*at) < ttl);
+        self.forget_old(now);
+        if of.len() > MAX_EARLY_ID {
+            return false;
+        }
         if self.early.len() >= EARLY_CANCELS {
             self.early.pop_front();
         }
@@ -159,8 +164,9 @@ impl Calls {
         false
     }
 
-    /// Registers the call `id`; `None` when it was cancelled before it came.
-    fn start(&mut self, id: &str) -> Option<Arc<Cancel>> {
+    /// Registers the call `id` (at `now`); `None` when it was cancelled before it came.
+    fn start(&mut self, id: &str, now: u64) -> Option<Arc<Cancel>> {
+        self.forget_old(now);
         if let Some(at) = self.early.iter().position(|(k, _)| k == id) {
             self.early.remove(at);
             return None;
@@ -168,6 +174,12 @@ impl Calls {
         let cancel = Arc::new(Cancel::default());
         self.running.insert(id.to_string(), cancel.clone());
         Some(cancel)
+    }
+
+    /// Forgets the cancellations older than [`EARLY_CANCEL_TTL`] at `now`.
+    fn forget_old(&mut self, now: u64) {
+        let ttl = EARLY_CANCEL_TTL.as_millis() as u64;
+        self.early.retain(|(_, at)| now.saturating_sub(*at) < ttl);
     }
 }
 
@@ -444,7 +456,8 @@ async fn call(
         capabilities: direct.peer.peer_info().map(|i| i.capabilities.clone()),
         modern: false,
     };
-    let mut answer = Detached::new(async move {
+    let failed_id = id.clone();
+    let run = async move {
         let _done = Finished(direct.clone(), k, cancel.clone());
         let answer = direct
             .handler
@@ -457,6 +470,18 @@ async fn call(
             Ok(r) => ServerJsonRpcMessage::response(r, id),
             Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
         })
+    };
+    // A panic in the call answers as an internal error, as a panicked task did, instead of
+    // taking the connection down with it.
+    let mut answer = Detached::new(async move {
+        use futures::FutureExt;
+        std::panic::AssertUnwindSafe(run)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                let e = rmcp::ErrorData::internal_error("the call failed", None);
+                Some(ServerJsonRpcMessage::error(e, Some(failed_id)))
+            })
     });
     match tokio::time::timeout(JSON_WAIT, &mut answer).await {
         Ok(Some(message)) => json_answer(&message),
@@ -653,20 +678,26 @@ mod tests {
     #[test]
     fn cancellations_that_come_first_are_remembered_for_a_while_and_bounded() {
         let mut calls = Calls::default();
+        let ttl = EARLY_CANCEL_TTL.as_millis() as u64;
         assert!(!calls.cancel("n1", 0), "nothing runs yet");
-        assert!(calls.start("n1").is_none(), "cancelled before it came");
-        let running = calls.start("n1").expect("remembered once only");
+        assert!(calls.start("n1", 0).is_none(), "cancelled before it came");
+        let running = calls.start("n1", 0).expect("remembered once only");
         assert!(calls.cancel("n1", 1) && running.fired());
         // An old one is forgotten after its time, and only the newest are kept.
         calls.cancel("n2", 0);
-        calls.cancel("n3", EARLY_CANCEL_TTL.as_millis() as u64);
-        assert!(calls.start("n2").is_some(), "expired");
+        assert!(calls.start("n2", ttl).is_some(), "expired");
         for i in 0..(EARLY_CANCELS as u64 + 10) {
-            calls.cancel(&format!("m{i}"), 10);
+            calls.cancel(&format!("m{i}"), ttl + 10);
         }
         assert_eq!(calls.early.len(), EARLY_CANCELS);
-        assert!(calls.start("m0").is_some(), "the oldest gave way");
-        assert!(calls.start(&format!("m{}", EARLY_CANCELS + 9)).is_none());
+        assert!(calls.start("m0", ttl + 10).is_some(), "the oldest gave way");
+        assert!(calls
+            .start(&format!("m{}", EARLY_CANCELS + 9), ttl + 10)
+            .is_none());
+        // A huge id is not kept.
+        let huge = "x".repeat(MAX_EARLY_ID + 1);
+        calls.cancel(&huge, ttl + 10);
+        assert!(calls.start(&huge, ttl + 10).is_some());
     }
 
     #[test]

@@ -90,6 +90,9 @@ const RESUME_DELAY: Duration = Duration::from_millis(500);
 /// connection goes back to the pool.
 const DRAIN: Duration = Duration::from_millis(50);
 
+/// How long the upstream's questions still open when a call's answer came may take.
+const LATE_ANSWERS: Duration = Duration::from_secs(120);
+
 /// The numbers of the fast path's request ids (`"ts-<n>"`), unique in the process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -580,17 +583,23 @@ impl DirectPost {
     }
 
     /// Lets the upstream's requests still being handled when the call's answer came (the
-    /// upstream did not wait for them) end in the background, and posts their answers.
+    /// upstream did not wait for them) end in the background, for at most [`LATE_ANSWERS`],
+    /// and posts their answers.
     fn answer_later(&self, handshake: Arc<Handshake>, mut answering: FuturesUnordered<Answering>) {
         if answering.is_empty() {
             return;
         }
         let this = self.clone();
         tokio::spawn(async move {
-            while let Some((asked, answer)) = answering.next().await {
-                if let Some(answer) = answer {
-                    this.reply(&handshake, asked, answer).await;
+            let all = async {
+                while let Some((asked, answer)) = answering.next().await {
+                    if let Some(answer) = answer {
+                        this.reply(&handshake, asked, answer).await;
+                    }
                 }
+            };
+            if tokio::time::timeout(LATE_ANSWERS, all).await.is_err() {
+                tracing::debug!(upstream = %this.0.handler.name, "questions of an answered call were still open after {LATE_ANSWERS:?}; dropped");
             }
         });
     }

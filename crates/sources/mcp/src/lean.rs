@@ -303,7 +303,8 @@ impl<S> Bounded<S> {
         for (i, &b) in chunk.iter().enumerate() {
             let boundary = match b {
                 b'\n' => window[2] == b'\n' || (window[1] == b'\n' && window[2] == b'\r'),
-                b'\r' => window[2] == b'\r',
+                // `\r\r`, and `\n\r`: a line ended by LF, then an empty one by CR.
+                b'\r' => window[2] == b'\r' || window[2] == b'\n',
                 _ => false,
             };
             if boundary {
@@ -417,5 +418,8 @@ mod tests {
         let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, reqwest::Error>>(), 8);
         assert!(b.admit(b"data: 1\n\ndata: 2\n\ndata"));
         assert_eq!(b.pending, 4);
+        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, reqwest::Error>>(), 8);
+        assert!(b.admit(b"data: 1\n\rdata: 22"), "LF then CR ends an event");
+        assert_eq!(b.pending, 8);
     }
 }
