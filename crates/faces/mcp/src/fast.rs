@@ -511,15 +511,13 @@ impl std::future::Future for Detached {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        // Out of its slot while polled: one that panics is not run again on drop.
-        let Some(mut call) = self.0.take() else {
+        // (The call catches its own panics, see [`call`].)
+        let Some(call) = self.0.as_mut() else {
             return std::task::Poll::Ready(None);
         };
-        let polled = call.as_mut().poll(cx);
-        if polled.is_pending() {
-            self.0 = Some(call);
-        }
-        polled
+        let answer = std::task::ready!(call.as_mut().poll(cx));
+        self.0 = None;
+        std::task::Poll::Ready(answer)
     }
 }
 

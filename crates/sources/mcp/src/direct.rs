@@ -163,16 +163,16 @@ impl StreamableHttpClient for Recording {
         auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        let initialized = is_initialized(&message);
-        let kept = initialized.then(|| (uri.clone(), session_id.clone(), headers.clone()));
-        let posted = self
-            .inner
-            .post_message(uri, message, session_id, auth, headers)
-            .await;
-        if let Some((uri, session_id, headers)) = kept {
-            self.record(&uri, &session_id, &headers, &posted);
-        }
-        posted
+        // The same post with rmcp's default bound on an SSE event.
+        self.post_message_with_max_sse_event_size(
+            uri,
+            message,
+            session_id,
+            auth,
+            headers,
+            MAX_SSE_EVENT_SIZE,
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(

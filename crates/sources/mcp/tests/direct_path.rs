@@ -484,13 +484,14 @@ async fn notifications_and_requests_on_a_calls_stream_are_handled() {
     up.shutdown().await;
 }
 
-/// A client that takes its time to answer an elicitation ("Ada", after 300 ms).
-struct Slow;
+/// A client that answers an elicitation with its own name, after a while (so that both calls
+/// are in flight when the questions come).
+struct Named(&'static str, u64);
 
 #[async_trait::async_trait]
-impl ClientChannel for Slow {
+impl ClientChannel for Named {
     fn client_id(&self) -> u64 {
-        8
+        self.1
     }
 
     fn supports(&self, capability: &str) -> bool {
@@ -498,8 +499,8 @@ impl ClientChannel for Slow {
     }
 
     async fn request(&self, _method: &str, _params: Value) -> Result<Value, ToolError> {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(json!({"action": "accept", "content": {"name": self.0}}))
     }
 }
 
@@ -515,7 +516,7 @@ async fn a_question_still_open_when_the_call_is_answered_still_gets_its_answer()
     let hasty = tool(&tools, "fake.hasty");
     let ctx = ToolContext::new(Arc::from("tester"), hasty.def.path.clone())
         .with_timeout(Duration::from_secs(10))
-        .with_client(Some(Arc::new(Slow)));
+        .with_client(Some(Arc::new(Named("Ada", 8))));
     let out = hasty.handler.call(ctx, json!({})).await.unwrap();
     assert_eq!(out, json!("did not wait"));
     assert_eq!(up.direct_calls(), 1);
@@ -571,26 +572,6 @@ async fn json_answers_and_failed_posts_of_direct_calls() {
         "{ids:?}"
     );
     up.shutdown().await;
-}
-
-/// A client that answers an elicitation with its own name, after a while (so that both calls
-/// are in flight when the questions come).
-struct Named(&'static str, u64);
-
-#[async_trait::async_trait]
-impl ClientChannel for Named {
-    fn client_id(&self) -> u64 {
-        self.1
-    }
-
-    fn supports(&self, capability: &str) -> bool {
-        capability == "elicitation"
-    }
-
-    async fn request(&self, _method: &str, _params: Value) -> Result<Value, ToolError> {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        Ok(json!({"action": "accept", "content": {"name": self.0}}))
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
