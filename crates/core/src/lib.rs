@@ -11,9 +11,12 @@
 //!   atomically swapped handle to the current one.
 //! - [`policy`]: roles with dot-glob patterns, principals, and the per-principal [`Access`] view.
 //! - [`location`]: [`locate`] / [`is_url`], the one answer to "is this a URL or a file?".
+//! - [`authorizations`]: [`SourceAuthorizations`], authorizations of sources a person completes
+//!   in a browser (upstream OAuth), finished by the HTTP face's callback.
 //! - [`servers`]: virtual MCP servers, named views of the catalog ([`VirtualServer`]).
 //! - [`schema`]: compiled JSON Schema validators whose errors name the JSON pointer and the rule.
 
+pub mod authorizations;
 pub mod catalog;
 pub mod formats;
 pub mod location;
@@ -26,6 +29,7 @@ pub mod schema;
 pub mod servers;
 pub mod tool;
 
+pub use authorizations::{AuthorizationError, SourceAuthorizations};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, Renamed, SharedCatalog};
 pub use location::{is_url, locate, Location};
 pub use path::{PathError, ToolPath};

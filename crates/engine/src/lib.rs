@@ -146,6 +146,9 @@ pub(crate) struct EngineState {
     pub credentials: Option<Arc<Credentials>>,
     /// Per-user connections (sources with `oauth2_user` credentials).
     pub connections: Option<Arc<connections::Connections>>,
+    /// Authorizations of sources a person completes in a browser (upstream OAuth), finished
+    /// by the HTTP face's callback.
+    pub source_authorizations: Option<Arc<dyn toolshed_core::SourceAuthorizations>>,
     pub search: discovery::SearchCache,
     pub rates: rate::RateLimiter,
     pub sandbox: Sandbox,
@@ -200,6 +203,7 @@ impl Engine {
                 audit,
                 credentials: None,
                 connections: None,
+                source_authorizations: None,
                 search: discovery::SearchCache::default(),
                 rates,
                 sandbox,
@@ -301,6 +305,28 @@ impl Engine {
                 ..inner
             }),
         }
+    }
+
+    /// Sets where authorizations of sources that a person completes are finished
+    /// ([`toolshed_core::authorizations`]).
+    pub fn with_source_authorizations(
+        self,
+        authorizations: Arc<dyn toolshed_core::SourceAuthorizations>,
+    ) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| {
+            panic!("with_source_authorizations must be called before the engine is shared")
+        });
+        Self {
+            inner: Arc::new(EngineState {
+                source_authorizations: Some(authorizations),
+                ..inner
+            }),
+        }
+    }
+
+    /// Where authorizations of sources that a person completes are finished, when set.
+    pub fn source_authorizations(&self) -> Option<&Arc<dyn toolshed_core::SourceAuthorizations>> {
+        self.inner.source_authorizations.as_ref()
     }
 
     /// The per-user connections, when any are configured.

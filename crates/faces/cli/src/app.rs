@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::Context;
 use toolshed_core::{Plugin, SharedCatalog};
 use toolshed_engine::{Credentials, Engine, WorkerCommand};
-use toolshed_registry::{declare_with_store, Registry, Sealer, SourceReport, SourceStore};
+use toolshed_registry::{
+    declare_with_store, PersonGrants, Registry, Sealer, SourceReport, SourceStore,
+};
 use toolshed_store::Store;
 
 use crate::config::Config;
@@ -135,6 +137,15 @@ fn follow_sources(
     });
 }
 
+/// The URL browsers reach this server at (`[http] public_url`, else the listen address).
+fn public_url(config: &Config) -> String {
+    config
+        .http
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", config.http.addr))
+}
+
 /// The connections' grant store: tokens sealed with the key that seals stored sources.
 fn connections(
     config: &Config,
@@ -142,15 +153,10 @@ fn connections(
     specs: Vec<toolshed_engine::connections::ConnectionSpec>,
 ) -> anyhow::Result<Arc<toolshed_engine::connections::Connections>> {
     let key = secret_box(config)?;
-    let public_url = config
-        .http
-        .public_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{}", config.http.addr));
     let c = toolshed_engine::connections::Connections::new(
         store.clone(),
         Arc::new(key),
-        &public_url,
+        &public_url(config),
         specs,
     )
     .map_err(anyhow::Error::msg)?;
@@ -259,6 +265,12 @@ impl App {
         plugins.push(custom.plugin().await);
         let credentials = credentials(&config, &plugins)?;
         let registry = Registry::new();
+        // Upstreams whose OAuth waits for a person: the browser comes back to this server.
+        let person = PersonGrants::new(format!(
+            "{}/connect/upstreams/callback",
+            public_url(&config).trim_end_matches('/')
+        ));
+        registry.with_person_grants(person.clone());
         let _ = hook.set((registry.clone(), custom.clone()));
         let (declared, rejected) = declare_with_store(&config.sources, &sources)
             .await
@@ -286,7 +298,9 @@ impl App {
         // Always present, so that a source added at runtime gets its connection.
         let per_user = connections(&config, &store, connection_specs(&registry))?;
         follow_sources(&registry, per_user.clone());
-        engine = engine.with_connections(per_user);
+        engine = engine
+            .with_connections(per_user)
+            .with_source_authorizations(person);
         match &config.search.model {
             Some(dir) => {
                 let vectors = config.data_dir().join("tool-vectors.bin");

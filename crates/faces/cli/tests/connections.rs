@@ -77,13 +77,13 @@ async fn start_api(issuer: &str) -> (String, tokio::task::JoinHandle<()>) {
 
 /// A browser: follows redirects by hand, keeps the provider's cookies, fills the provider's
 /// development login (any password) and consent forms, and stops at Toolshed's callback.
-struct Browser {
+pub(crate) struct Browser {
     http: reqwest::Client,
     cookies: BTreeMap<String, String>,
 }
 
 impl Browser {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
@@ -112,7 +112,7 @@ impl Browser {
 
     /// Opens `link` as `login` and follows the flow until it reaches Toolshed's callback,
     /// whose URL is returned (not opened).
-    async fn grant(&mut self, link: &str, login: &str, callback: &str) -> String {
+    pub(crate) async fn grant(&mut self, link: &str, login: &str, callback: &str) -> String {
         let mut r = self.send(self.http.get(link)).await;
         for _ in 0..20 {
             if r.status().is_redirection() {

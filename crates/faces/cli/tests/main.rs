@@ -22,6 +22,7 @@ mod sources_auth;
 mod sources_mcp;
 mod sources_openapi;
 mod support;
+mod upstream_person;
 mod virtual_resources;
 mod virtual_servers;
 mod web_cli;

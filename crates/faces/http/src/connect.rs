@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `GET /connect/{connection}?nonce=` | the link of a paused call: redirects the browser to the provider (no bearer token: the single-use nonce is the credential) |
 //! | `GET /connect/callback?code=&state=` | the provider's answer: the grant is stored and the paused call continues |
+//! | `GET /connect/upstreams/callback?code=&state=` | an authorization server's answer for an upstream MCP server whose authorization waited for a person (`toolshed_mcp_source::person`): Toolshed gets its token and connects it |
 //! | `GET /v1/connections` | the caller's own grants (never the tokens) |
 //! | `DELETE /v1/connections/{connection}` | revokes the caller's grant: its next call pauses for a new one |
 //!
@@ -11,7 +12,7 @@
 //! URI: nothing in the request can send the browser elsewhere.
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -48,6 +49,19 @@ pub(crate) fn routes() -> Vec<Route<AppState>> {
                 crate::any_object,
             )
             .errors(&[S::BAD_REQUEST, S::FORBIDDEN, S::BAD_GATEWAY]),
+        Route::get("/connect/upstreams/callback", upstream_callback)
+            .public()
+            .doc(
+                "upstreamAuthorizationCallback",
+                "An authorization server's answer for an upstream MCP server that waited for a person: Toolshed gets its token and connects the upstream",
+            )
+            .query::<CallbackParams>()
+            .answers(
+                S::OK,
+                "Authorized; the upstream is being connected.",
+                crate::any_object,
+            )
+            .errors(&[S::BAD_REQUEST, S::FORBIDDEN, S::NOT_FOUND, S::BAD_GATEWAY]),
         Route::get("/v1/connections", list)
             .doc(
                 "listConnections",
@@ -149,6 +163,36 @@ async fn callback(
         }),
     };
     Ok(Json(body).into_response())
+}
+
+/// The answer for an upstream's authorization that waited for a person
+/// (`toolshed_mcp_source::person`): the state in the query finds it, once.
+async fn upstream_callback(
+    State(s): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let authorizations = s.engine.source_authorizations().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            json!({"code": "not_found", "message": "no upstream waits for a person's authorization"}),
+        )
+    })?;
+    let source = authorizations
+        .finish(query.as_deref().unwrap_or_default())
+        .await
+        .map_err(|e| {
+            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+            ApiError::new(
+                status,
+                json!({"code": "authorization_failed", "message": e.message}),
+            )
+        })?;
+    Ok(Json(json!({
+        "authorized": true,
+        "source": source,
+        "message": format!("Toolshed is authorized for upstream '{source}' and connects it now; this page can be closed."),
+    }))
+    .into_response())
 }
 
 async fn list(

@@ -24,7 +24,8 @@
 //! - `stderr`: a child's stderr, logged with secrets blanked out, its tail kept for errors.
 //! - [`oauth`]: OAuth for streamable HTTP upstreams that ask for a token (discovery, client
 //!   credentials, authorization code with PKCE, scope step-up); [`issuer`]: the pinned
-//!   authorization server (`oauth.issuer`).
+//!   authorization server (`oauth.issuer`); [`person`]: the authorization code completed by a
+//!   person whose browser comes back to Toolshed's callback.
 //! - [`mapping`]: how upstream tools and results map to Toolshed (paths, annotation defaults).
 //! - [`error`]: [`McpSourceError`], what connecting or listing can fail with.
 //!
@@ -54,6 +55,7 @@ pub mod issuer;
 mod lean;
 pub mod mapping;
 pub mod oauth;
+pub mod person;
 mod relay;
 mod stderr;
 pub mod supervisor;

@@ -16,7 +16,9 @@
 //!   URL when the server supports them, else one registered dynamically (RFC 7591). The user's
 //!   part (the authorization server's page, then the redirect back) is done by the configured
 //!   [`AuthorizationAgent`]; the built-in [`FollowRedirects`] follows the server's redirects
-//!   itself, for authorization servers that approve without a person.
+//!   itself, for authorization servers that approve without a person. Without an agent, a
+//!   person does it: the authorization is parked with a link and completed by Toolshed's
+//!   callback ([`crate::person`]).
 //!
 //! With `issuer` configured ([`OAuthConfig::issuer`]), discovery must end at that authorization
 //! server: a resource whose metadata does not list it, and an authorization server whose
@@ -54,6 +56,8 @@ use rmcp::transport::streamable_http_client::{
 use serde::{Deserialize, Serialize};
 use sse_stream::Sse;
 use toolshed_outbound::secret::{redact, Secret};
+
+use crate::person::{waiting, PersonGrants};
 
 /// The redirect URI used when none is configured (authorization code).
 pub const DEFAULT_REDIRECT_URI: &str = "http://localhost:3000/callback";
@@ -106,6 +110,9 @@ pub struct OAuthConfig {
     pub client_name: String,
     /// Who does the user's part of the authorization-code flow.
     pub agent: Option<Agent>,
+    /// Without an agent: where the authorization waits for a person, who comes back to
+    /// Toolshed's callback ([`crate::person`]).
+    pub person: Option<Arc<PersonGrants>>,
     /// The one authorization server accepted (its issuer identifier, RFC 8414); `None`
     /// accepts the one the upstream names.
     pub issuer: Option<String>,
@@ -124,6 +131,7 @@ impl std::fmt::Debug for OAuthConfig {
             .field("client_metadata_url", &self.client_metadata_url)
             .field("client_name", &self.client_name)
             .field("agent", &self.agent.is_some())
+            .field("person", &self.person.is_some())
             .field("issuer", &self.issuer)
             .finish()
     }
@@ -154,6 +162,7 @@ impl OAuthConfig {
             client_metadata_url: None,
             client_name: DEFAULT_CLIENT_NAME.into(),
             agent: None,
+            person: None,
             issuer: None,
         }
     }
@@ -180,6 +189,17 @@ impl OAuthConfig {
 
     pub fn with_agent(mut self, agent: Arc<dyn AuthorizationAgent>) -> Self {
         self.agent = Some(Agent(agent));
+        self
+    }
+
+    /// Has a person do the user's part ([`crate::person`]): the redirect URI becomes the
+    /// grants' callback unless `keep_redirect_uri` (one was configured, for a callback behind a
+    /// proxy that reaches Toolshed's).
+    pub fn with_person(mut self, grants: Arc<PersonGrants>, keep_redirect_uri: bool) -> Self {
+        if !keep_redirect_uri {
+            self.redirect_uri = grants.callback_url().to_string();
+        }
+        self.person = Some(grants);
         self
     }
 
@@ -374,6 +394,7 @@ impl OAuthSpec {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_CLIENT_NAME.into()),
             agent: None,
+            person: None,
             issuer: self.issuer.clone(),
         };
         if self.headless {
@@ -678,6 +699,12 @@ impl Authorizer {
         match outcome {
             Ok((token, held)) => Ok(self.store(st, token, Some(held))),
             Err(e) => {
+                if let Some(url) = self.person_waiting() {
+                    tracing::warn!(upstream = %self.name, authorization_url = %url, "the upstream waits for a person to authorize Toolshed");
+                    return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(
+                        waiting(&self.name, &url),
+                    )));
+                }
                 let reason = self.clean(&e.to_string());
                 tracing::warn!(upstream = %self.name, error = %reason, "OAuth authorization failed");
                 Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(
@@ -691,6 +718,33 @@ impl Authorizer {
         }
     }
 
+    /// The link of this upstream's authorization that waits for a person, if any.
+    fn person_waiting(&self) -> Option<String> {
+        self.person()?.waiting_at(&self.name)
+    }
+
+    /// The person's grants, when a person does the user's part of this upstream's flow.
+    fn person(&self) -> Option<&PersonGrants> {
+        match (&self.cfg.grant, &self.cfg.agent, &self.cfg.person) {
+            (OAuthGrant::AuthorizationCode, None, Some(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Parks the authorization at `url` for a person ([`crate::person`]); the error says so.
+    fn park(
+        &self,
+        person: &PersonGrants,
+        url: &str,
+        manager: AuthorizationManager,
+        asked: Vec<String>,
+    ) -> AuthError {
+        match person.park(&self.name, url, manager, asked, self.cfg.secret_values()) {
+            Ok(()) => AuthError::AuthorizationFailed(waiting(&self.name, url)),
+            Err(e) => AuthError::AuthorizationFailed(e),
+        }
+    }
+
     /// The token and the scopes it was asked with.
     async fn obtain(
         &self,
@@ -699,6 +753,16 @@ impl Authorizer {
         scopes: Vec<String>,
         step_up: bool,
     ) -> Result<(String, Vec<String>), AuthError> {
+        if let Some(person) = self.person() {
+            // A person approved since the last attempt: their token, and the client that got it.
+            if let Some(granted) = person.take(&self.name) {
+                st.manager = Some(granted.manager);
+                return Ok((granted.token, granted.held));
+            }
+            if let Some(url) = person.waiting_at(&self.name) {
+                return Err(AuthError::AuthorizationFailed(waiting(&self.name, &url)));
+            }
+        }
         let manager = match st.manager.take() {
             // A step-up keeps the client (and the metadata) of the first authorization.
             Some(m) if step_up => Some(m),
@@ -735,9 +799,10 @@ impl Authorizer {
             }
             OAuthGrant::AuthorizationCode if stepping_up => {
                 let url = manager.request_scope_upgrade(&scopes.join(" ")).await;
-                match url {
-                    Ok(url) => self.complete(&manager, &url).await.map(|t| (t, scopes)),
-                    Err(e) => Err(e),
+                match (url, self.person()) {
+                    (Ok(url), Some(person)) => return Err(self.park(person, &url, manager, scopes)),
+                    (Ok(url), None) => self.complete(&manager, &url).await.map(|t| (t, scopes)),
+                    (Err(e), _) => Err(e),
                 }
             }
             OAuthGrant::AuthorizationCode => {
@@ -760,6 +825,9 @@ impl Authorizer {
                     Ok(session) => {
                         let url = session.auth_url.clone();
                         let asked = scopes_of(&url);
+                        if let Some(person) = self.person() {
+                            return Err(self.park(person, &url, session.auth_manager, asked));
+                        }
                         let token = self.complete(&session.auth_manager, &url).await;
                         manager = session.auth_manager;
                         token.map(|t| (t, asked))
@@ -866,7 +934,7 @@ impl Authorizer {
     ) -> Result<String, AuthError> {
         let Some(agent) = &self.cfg.agent else {
             return Err(AuthError::AuthorizationFailed(
-                "the authorization_code grant needs a person to approve at the authorization server, and no authorization agent is configured (set oauth.headless for servers that approve at once)".into(),
+                "the authorization_code grant needs a person to approve at the authorization server, and no authorization agent is configured (Toolshed's server gives one; set oauth.headless for servers that approve at once)".into(),
             ));
         };
         let back = agent

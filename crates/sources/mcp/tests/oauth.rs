@@ -358,6 +358,142 @@ async fn authorization_code_without_an_agent_says_what_is_missing() {
     assert!(e.contains("no authorization agent is configured"), "{e}");
 }
 
+/// The link in an error that waits for a person.
+fn link_in(error: &str) -> String {
+    let start = error.find("open ").expect(error) + "open ".len();
+    let end = error[start..].find(" (the link").expect(error) + start;
+    error[start..end].to_string()
+}
+
+/// What a person's browser does: opens the link, approves (this authorization server approves
+/// at once) and is sent back to the callback, whose URL is answered (not opened).
+async fn approve(link: &str) -> String {
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = browser.get(link).send().await.unwrap();
+    assert!(r.status().is_redirection(), "{}", r.status());
+    r.headers()["location"].to_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() {
+    use toolshed_mcp_source::person::{PersonGrantError, PersonGrants};
+    let server = start().await;
+    let callback = "http://127.0.0.1:9/connect/upstreams/callback";
+    let grants = PersonGrants::new(callback);
+    let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
+    grants.on_granted(move |name| granted_tx.send(name.to_string()).unwrap());
+    let oauth = OAuthConfig::authorization_code()
+        .with_client(CLIENT_ID, Some(Secret::new(CLIENT_SECRET)))
+        .with_person(grants.clone(), false);
+    assert_eq!(oauth.redirect_uri, callback);
+
+    // The first attempt waits for a person, and says where.
+    let e = Upstream::connect(config(&server, oauth.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("upstream 'guarded' needs a person"), "{e}");
+    let link = link_in(&e);
+    assert!(
+        link.starts_with(&format!("{}/authorize?", server.base)),
+        "{link}"
+    );
+    assert!(link.contains("code_challenge_method=S256"), "{link}");
+    assert!(!e.contains(CLIENT_SECRET), "{e}");
+    // Another attempt meanwhile answers the same link: nothing new is started.
+    let again = Upstream::connect(config(&server, oauth.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(link_in(&again), link);
+    assert_eq!(
+        grants.pending(),
+        vec![("guarded".to_string(), link.clone())]
+    );
+    assert!(server.seen.lock().unwrap().token_requests.is_empty());
+
+    // The person approves; the browser comes back to the callback.
+    let back = approve(&link).await;
+    assert!(back.starts_with(&format!("{callback}?code=")), "{back}");
+    let forged = format!("{callback}?code=read&state=forged");
+    assert!(matches!(
+        grants.complete(&forged).await,
+        Err(PersonGrantError::UnknownState)
+    ));
+    assert_eq!(grants.complete(&back).await.unwrap(), "guarded");
+    assert_eq!(granted.recv().await.as_deref(), Some("guarded"));
+    assert!(
+        matches!(
+            grants.complete(&back).await,
+            Err(PersonGrantError::UnknownState)
+        ),
+        "a callback is used once"
+    );
+    assert!(grants.pending().is_empty());
+
+    // The next attempt connects with the person's token.
+    let up = Upstream::connect(config(&server, oauth)).await.unwrap();
+    let tools = up.tools().await.unwrap();
+    assert_eq!(tools.len(), 2);
+    // Calling needs the wider scope: that waits for a person too.
+    let e = common::call(common::tool(&tools, "guarded.whoami"), json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    let wider = link_in(&e);
+    assert_ne!(wider, link);
+    assert!(
+        wider.contains("scope=read+write") || wider.contains("scope=read%20write"),
+        "{wider}"
+    );
+    let back = approve(&wider).await;
+    assert_eq!(grants.complete(&back).await.unwrap(), "guarded");
+    assert_eq!(list_and_call(&up).await, json!("read write"));
+    up.shutdown().await;
+
+    let seen = server.seen.lock().unwrap();
+    assert_eq!(seen.pkce_verified, 2);
+    let asked: Vec<&str> = seen.token_requests.iter().map(|t| t.1.as_str()).collect();
+    assert_eq!(asked, ["read", "read write"]);
+}
+
+#[tokio::test]
+async fn a_refusal_at_the_authorization_server_is_reported_and_ends_the_wait() {
+    use toolshed_mcp_source::person::{PersonGrantError, PersonGrants};
+    let server = start().await;
+    let callback = "http://127.0.0.1:9/connect/upstreams/callback";
+    let grants = PersonGrants::new(callback);
+    let oauth = OAuthConfig::authorization_code()
+        .with_client(CLIENT_ID, Some(Secret::new(CLIENT_SECRET)))
+        .with_person(grants.clone(), false);
+    let e = Upstream::connect(config(&server, oauth))
+        .await
+        .unwrap_err()
+        .to_string();
+    let link = link_in(&e);
+    let state = reqwest::Url::parse(&link)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .unwrap()
+        .1
+        .into_owned();
+    let refused =
+        format!("{callback}?error=access_denied&error_description=the+user+said+no&state={state}");
+    let e = grants.complete(&refused).await.unwrap_err();
+    assert!(matches!(e, PersonGrantError::Refused { .. }));
+    assert_eq!(e.status(), 403);
+    let text = e.to_string();
+    assert!(
+        text.contains("'guarded'") && text.contains("access_denied: the user said no"),
+        "{text}"
+    );
+    assert!(grants.pending().is_empty(), "a refusal ends the wait");
+}
+
 fn pinned(issuer: &str) -> OAuthConfig {
     OAuthConfig::client_credentials(CLIENT_ID, Secret::new(CLIENT_SECRET)).with_issuer(issuer)
 }

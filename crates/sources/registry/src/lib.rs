@@ -19,7 +19,7 @@ pub mod store;
 pub use error::SourcesError;
 pub use load::{
     apply_overrides, auth_config, dry_run, import_openapi_blocking, load, scheme_credentials,
-    ImportProgress, LoadedSource, Report, ToolSummary,
+    ImportProgress, LoadedSource, McpContext, Report, ToolSummary,
 };
 pub use registry::{
     declare, declare_with_store, spawn_store_poll, Assembled, Declared, Origin, Registry, Rejected,
@@ -31,3 +31,4 @@ pub use spec::{
     SchemeAuthSpec, SourceSpec,
 };
 pub use store::{SourceStore, StoredSource};
+pub use toolshed_mcp_source::person::PersonGrants;

@@ -99,20 +99,30 @@ pub async fn load(
     spec: &SourceSpec,
     progress: Option<ImportProgress>,
 ) -> Result<LoadedSource, SourcesError> {
-    load_with_notices(spec, progress, None).await
+    load_with(spec, progress, &McpContext::default()).await
 }
 
-/// [`load`], with upstream MCP servers publishing their log messages on `notices`.
-pub async fn load_with_notices(
+/// What the registry gives the upstream MCP servers it loads.
+#[derive(Debug, Clone, Default)]
+pub struct McpContext {
+    /// Where they publish their log messages and changed resources.
+    pub notices: Option<toolshed_core::notices::Notices>,
+    /// Where an authorization-code grant without an agent waits for a person (Toolshed's
+    /// callback completes it).
+    pub person: Option<std::sync::Arc<toolshed_mcp_source::person::PersonGrants>>,
+}
+
+/// [`load`], with upstream MCP servers given `mcp`.
+pub async fn load_with(
     spec: &SourceSpec,
     progress: Option<ImportProgress>,
-    notices: Option<&toolshed_core::notices::Notices>,
+    mcp: &McpContext,
 ) -> Result<LoadedSource, SourcesError> {
     spec.validate()?;
     let mut loaded = match spec {
         SourceSpec::Openapi(s) => load_openapi(s, progress.clone()).await?,
         SourceSpec::Graphql(s) => load_graphql(s).await?,
-        SourceSpec::Mcp(s) => load_mcp(s, notices).await?,
+        SourceSpec::Mcp(s) => load_mcp(s, mcp).await?,
     };
     if !matches!(spec, SourceSpec::Openapi(_)) {
         if let Some(p) = &progress {
@@ -598,13 +608,17 @@ pub fn upstream_config(s: &McpSpec) -> Result<UpstreamConfig, SourcesError> {
     Ok(cfg)
 }
 
-async fn load_mcp(
-    s: &McpSpec,
-    notices: Option<&toolshed_core::notices::Notices>,
-) -> Result<LoadedSource, SourcesError> {
+async fn load_mcp(s: &McpSpec, mcp: &McpContext) -> Result<LoadedSource, SourcesError> {
     let name = s.name.as_str();
     let mut cfg = upstream_config(s)?;
-    cfg.notices = notices.cloned();
+    cfg.notices = mcp.notices.clone();
+    if let (Some(person), Some(spec)) = (&mcp.person, &s.oauth) {
+        let keep_redirect_uri = spec.redirect_uri.is_some();
+        cfg.oauth = cfg
+            .oauth
+            .take()
+            .map(|o| o.with_person(person.clone(), keep_redirect_uri));
+    }
     let upstream = Upstream::connect(cfg)
         .await
         .map_err(|e| SourcesError::import(name, e))?;

@@ -239,6 +239,8 @@ struct RegistryState {
     target: Mutex<Option<Publication>>,
     sync_lock: tokio::sync::Mutex<()>,
     before_publish: Mutex<Option<PublishHook>>,
+    /// Where upstreams' authorization-code grants wait for a person.
+    person: Mutex<Option<Arc<toolshed_mcp_source::person::PersonGrants>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -287,6 +289,78 @@ impl Registry {
         self.inner.notices.clone()
     }
 
+    /// Has a person do the user's part of upstreams' authorization-code grants that have no
+    /// agent ([`toolshed_mcp_source::person`]); a source whose authorization a person
+    /// completed is loaded again at once ([`Registry::reload`]).
+    pub fn with_person_grants(&self, grants: Arc<toolshed_mcp_source::person::PersonGrants>) {
+        let registry = self.clone();
+        grants.on_granted(move |name| {
+            let (registry, name) = (registry.clone(), name.to_string());
+            tokio::spawn(async move { registry.reload(&name).await });
+        });
+        *lock(&self.inner.person) = Some(grants);
+    }
+
+    /// What the upstream MCP servers loaded get.
+    fn mcp_context(&self) -> crate::load::McpContext {
+        crate::load::McpContext {
+            notices: Some(self.inner.notices.clone()),
+            person: lock(&self.inner.person).clone(),
+        }
+    }
+
+    /// Loads the source `name` again when it failed (an upstream a person just authorized),
+    /// and re-assembles; a ready source, or one no longer declared, is left alone. False when
+    /// nothing was loaded.
+    pub async fn reload(&self, name: &str) -> bool {
+        let _guard = self.inner.sync_lock.lock().await;
+        let spec = match lock(&self.inner.entries).get(name) {
+            Some(Entry {
+                spec,
+                state: State::Failed(_),
+                ..
+            }) => spec.clone(),
+            _ => return false,
+        };
+        let result = crate::load::load_with(&spec, None, &self.mcp_context()).await;
+        // The entry may have changed meanwhile (a sync replaced or removed it): then the
+        // loaded upstream is not used.
+        let stale = {
+            let mut entries = lock(&self.inner.entries);
+            match (entries.get_mut(name).filter(|e| e.spec == spec), result) {
+                (None, Ok(l)) => Some(l.upstream),
+                (None, Err(_)) => return false,
+                (Some(entry), Err(e)) => {
+                    tracing::warn!(source = %name, error = %e, "loading the source again failed");
+                    entry.state = State::Failed(e.to_string());
+                    return false;
+                }
+                (Some(entry), Ok(l)) => {
+                    if let Some(up) = &l.upstream {
+                        entry.watcher = Some(self.watch_upstream(name, up));
+                    }
+                    entry.state = State::Ready {
+                        tools: l.tools,
+                        warnings: l.warnings,
+                        upstream: l.upstream,
+                        connection: l.connection.map(Box::new),
+                    };
+                    None
+                }
+            }
+        };
+        if let Some(unused) = stale {
+            if let Some(up) = unused {
+                up.shutdown().await;
+            }
+            return false;
+        }
+        if let Err(e) = self.reassemble() {
+            tracing::error!(error = %e, "re-assembling the catalog failed");
+        }
+        true
+    }
+
     /// Loads the given config-declared sources (see [`Registry::sync`]).
     pub async fn load(&self, specs: &[SourceSpec]) -> Vec<SourceReport> {
         let (declared, rejected) = declare(specs, Vec::new());
@@ -317,9 +391,9 @@ impl Registry {
                 .cloned()
                 .collect()
         };
-        let notices = &self.inner.notices;
+        let mcp = &self.mcp_context();
         let loaded = futures::future::join_all(to_load.into_iter().map(|d| async move {
-            let result = crate::load::load_with_notices(&d.spec, None, Some(notices)).await;
+            let result = crate::load::load_with(&d.spec, None, mcp).await;
             (d, result)
         }))
         .await;

@@ -124,19 +124,21 @@ pub fn free_port() -> u16 {
 
 /// Waits (up to 20 s) for the server's "toolshed listening on http://127.0.0.1:PORT" line on
 /// `stderr`, then keeps draining it in the background; `false` when it ends or times out first.
-fn listening(stderr: std::process::ChildStderr, port: u16) -> bool {
+/// The lines the server printed before it listened; `None` when it never did.
+fn listening(stderr: std::process::ChildStderr, port: u16) -> Option<Vec<String>> {
     use std::io::BufRead;
     let (tx, rx) = std::sync::mpsc::channel();
     let want = format!("toolshed listening on http://127.0.0.1:{port} ");
     std::thread::spawn(move || {
         let mut lines = std::io::BufReader::new(stderr).lines();
+        let mut before = Vec::new();
         for line in lines.by_ref() {
             match line {
                 Ok(l) if l.starts_with(&want) => {
-                    let _ = tx.send(true);
+                    let _ = tx.send(std::mem::take(&mut before));
                     break;
                 }
-                Ok(_) => {}
+                Ok(l) => before.push(l),
                 Err(_) => break,
             }
         }
@@ -144,13 +146,15 @@ fn listening(stderr: std::process::ChildStderr, port: u16) -> bool {
         // Keep reading so that the server never blocks on a full pipe.
         for _ in lines {}
     });
-    rx.recv_timeout(Duration::from_secs(20)).unwrap_or(false)
+    rx.recv_timeout(Duration::from_secs(20)).ok()
 }
 
 /// A `toolshed serve --http` child process.
 pub struct Server {
     pub child: std::process::Child,
     pub port: u16,
+    /// What it printed to stderr before it listened (the sources' reports among it).
+    pub startup: Vec<String>,
 }
 
 impl Server {
@@ -196,8 +200,12 @@ impl Server {
             cmd.stdout(Stdio::null()).stderr(Stdio::piped());
             let mut child = cmd.spawn().expect("spawn toolshed serve");
             let stderr = child.stderr.take().expect("piped stderr");
-            if listening(stderr, p) {
-                return Self { child, port: p };
+            if let Some(startup) = listening(stderr, p) {
+                return Self {
+                    child,
+                    port: p,
+                    startup,
+                };
             }
             let _ = child.kill();
             let status = child.wait();

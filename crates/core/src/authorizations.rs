@@ -1,0 +1,25 @@
+//! Authorizations a person completes in a browser for a source as a whole (an upstream MCP
+//! server's OAuth authorization-code grant), finished by the HTTP face's callback route.
+//!
+//! The source side parks an authorization and names its link; the person's browser comes back
+//! to Toolshed's callback with the authorization server's answer, which the face hands to
+//! [`SourceAuthorizations::finish`]. The trait lets the face and the engine reach the
+//! implementation (in the MCP source crate) without depending on it.
+
+/// Why a callback did not complete an authorization: an HTTP status and a message that names
+/// no secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AuthorizationError {
+    pub status: u16,
+    pub message: String,
+}
+
+/// The parked authorizations of sources, completed from the callback.
+#[async_trait::async_trait]
+pub trait SourceAuthorizations: Send + Sync {
+    /// Completes the authorization answered by `query`, the query string of the callback the
+    /// authorization server redirected the browser to (`code` and `state`, or `error`).
+    /// Answers the name of the source now authorized.
+    async fn finish(&self, query: &str) -> Result<String, AuthorizationError>;
+}

@@ -1,0 +1,160 @@
+//! An upstream MCP server whose OAuth needs a person (`oauth = { grant = "authorization_code" }`
+//! without `headless`): the upstream is a second `toolshed serve` that takes bearer tokens of a
+//! real OpenID provider (`oidc-provider`, see `oauth.rs`), whose sign-in and consent pages a
+//! person must pass. Toolshed registers itself at the provider, reports the link in the
+//! source's error, and once the person approved (the pages driven over HTTP), its callback gets
+//! the token and the source is loaded: the upstream's tools are in the catalog and answer as
+//! that person.
+
+use serde_json::Value;
+
+use crate::connections::Browser;
+use crate::oauth::Provider;
+use crate::support::{free_port, Server};
+
+/// The link in the startup line that reports the source waiting for a person.
+fn link_in(lines: &[String]) -> String {
+    let line = lines
+        .iter()
+        .find(|l| l.contains("needs a person"))
+        .unwrap_or_else(|| panic!("no source waits for a person: {lines:#?}"));
+    let start = line.find("open ").unwrap() + "open ".len();
+    let end = line[start..].find(' ').unwrap() + start;
+    line[start..end].to_string()
+}
+
+async fn get(url: &str, key: Option<&str>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().get(url);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// The path of a tool of the upstream (source `b`) in Toolshed's catalog now.
+async fn upstream_tool_now(front: &Server) -> Option<String> {
+    let (status, found) = get(&front.url("/v1/tools?query=list%20tables"), Some("k-ops")).await;
+    assert_eq!(status, 200, "{found}");
+    found["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["path"].as_str())
+        .find(|p| p.starts_with("b."))
+        .map(str::to_string)
+}
+
+/// [`upstream_tool_now`], waiting up to 10 s for the source to load.
+async fn upstream_tool(front: &Server) -> Option<String> {
+    for _ in 0..100 {
+        if let Some(p) = upstream_tool_now(front).await {
+            return Some(p);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_authorizes_an_upstream_through_the_callback() {
+    let back_port = free_port();
+    let resource = format!("http://127.0.0.1:{back_port}");
+    let Some(provider) = Provider::start(&resource) else {
+        return;
+    };
+    let issuer = &provider.issuer;
+    // The upstream: Toolshed serving its tools directly, to bearer tokens of the provider.
+    let back_dir = tempfile::tempdir().unwrap();
+    let back_config = back_dir.path().join("toolshed.toml");
+    std::fs::write(
+        &back_config,
+        format!(
+            r#"
+[[roles]]
+id = "reader"
+patterns = ["tables.list"]
+[oauth]
+resource = "{resource}"
+scopes = ["toolshed"]
+default_roles = ["reader"]
+[[oauth.issuers]]
+issuer = "{issuer}"
+allow_private = true
+"#
+        ),
+    )
+    .unwrap();
+    let _back = Server::start_on(
+        back_dir.path(),
+        Some(&back_config),
+        &["--direct"],
+        back_port,
+    );
+
+    // Toolshed in front, with the upstream as source `b`.
+    let front_port = free_port();
+    let public = format!("http://127.0.0.1:{front_port}");
+    let callback = format!("{public}/connect/upstreams/callback");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("toolshed.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[http]
+public_url = "{public}"
+[[roles]]
+id = "ops"
+patterns = ["**"]
+[[principals]]
+id = "ops"
+roles = ["ops"]
+api_keys = ["k-ops"]
+
+[[sources]]
+kind = "mcp"
+name = "b"
+url = "{resource}/mcp"
+allow_private = true
+oauth = {{ grant = "authorization_code" }}
+"#
+        ),
+    )
+    .unwrap();
+    let front = Server::start_on(dir.path(), Some(&config), &[], front_port);
+    let link = link_in(&front.startup);
+    assert!(link.starts_with(issuer.as_str()), "{link}");
+    assert_eq!(
+        upstream_tool_now(&front).await,
+        None,
+        "nothing of the upstream before the person approved"
+    );
+
+    // The person signs in and consents; the browser comes back to Toolshed's callback.
+    let back = Browser::new().grant(&link, "carol", &callback).await;
+    let (status, body) = get(&back, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["authorized"], true, "{body}");
+    assert_eq!(body["source"], "b", "{body}");
+    // A callback is used once.
+    let (status, body) = get(&back, None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "authorization_failed", "{body}");
+
+    // The source is loaded with the person's token: carol's view of the upstream.
+    let path = upstream_tool(&front)
+        .await
+        .expect("the upstream's tools in the catalog after the approval");
+    let r = reqwest::Client::new()
+        .post(front.url(&format!("/v1/tools/{path}/call")))
+        .bearer_auth("k-ops")
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "completed", "{body}");
+}

@@ -1,0 +1,342 @@
+//! The authorization-code grant completed by a person: for upstreams whose authorization server
+//! shows its sign-in and consent pages to someone (the usual case), with the person's browser
+//! sent back to Toolshed's callback.
+//!
+//! 1. An upstream configured with `grant = "authorization_code"` (without `headless`) answers
+//!    `401`. The [`Authorizer`](crate::oauth) discovers the authorization server, registers or
+//!    names its client and starts an authorization with PKCE whose redirect URI is Toolshed's
+//!    callback ([`PersonGrants::callback_url`]). It parks that authorization here
+//!    ([`PersonGrants::park`]), keyed by its `state`, and the connection fails at once with
+//!    [`waiting`]'s text, which carries the authorization URL: the source's report
+//!    (`toolshed sources`, `GET /v1/sources`) and the log show it. While the authorization is
+//!    pending ([`LINK_TTL`]), every new attempt answers the same link instead of starting
+//!    another.
+//! 2. The person opens the link, signs in and consents; the authorization server redirects the
+//!    browser to the callback.
+//! 3. The callback ([`PersonGrants::finish`]) finds the parked authorization by its `state`
+//!    (single use), exchanges the code with the PKCE verifier, keeps the token for the upstream
+//!    and tells the owner ([`PersonGrants::on_granted`]: the registry loads the source again).
+//!    That attempt takes the token and the client that got it ([`PersonGrants::take`]), which
+//!    also refreshes it later.
+//!
+//! Anyone who opens the link authorizes Toolshed with their own account at the upstream, so the
+//! link goes only where the source's errors go (the log, and the source reports, which need the
+//! admin's view). Tokens live in memory, as for the other grants: after a restart a person
+//! authorizes again. The parked authorizations live in this process: with several replicas the
+//! callback must reach the replica that made the link.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use oauth2::TokenResponse;
+use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager};
+use toolshed_core::{AuthorizationError, SourceAuthorizations};
+use toolshed_outbound::secret::redact;
+
+/// How long a parked authorization waits for its person.
+pub const LINK_TTL: Duration = Duration::from_secs(10 * 60);
+/// Most authorizations parked at once (the oldest is dropped past it).
+const MAX_PARKED: usize = 64;
+/// Longest error text an authorization server's refusal is quoted with.
+const MAX_QUOTED: usize = 300;
+
+/// The text a connection fails with while `upstream` waits for a person at `url`.
+pub fn waiting(upstream: &str, url: &str) -> String {
+    format!(
+        "upstream '{upstream}' needs a person to authorize Toolshed at its authorization server: open {url} (the link is good for {} minutes; Toolshed connects the upstream once it was approved)",
+        LINK_TTL.as_secs() / 60
+    )
+}
+
+/// An authorization that waits for its person.
+struct Parked {
+    upstream: String,
+    url: String,
+    since: Instant,
+    manager: AuthorizationManager,
+    /// The scopes asked for.
+    asked: Vec<String>,
+    /// Configured secrets, blanked out of errors.
+    secrets: Vec<String>,
+}
+
+/// A token a person's authorization got, until the upstream's next attempt takes it.
+pub(crate) struct Granted {
+    /// The client that got the token (it refreshes it).
+    pub manager: AuthorizationManager,
+    pub token: String,
+    /// The scopes asked for and granted.
+    pub held: Vec<String>,
+}
+
+type OnGranted = Arc<dyn Fn(&str) + Send + Sync>;
+
+#[derive(Default)]
+struct Inner {
+    /// By `state`.
+    parked: HashMap<String, Parked>,
+    /// By upstream.
+    granted: HashMap<String, Granted>,
+}
+
+/// The authorizations that wait for a person, and the tokens they got (see the module docs).
+pub struct PersonGrants {
+    callback: String,
+    inner: Mutex<Inner>,
+    on_granted: Mutex<Option<OnGranted>>,
+}
+
+impl PartialEq for PersonGrants {
+    /// One set of grants is equal only to itself.
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for PersonGrants {}
+
+impl std::fmt::Debug for PersonGrants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersonGrants")
+            .field("callback", &self.callback)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PersonGrants {
+    /// Grants whose person comes back to `callback_url` (Toolshed's callback route).
+    pub fn new(callback_url: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            callback: callback_url.into(),
+            inner: Mutex::default(),
+            on_granted: Mutex::default(),
+        })
+    }
+
+    /// The redirect URI sent to authorization servers.
+    pub fn callback_url(&self) -> &str {
+        &self.callback
+    }
+
+    /// Runs `f` with the upstream's name each time a person's authorization got a token.
+    pub fn on_granted(&self, f: impl Fn(&str) + Send + Sync + 'static) {
+        *self.on_granted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(f));
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.parked.retain(|_, p| p.since.elapsed() < LINK_TTL);
+        inner
+    }
+
+    /// The authorizations waiting now: (upstream, authorization URL).
+    pub fn pending(&self) -> Vec<(String, String)> {
+        let mut out: Vec<_> = self
+            .inner()
+            .parked
+            .values()
+            .map(|p| (p.upstream.clone(), p.url.clone()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The link of `upstream`'s authorization that is still waiting, if any.
+    pub(crate) fn waiting_at(&self, upstream: &str) -> Option<String> {
+        self.inner()
+            .parked
+            .values()
+            .find(|p| p.upstream == upstream)
+            .map(|p| p.url.clone())
+    }
+
+    /// Parks `upstream`'s authorization at `url` (whose `state` keys it), made by `manager`
+    /// with the scopes `asked`. An older one of the same upstream is dropped.
+    pub(crate) fn park(
+        &self,
+        upstream: &str,
+        url: &str,
+        manager: AuthorizationManager,
+        asked: Vec<String>,
+        secrets: Vec<String>,
+    ) -> Result<(), String> {
+        let state = state_of(url).ok_or("the authorization URL carries no state")?;
+        let mut inner = self.inner();
+        inner.parked.retain(|_, p| p.upstream != upstream);
+        if inner.parked.len() >= MAX_PARKED {
+            let oldest = inner
+                .parked
+                .iter()
+                .min_by_key(|(_, p)| p.since)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                inner.parked.remove(&k);
+            }
+        }
+        inner.parked.insert(
+            state,
+            Parked {
+                upstream: upstream.to_string(),
+                url: url.to_string(),
+                since: Instant::now(),
+                manager,
+                asked,
+                secrets,
+            },
+        );
+        Ok(())
+    }
+
+    /// The token a person's authorization got for `upstream`, once.
+    pub(crate) fn take(&self, upstream: &str) -> Option<Granted> {
+        self.inner().granted.remove(upstream)
+    }
+
+    /// Completes the authorization `callback_url` answers (see the module docs); the upstream's
+    /// name.
+    pub async fn complete(&self, callback_url: &str) -> Result<String, PersonGrantError> {
+        let url = reqwest::Url::parse(callback_url)
+            .map_err(|e| PersonGrantError::BadCallback(e.to_string()))?;
+        let param = |name: &str| {
+            url.query_pairs()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+        };
+        let state = param("state").ok_or(PersonGrantError::UnknownState)?;
+        let parked = self
+            .inner()
+            .parked
+            .remove(&state)
+            .ok_or(PersonGrantError::UnknownState)?;
+        let clean = |text: &str| {
+            let refs: Vec<&str> = parked.secrets.iter().map(String::as_str).collect();
+            let text = redact(text, &refs);
+            text.chars().take(MAX_QUOTED).collect::<String>()
+        };
+        if let Some(error) = param("error") {
+            let detail = param("error_description")
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            return Err(PersonGrantError::Refused {
+                upstream: parked.upstream,
+                reason: clean(&format!("{error}{detail}")),
+            });
+        }
+        let callback = AuthorizationCallback::from_redirect_url(callback_url)
+            .map_err(|e| PersonGrantError::BadCallback(clean(&e.to_string())))?;
+        let token = parked
+            .manager
+            .exchange_code_for_token_with_issuer(
+                &callback.code,
+                &callback.csrf_token,
+                callback.issuer.as_deref(),
+            )
+            .await
+            .map_err(|e| PersonGrantError::Exchange {
+                upstream: parked.upstream.clone(),
+                reason: clean(&e.to_string()),
+            })?;
+        let granted = parked.manager.get_current_scopes().await;
+        let mut held = parked.asked.clone();
+        for s in granted {
+            if !held.contains(&s) {
+                held.push(s);
+            }
+        }
+        let upstream = parked.upstream.clone();
+        self.inner().granted.insert(
+            upstream.clone(),
+            Granted {
+                manager: parked.manager,
+                token: token.access_token().secret().to_string(),
+                held,
+            },
+        );
+        tracing::info!(upstream = %upstream, "a person authorized Toolshed at the upstream's authorization server");
+        let hook = self
+            .on_granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(&upstream);
+        }
+        Ok(upstream)
+    }
+}
+
+#[async_trait::async_trait]
+impl SourceAuthorizations for PersonGrants {
+    async fn finish(&self, query: &str) -> Result<String, AuthorizationError> {
+        self.complete(&format!("{}?{query}", self.callback))
+            .await
+            .map_err(|e| AuthorizationError {
+                status: e.status(),
+                message: e.to_string(),
+            })
+    }
+}
+
+/// The `state` parameter of an authorization URL.
+fn state_of(url: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .ok()?
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Why a callback did not complete an authorization. No variant carries a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum PersonGrantError {
+    #[error("unknown, used or expired state: open the link in the source's error again (a new one is made after {} minutes)", LINK_TTL.as_secs() / 60)]
+    UnknownState,
+    #[error("the callback is malformed: {0}")]
+    BadCallback(String),
+    #[error("the authorization server refused to authorize Toolshed for upstream '{upstream}': {reason}")]
+    Refused { upstream: String, reason: String },
+    #[error("exchanging the code for a token failed for upstream '{upstream}': {reason}")]
+    Exchange { upstream: String, reason: String },
+}
+
+impl PersonGrantError {
+    /// The HTTP status of the failure.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::UnknownState | Self::BadCallback(_) => 400,
+            Self::Refused { .. } => 403,
+            Self::Exchange { .. } => 502,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_keys_an_authorization() {
+        assert_eq!(
+            state_of("https://as.example/authorize?client_id=c&state=abc%2B1&scope=x").as_deref(),
+            Some("abc+1")
+        );
+        assert_eq!(state_of("https://as.example/authorize?client_id=c"), None);
+        assert!(waiting("tracker", "https://as.example/a?state=s")
+            .contains("open https://as.example/a?state=s"));
+    }
+
+    #[tokio::test]
+    async fn callbacks_without_a_parked_authorization_are_refused() {
+        let grants = PersonGrants::new("http://127.0.0.1:1/connect/upstreams/callback");
+        let e = grants
+            .complete("http://127.0.0.1:1/connect/upstreams/callback?code=c&state=nope")
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PersonGrantError::UnknownState));
+        assert_eq!(e.status(), 400);
+        let e = grants.complete("not a url").await.unwrap_err();
+        assert!(matches!(e, PersonGrantError::BadCallback(_)));
+        assert!(grants.pending().is_empty());
+    }
+}
