@@ -611,6 +611,7 @@ async fn attempt_http(
     let http = crate::oauth::UpstreamHttp {
         inner: http,
         auth: client.oauth.clone(),
+        allow_private: cfg.allow_private,
     };
     let (recording, direct) = crate::direct::pair(http, url, client.clone());
     let transport = StreamableHttpClientTransport::with_client(recording, config);

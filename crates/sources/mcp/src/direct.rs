@@ -131,7 +131,14 @@ impl Recording {
                 .inner
                 .auth
                 .is_none()
-                .then(|| lean::Prepared::new(uri, session_id.as_deref(), headers))
+                .then(|| {
+                    lean::Prepared::new(
+                        uri,
+                        session_id.as_deref(),
+                        headers,
+                        self.inner.allow_private,
+                    )
+                })
                 .flatten();
             let handshake = Handshake {
                 session_id: session_id.clone(),

@@ -10,6 +10,9 @@
 //! parameters, and a JSON answer is read as what it must be, a response to `tools/call`; only
 //! an answer that does not read as one is parsed as rmcp parses it.
 //!
+//! A plain-`http` upstream is posted to over the session's own connections, driven by the
+//! calling task ([`crate::h1`]); others (`https`) through reqwest's client.
+//!
 //! The answers are those of rmcp's client: `202`/`204` accepted, `404` an expired session, an
 //! SSE stream (each event bounded, as rmcp bounds them) or a JSON message (bounded), a JSON-RPC
 //! error in a failed response's JSON body, and otherwise the status with the start of the body.
@@ -44,6 +47,8 @@ pub(crate) struct Prepared {
     url: reqwest::Url,
     headers: HeaderMap,
     session_id: Option<String>,
+    /// The session's own connections, for a plain-`http` upstream.
+    h1: Option<crate::h1::Connections>,
 }
 
 impl Prepared {
@@ -54,6 +59,7 @@ impl Prepared {
         uri: &str,
         session_id: Option<&str>,
         custom: &HashMap<HeaderName, HeaderValue>,
+        allow_private: bool,
     ) -> Option<Self> {
         let url = reqwest::Url::parse(uri).ok()?;
         let mut headers = HeaderMap::with_capacity(custom.len() + 3);
@@ -69,6 +75,7 @@ impl Prepared {
             headers.insert("mcp-session-id", HeaderValue::from_str(id).ok()?);
         }
         Some(Self {
+            h1: crate::h1::Connections::for_url(&url, allow_private),
             url,
             headers,
             session_id: session_id.map(str::to_string),
@@ -155,14 +162,10 @@ pub(crate) async fn post_call(
         method: "tools/call",
         params,
     })?;
-    let response = client
-        .post(prepared.url.clone())
-        .headers(prepared.headers.clone())
-        .body(body)
-        .send()
-        .await
-        .map_err(StreamableHttpError::Client)?;
-    let status = response.status();
+    let (status, content_type, answer) = match &prepared.h1 {
+        Some(conns) => send_own(conns, prepared, body).await?,
+        None => send_pooled(client, prepared, body).await?,
+    };
     let session = prepared.session_id.clone();
     if matches!(
         status,
@@ -173,30 +176,30 @@ pub(crate) async fn post_call(
     if status == reqwest::StatusCode::NOT_FOUND && session.is_some() {
         return Err(StreamableHttpError::SessionExpired);
     }
-    let content_type = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let is = |prefix: &str| {
         content_type
             .as_deref()
             .is_some_and(|ct| ct.as_bytes().starts_with(prefix.as_bytes()))
     };
-    let (json, sse) = (is("application/json"), is("text/event-stream"));
+    let json = is("application/json");
+    let body = match answer {
+        Answer::Stream(bytes) if status.is_success() => {
+            let bytes = Bounded::new(bytes, max_sse_event);
+            return Ok(StreamableHttpPostResponse::Sse(
+                SseStream::from_bytes_stream(bytes).boxed(),
+                session,
+            ));
+        }
+        // A failed event stream: its start, for the error.
+        Answer::Stream(bytes) => read_some(bytes, MAX_ERROR_BODY).await,
+        Answer::Read(bytes) => bytes,
+    };
     if !status.is_success() {
-        return failed(response, status, json, session).await;
-    }
-    if sse {
-        let bytes = Bounded::new(response.bytes_stream(), max_sse_event);
-        return Ok(StreamableHttpPostResponse::Sse(
-            SseStream::from_bytes_stream(bytes).boxed(),
-            session,
-        ));
+        return failed(body, status, json, session);
     }
     if !json {
         return Err(StreamableHttpError::UnexpectedContentType(content_type));
     }
-    let body = read_bounded(response, MAX_JSON).await?;
     match read_answer(&body) {
         Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
         Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
@@ -208,15 +211,70 @@ pub(crate) async fn post_call(
     }
 }
 
+/// Status, content type and body of an answer.
+type Answered = (reqwest::StatusCode, Option<String>, Answer);
+
+/// Posts `body` over the session's own connections ([`crate::h1`]).
+async fn send_own(
+    conns: &crate::h1::Connections,
+    prepared: &Prepared,
+    body: Vec<u8>,
+) -> Result<Answered, HttpError> {
+    let (parts, body) = conns
+        .post(&prepared.headers, Bytes::from(body), MAX_JSON)
+        .await
+        .map_err(h1_error)?;
+    let answer = match body {
+        crate::h1::Body::Read(bytes) => Answer::Read(bytes),
+        crate::h1::Body::Stream(incoming) => Answer::Stream(
+            http_body_util::BodyDataStream::new(incoming)
+                .map(|r| r.map_err(|e| Box::new(e) as BoxError))
+                .boxed(),
+        ),
+    };
+    Ok((parts.status, content_type_of(&parts.headers), answer))
+}
+
+/// Posts `body` with reqwest's client (an `https` upstream).
+async fn send_pooled(
+    client: &reqwest::Client,
+    prepared: &Prepared,
+    body: Vec<u8>,
+) -> Result<Answered, HttpError> {
+    let response = client
+        .post(prepared.url.clone())
+        .headers(prepared.headers.clone())
+        .body(body)
+        .send()
+        .await
+        .map_err(StreamableHttpError::Client)?;
+    let (status, content_type) = (response.status(), content_type_of(response.headers()));
+    let answer = if is_sse(&content_type) {
+        Answer::Stream(
+            response
+                .bytes_stream()
+                .map(|r| r.map_err(|e| Box::new(e) as BoxError))
+                .boxed(),
+        )
+    } else {
+        Answer::Read(read_bounded(response, MAX_JSON).await?)
+    };
+    Ok((status, content_type, answer))
+}
+
 /// A failed response: the JSON-RPC error in its JSON body (the upstream's refusal, as rmcp
 /// gives it), else an error with its status and the start of its body.
-async fn failed(
-    response: reqwest::Response,
+fn failed(
+    body: Bytes,
     status: reqwest::StatusCode,
     json: bool,
     session: Option<String>,
 ) -> Result<StreamableHttpPostResponse, HttpError> {
-    let body = read_bounded(response, MAX_ERROR_BODY).await?;
+    if body.len() > MAX_ERROR_BODY {
+        return Err(StreamableHttpError::ResponseBodyTooLarge {
+            max_size: MAX_ERROR_BODY,
+        });
+    }
     let auth = matches!(
         status,
         reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN
@@ -241,6 +299,52 @@ fn quoted(body: &[u8]) -> String {
     } else {
         text.into_owned()
     }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An answer's body: read whole, or an event stream.
+enum Answer {
+    Read(Bytes),
+    Stream(futures::stream::BoxStream<'static, Result<Bytes, BoxError>>),
+}
+
+fn content_type_of(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+fn is_sse(content_type: &Option<String>) -> bool {
+    content_type
+        .as_deref()
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// A failure of the session's own connections, as rmcp's client reports transport failures.
+fn h1_error(e: crate::h1::H1Error) -> HttpError {
+    match e {
+        crate::h1::H1Error::TooLarge(max) => {
+            StreamableHttpError::ResponseBodyTooLarge { max_size: max }
+        }
+        e => StreamableHttpError::Io(std::io::Error::other(e.to_string())),
+    }
+}
+
+/// Up to `max` bytes of `stream` (the start of a failed answer).
+async fn read_some(
+    mut stream: futures::stream::BoxStream<'static, Result<Bytes, BoxError>>,
+    max: usize,
+) -> Bytes {
+    let mut all = Vec::new();
+    while let Some(Ok(chunk)) = stream.next().await {
+        all.extend_from_slice(&chunk);
+        if all.len() >= max {
+            all.truncate(max);
+            break;
+        }
+    }
+    Bytes::from(all)
 }
 
 /// The body of `response`, failing past `max` bytes.
@@ -325,14 +429,14 @@ impl<S> Bounded<S> {
 #[derive(Debug, thiserror::Error)]
 enum StreamError {
     #[error(transparent)]
-    Read(reqwest::Error),
+    Read(BoxError),
     #[error("an event of the answer stream exceeded the maximum size of {0} bytes")]
     EventTooLarge(usize),
 }
 
 impl<S> Stream for Bounded<S>
 where
-    S: Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
+    S: Stream<Item = Result<Bytes, BoxError>> + Unpin,
 {
     type Item = Result<Bytes, StreamError>;
 
@@ -408,17 +512,17 @@ mod tests {
 
     #[test]
     fn an_event_is_bounded_however_the_stream_is_cut() {
-        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, reqwest::Error>>(), 8);
+        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, BoxError>>(), 8);
         assert!(b.admit(b"data: 1\n"));
         assert!(b.admit(b"\ndata: 22"), "a boundary split across chunks");
         assert_eq!(b.pending, 8);
         assert!(b.admit(b"\r\n\r\n"));
         assert_eq!(b.pending, 0);
         assert!(!b.admit(b"data: 123456789"), "one event past the limit");
-        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, reqwest::Error>>(), 8);
+        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, BoxError>>(), 8);
         assert!(b.admit(b"data: 1\n\ndata: 2\n\ndata"));
         assert_eq!(b.pending, 4);
-        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, reqwest::Error>>(), 8);
+        let mut b = Bounded::new(futures::stream::empty::<Result<Bytes, BoxError>>(), 8);
         assert!(b.admit(b"data: 1\n\rdata: 22"), "LF then CR ends an event");
         assert_eq!(b.pending, 8);
     }

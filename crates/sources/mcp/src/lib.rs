@@ -13,6 +13,8 @@
 //!   accepted protocol revisions and the `server/discover` fallback.
 //! - [`supervisor`]: the session's lifetime: reconnect with backoff, re-list after
 //!   `tools/list_changed`, close on shutdown.
+//! - `lean` and `h1`: that post without rmcp's generic HTTP code, over the session's own
+//!   HTTP/1.1 connections driven by the calling task when the upstream is plain `http`.
 //! - `handler`: the tool handler that relays one call as `tools/call`.
 //! - `direct`: the fast path of a plain `tools/call` over streamable HTTP (the caller's task
 //!   posts the request and reads its answer, rmcp's client worker is not involved), and when
@@ -50,6 +52,7 @@ pub mod connect;
 mod direct;
 pub mod entries;
 pub mod error;
+mod h1;
 mod handler;
 pub mod issuer;
 mod lean;

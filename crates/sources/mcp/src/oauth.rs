@@ -1012,6 +1012,9 @@ fn scopes_of(url: &str) -> Vec<String> {
 pub(crate) struct UpstreamHttp {
     pub(crate) inner: reqwest::Client,
     pub(crate) auth: Option<Arc<Authorizer>>,
+    /// Whether the upstream may be on a private address (the client's own connections check
+    /// it, [`crate::h1`]).
+    pub(crate) allow_private: bool,
 }
 
 impl UpstreamHttp {
