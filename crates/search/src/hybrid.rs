@@ -336,7 +336,12 @@ fn fuse(
             for hit in semantic {
                 fused.entry(hit.doc).or_default();
             }
-            let cos: Vec<(usize, f32)> = fused.keys().map(|&d| (d, cosine(d))).collect();
+            // A similarity that is not a number (a damaged vector) counts as the lowest.
+            let cos: Vec<(usize, f32)> = fused
+                .keys()
+                .map(|&d| (d, cosine(d)))
+                .filter(|c| c.1.is_finite())
+                .collect();
             let lo = cos.iter().map(|c| c.1).fold(f32::INFINITY, f32::min);
             let hi = cos.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
             let span = (hi - lo).max(1e-6);
@@ -579,6 +584,19 @@ mod tests {
         // 3: a fair lexical match and a near semantic one; 4: the nearest, no words in common;
         // 1: the best lexical match, far in meaning; 2: weak both ways.
         assert_eq!(order(fuse(&lexical, &semantic, cos, &config)), [3, 4, 1, 2]);
+    }
+
+    #[test]
+    fn a_similarity_that_is_not_a_number_ranks_lowest() {
+        let config = HybridConfig::default();
+        let lexical = ranking(&[1, 2]);
+        let semantic = ranking(&[2, 3, 1]);
+        // 1: the best words, a damaged vector (no semantic share); 2: good both ways; 3: the
+        // least similar of the others.
+        let cos = |d: usize| [0.0, f32::NAN, 0.9, 0.1][d];
+        let fused = fuse(&lexical, &semantic, cos, &config);
+        assert!(fused.iter().all(|h| h.score.is_finite()), "{fused:?}");
+        assert_eq!(order(fused), [2, 1, 3]);
     }
 
     #[test]

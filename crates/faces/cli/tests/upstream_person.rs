@@ -16,10 +16,10 @@ use crate::support::{free_port, Server};
 fn link_in(lines: &[String]) -> String {
     let line = lines
         .iter()
-        .find(|l| l.contains("needs a person"))
+        .find(|l| l.contains("needs a person") && l.contains("(open "))
         .unwrap_or_else(|| panic!("no source waits for a person: {lines:#?}"));
-    let start = line.find("open ").unwrap() + "open ".len();
-    let end = line[start..].find(' ').unwrap() + start;
+    let start = line.find("(open ").unwrap() + "(open ".len();
+    let end = line[start..].find(')').unwrap() + start;
     line[start..end].to_string()
 }
 

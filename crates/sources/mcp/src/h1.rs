@@ -9,16 +9,19 @@
 //! connection was handed to a task of its own, and that connection is not reused.
 //!
 //! Only what the guarded client would reach is reached: the host is resolved at each new
-//! connection and refused when any of its addresses is one [`AddressRule`] refuses (private,
-//! loopback and the like, unless the source allows private addresses). A connection that closed
-//! while idle is found closed when taken and dropped; a request the connection dropped unsent
-//! (hyper's "canceled") is sent once more on a new connection.
+//! connection, the addresses [`AddressRule`] refuses (private, loopback and the like, unless the
+//! source allows private addresses) are dropped, as the guarded resolver drops them, and the
+//! others are tried in turn. A connection that closed while idle is found closed when taken and
+//! dropped; one that closes before the request was written is dropped too, which hands the
+//! request back unsent (hyper's "canceled"), and the request goes once more on a new
+//! connection. A connection whose answer was not read to its end is never reused.
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use http::header::HOST;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
@@ -66,9 +69,9 @@ pub(crate) enum H1Error {
 /// writing when polled.
 struct Conn {
     sender: http1::SendRequest<Full<Bytes>>,
-    conn: Connection,
-    /// The connection future finished (the connection closed): it is not polled again.
-    closed: bool,
+    /// `None` once it finished (the connection closed): dropping it hands requests not yet
+    /// written back as canceled.
+    conn: Option<Connection>,
 }
 
 /// The body of an answer: read whole (JSON, errors), or streaming (SSE) with its connection in
@@ -143,13 +146,20 @@ impl Connections {
     ) -> Result<(http::response::Parts, Body), H1Error> {
         let mut resent = false;
         loop {
-            let mut c = self.take().await?;
+            // A request sent again goes on a new connection.
+            let mut c = if resent {
+                self.dial().await?
+            } else {
+                self.take().await?
+            };
             let mut request = Request::new(Full::new(body.clone()));
             *request.method_mut() = Method::POST;
             *request.uri_mut() = self.target.clone();
             let h = request.headers_mut();
             h.reserve(headers.len() + 1);
-            h.insert(HOST, self.authority.clone());
+            if !headers.contains_key(HOST) {
+                h.insert(HOST, self.authority.clone());
+            }
             for (name, value) in headers {
                 h.append(name, value.clone());
             }
@@ -170,20 +180,24 @@ impl Connections {
         max: usize,
     ) -> Result<(http::response::Parts, Body), H1Error> {
         let (parts, incoming) = response.into_parts();
-        let streams = parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-        if streams {
+        let content_type = parts.headers.get(http::header::CONTENT_TYPE);
+        let is = |prefix: &[u8]| content_type.is_some_and(|v| v.as_bytes().starts_with(prefix));
+        if is(b"text/event-stream") {
             // Read as it comes, for as long as it lasts: the connection runs on its own and
             // closes when the stream ends.
-            tokio::spawn(async move {
-                let _ = c.conn.await;
-            });
+            if let Some(conn) = c.conn.take() {
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
             return Ok((parts, Body::Stream(incoming)));
         }
+        if parts.status.is_success() && !is(b"application/json") {
+            // Neither of the answers a post may have: not read (the connection goes with it).
+            return Ok((parts, Body::Read(Bytes::new())));
+        }
         let bytes = c.read_body(incoming, max).await?;
-        if !c.closed {
+        if c.conn.is_some() {
             let mut idle = self.idle();
             if idle.len() < MAX_IDLE {
                 idle.push(c);
@@ -204,7 +218,8 @@ impl Connections {
         }
     }
 
-    /// A new connection to the first address of the host, when none of them is refused.
+    /// A new connection to the first address of the host that answers, among those the
+    /// address rule allows.
     async fn dial(&self) -> Result<Conn, H1Error> {
         let addrs: Vec<SocketAddr> = match self.host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, self.port)],
@@ -216,52 +231,73 @@ impl Connections {
                 })?
                 .collect(),
         };
-        for a in &addrs {
-            if let Some(class) = self.rule.refusal(a.ip()) {
-                return Err(H1Error::Refused {
-                    host: self.host.clone(),
-                    addr: a.ip(),
-                    class,
-                });
+        let mut first_refused = None;
+        let allowed: Vec<SocketAddr> = addrs
+            .into_iter()
+            .filter(|a| match self.rule.refusal(a.ip()) {
+                None => true,
+                Some(class) => {
+                    first_refused.get_or_insert((a.ip(), class));
+                    false
+                }
+            })
+            .collect();
+        if let (true, Some((addr, class))) = (allowed.is_empty(), first_refused) {
+            return Err(H1Error::Refused {
+                host: self.host.clone(),
+                addr,
+                class,
+            });
+        }
+        let mut failure = H1Error::NoAddress {
+            host: self.host.clone(),
+        };
+        let mut opened = None;
+        for addr in allowed {
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => {
+                    opened = Some(stream);
+                    break;
+                }
+                Ok(Err(source)) => failure = H1Error::Connect { addr, source },
+                Err(_) => failure = H1Error::ConnectTimeout(addr),
             }
         }
-        let addr = *addrs.first().ok_or_else(|| H1Error::NoAddress {
-            host: self.host.clone(),
-        })?;
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| H1Error::ConnectTimeout(addr))?
-            .map_err(|source| H1Error::Connect { addr, source })?;
+        let stream = opened.ok_or(failure)?;
         let _ = stream.set_nodelay(true);
         let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
         Ok(Conn {
             sender,
-            conn,
-            closed: false,
+            conn: Some(conn),
         })
     }
 }
 
 type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
 
-/// Polls `conn` until it finished (closed or failed), noting it in `closed`.
-async fn drive(conn: &mut Connection, closed: &mut bool) -> Result<(), H1Error> {
+/// Polls the connection in `slot` until it finished (closed or failed), then drops it. Pending
+/// until then, and for ever on an empty slot.
+async fn drive(slot: &mut Option<Connection>) -> Result<(), H1Error> {
+    let Some(conn) = slot.as_mut() else {
+        return std::future::pending().await;
+    };
     let r = conn.await;
-    *closed = true;
+    *slot = None;
     Ok(r?)
 }
 
 impl Conn {
-    /// Drives the connection until it can take a request; false when it closed.
+    /// Whether the connection can take a request now: it is driven until it can, and found
+    /// closed when the upstream closed it while it was idle.
     async fn ready(&mut self) -> bool {
-        if self.closed {
+        // Whatever the connection has to read first (the upstream's close) is read now.
+        if drive(&mut self.conn).now_or_never().is_some() {
             return false;
         }
-        let open = !self.closed;
         tokio::select! {
             biased;
-            r = self.sender.ready() => r.is_ok(),
-            _ = drive(&mut self.conn, &mut self.closed), if open => false,
+            r = self.sender.ready() => r.is_ok() && self.conn.is_some(),
+            _ = drive(&mut self.conn) => false,
         }
     }
 
@@ -272,14 +308,18 @@ impl Conn {
     ) -> Result<Response<Incoming>, H1Error> {
         let answer = self.sender.send_request(request);
         tokio::pin!(answer);
-        let open = !self.closed;
         tokio::select! {
             biased;
             r = &mut answer => Ok(r?),
-            r = drive(&mut self.conn, &mut self.closed), if open => {
-                // The connection ended first: the request's own outcome says how.
-                r?;
-                Ok(answer.await?)
+            r = drive(&mut self.conn) => {
+                // The connection ended first, and was dropped: the request's own outcome
+                // says how (canceled when it was never written).
+                match (answer.await, r) {
+                    (Ok(response), _) => Ok(response),
+                    (Err(e), _) if e.is_canceled() => Err(e.into()),
+                    (Err(_), Err(closed)) => Err(closed),
+                    (Err(e), Ok(())) => Err(e.into()),
+                }
             }
         }
     }
@@ -289,11 +329,10 @@ impl Conn {
         let mut first: Option<Bytes> = None;
         let mut all: Vec<u8> = Vec::new();
         loop {
-            let open = !self.closed;
             let frame = tokio::select! {
                 biased;
                 f = body.frame() => f,
-                r = drive(&mut self.conn, &mut self.closed), if open => {
+                r = drive(&mut self.conn) => {
                     r?;
                     body.frame().await
                 }
@@ -342,9 +381,18 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A raw HTTP/1.1 server answering each POST with `answer` (after reading its body);
-    /// `close_after` closes each connection after its first answer, without saying so. Counts
-    /// the connections.
+    /// `close_after` closes each connection after its first answer, without saying so, and
+    /// `idle_close` when it was idle that long (an upstream's keep-alive timeout). Counts the
+    /// connections.
     async fn server(answer: &'static str, close_after: bool) -> (String, Arc<AtomicUsize>) {
+        server_closing(answer, close_after, None).await
+    }
+
+    async fn server_closing(
+        answer: &'static str,
+        close_after: bool,
+        idle_close: Option<Duration>,
+    ) -> (String, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let count = Arc::new(AtomicUsize::new(0));
@@ -357,7 +405,14 @@ mod tests {
                     let mut buf = Vec::new();
                     loop {
                         let mut chunk = [0u8; 4096];
-                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        let read = s.read(&mut chunk);
+                        let n = match idle_close {
+                            Some(idle) => match tokio::time::timeout(idle, read).await {
+                                Ok(r) => r.unwrap_or(0),
+                                Err(_) => return,
+                            },
+                            None => read.await.unwrap_or(0),
+                        };
                         if n == 0 {
                             return;
                         }
@@ -419,6 +474,21 @@ mod tests {
             let (parts, _) = post(&c).await.unwrap();
             assert_eq!(parts.status, 200);
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(count.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_upstream_closed_while_idle_is_not_used() {
+        // The upstream closes a connection idle for 50 ms; the next call comes after 200 ms,
+        // once the close arrived, and finds it closed.
+        let (url, count) = server_closing(JSON, false, Some(Duration::from_millis(50))).await;
+        let c = conns(&url);
+        for _ in 0..3 {
+            let answered = tokio::time::timeout(Duration::from_secs(5), post(&c)).await;
+            let (parts, _) = answered.expect("no call hangs").unwrap();
+            assert_eq!(parts.status, 200);
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
         assert_eq!(count.load(Ordering::SeqCst), 3);
     }

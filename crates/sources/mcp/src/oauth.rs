@@ -700,9 +700,9 @@ impl Authorizer {
             Ok((token, held)) => Ok(self.store(st, token, Some(held))),
             Err(e) => {
                 if let Some(url) = self.person_waiting() {
-                    tracing::warn!(upstream = %self.name, authorization_url = %url, "the upstream waits for a person to authorize Toolshed");
+                    tracing::warn!(upstream = %self.name, authorization_url = %url, "the upstream waits for a person to authorize Toolshed: open the authorization_url");
                     return Err(StreamableHttpError::Auth(AuthError::AuthorizationFailed(
-                        waiting(&self.name, &url),
+                        waiting(&self.name),
                     )));
                 }
                 let reason = self.clean(&e.to_string());
@@ -724,7 +724,7 @@ impl Authorizer {
     }
 
     /// The person's grants, when a person does the user's part of this upstream's flow.
-    fn person(&self) -> Option<&PersonGrants> {
+    fn person(&self) -> Option<&Arc<PersonGrants>> {
         match (&self.cfg.grant, &self.cfg.agent, &self.cfg.person) {
             (OAuthGrant::AuthorizationCode, None, Some(p)) => Some(p),
             _ => None,
@@ -734,13 +734,13 @@ impl Authorizer {
     /// Parks the authorization at `url` for a person ([`crate::person`]); the error says so.
     fn park(
         &self,
-        person: &PersonGrants,
+        person: &Arc<PersonGrants>,
         url: &str,
         manager: AuthorizationManager,
         asked: Vec<String>,
     ) -> AuthError {
         match person.park(&self.name, url, manager, asked, self.cfg.secret_values()) {
-            Ok(()) => AuthError::AuthorizationFailed(waiting(&self.name, url)),
+            Ok(()) => AuthError::AuthorizationFailed(waiting(&self.name)),
             Err(e) => AuthError::AuthorizationFailed(e),
         }
     }
@@ -759,12 +759,18 @@ impl Authorizer {
                 st.manager = Some(granted.manager);
                 return Ok((granted.token, granted.held));
             }
-            if let Some(url) = person.waiting_at(&self.name) {
-                return Err(AuthError::AuthorizationFailed(waiting(&self.name, &url)));
+            if person.waiting_at(&self.name).is_some() {
+                return Err(AuthError::AuthorizationFailed(waiting(&self.name)));
             }
         }
         let manager = match st.manager.take() {
-            // A step-up keeps the client (and the metadata) of the first authorization.
+            // A step-up keeps the client (and the metadata) of the first authorization; one a
+            // person approves starts afresh instead, so that the current token keeps being
+            // refreshed until the person approved.
+            Some(m) if step_up && self.person().is_some() => {
+                st.manager = Some(m);
+                None
+            }
             Some(m) if step_up => Some(m),
             _ => None,
         };
@@ -799,10 +805,9 @@ impl Authorizer {
             }
             OAuthGrant::AuthorizationCode if stepping_up => {
                 let url = manager.request_scope_upgrade(&scopes.join(" ")).await;
-                match (url, self.person()) {
-                    (Ok(url), Some(person)) => return Err(self.park(person, &url, manager, scopes)),
-                    (Ok(url), None) => self.complete(&manager, &url).await.map(|t| (t, scopes)),
-                    (Err(e), _) => Err(e),
+                match url {
+                    Ok(url) => self.complete(&manager, &url).await.map(|t| (t, scopes)),
+                    Err(e) => Err(e),
                 }
             }
             OAuthGrant::AuthorizationCode => {

@@ -7,21 +7,23 @@
 //!    names its client and starts an authorization with PKCE whose redirect URI is Toolshed's
 //!    callback ([`PersonGrants::callback_url`]). It parks that authorization here
 //!    ([`PersonGrants::park`]), keyed by its `state`, and the connection fails at once with
-//!    [`waiting`]'s text, which carries the authorization URL: the source's report
-//!    (`toolshed sources`, `GET /v1/sources`) and the log show it. While the authorization is
-//!    pending ([`LINK_TTL`]), every new attempt answers the same link instead of starting
-//!    another.
+//!    [`waiting`]'s text. That text names no link, since it may reach whoever called a tool of
+//!    the upstream (a step-up): the link goes only to the log and to the source's report,
+//!    which `toolshed serve` prints ([`PersonGrants::waiting_at`]). While the authorization is
+//!    pending ([`LINK_TTL`]), every new attempt waits for the same link instead of starting
+//!    another; when it expires, the owner is told ([`PersonGrants::on_change`]) and the next
+//!    attempt makes a new one.
 //! 2. The person opens the link, signs in and consents; the authorization server redirects the
 //!    browser to the callback.
 //! 3. The callback ([`PersonGrants::finish`]) finds the parked authorization by its `state`
 //!    (single use), exchanges the code with the PKCE verifier, keeps the token for the upstream
-//!    and tells the owner ([`PersonGrants::on_granted`]: the registry loads the source again).
+//!    and tells the owner ([`PersonGrants::on_change`]: the registry loads the source again).
 //!    That attempt takes the token and the client that got it ([`PersonGrants::take`]), which
 //!    also refreshes it later.
 //!
 //! Anyone who opens the link authorizes Toolshed with their own account at the upstream, so the
-//! link goes only where the source's errors go (the log, and the source reports, which need the
-//! admin's view). Tokens live in memory, as for the other grants: after a restart a person
+//! link goes only to those who run the server (its log and its source reports), never into a
+//! tool's error. The callback does not tie the state to the browser that opened the link. Tokens live in memory, as for the other grants: after a restart a person
 //! authorizes again. The parked authorizations live in this process: with several replicas the
 //! callback must reach the replica that made the link.
 
@@ -35,17 +37,17 @@ use toolshed_core::{AuthorizationError, SourceAuthorizations};
 use toolshed_outbound::secret::redact;
 
 /// How long a parked authorization waits for its person.
-pub const LINK_TTL: Duration = Duration::from_secs(10 * 60);
+pub const LINK_TTL: Duration = Duration::from_secs(60 * 60);
 /// Most authorizations parked at once (the oldest is dropped past it).
 const MAX_PARKED: usize = 64;
 /// Longest error text an authorization server's refusal is quoted with.
 const MAX_QUOTED: usize = 300;
 
-/// The text a connection fails with while `upstream` waits for a person at `url`.
-pub fn waiting(upstream: &str, url: &str) -> String {
+/// The text a connection (or a call) fails with while `upstream` waits for a person. It names
+/// no link: a tool's caller may read it.
+pub fn waiting(upstream: &str) -> String {
     format!(
-        "upstream '{upstream}' needs a person to authorize Toolshed at its authorization server: open {url} (the link is good for {} minutes; Toolshed connects the upstream once it was approved)",
-        LINK_TTL.as_secs() / 60
+        "upstream '{upstream}' needs a person to authorize Toolshed at its authorization server: whoever runs Toolshed finds the link in its log and in the source's report; Toolshed connects the upstream once it was approved"
     )
 }
 
@@ -70,7 +72,7 @@ pub(crate) struct Granted {
     pub held: Vec<String>,
 }
 
-type OnGranted = Arc<dyn Fn(&str) + Send + Sync>;
+type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {
@@ -84,7 +86,7 @@ struct Inner {
 pub struct PersonGrants {
     callback: String,
     inner: Mutex<Inner>,
-    on_granted: Mutex<Option<OnGranted>>,
+    on_change: Mutex<Option<OnChange>>,
 }
 
 impl PartialEq for PersonGrants {
@@ -110,7 +112,7 @@ impl PersonGrants {
         Arc::new(Self {
             callback: callback_url.into(),
             inner: Mutex::default(),
-            on_granted: Mutex::default(),
+            on_change: Mutex::default(),
         })
     }
 
@@ -119,9 +121,21 @@ impl PersonGrants {
         &self.callback
     }
 
-    /// Runs `f` with the upstream's name each time a person's authorization got a token.
-    pub fn on_granted(&self, f: impl Fn(&str) + Send + Sync + 'static) {
-        *self.on_granted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(f));
+    /// Runs `f` with the upstream's name each time a person's authorization got a token, and
+    /// each time one expired unused (the next attempt makes a new link).
+    pub fn on_change(&self, f: impl Fn(&str) + Send + Sync + 'static) {
+        *self.on_change.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(f));
+    }
+
+    fn changed(&self, upstream: &str) {
+        let hook = self
+            .on_change
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(upstream);
+        }
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {
@@ -142,8 +156,9 @@ impl PersonGrants {
         out
     }
 
-    /// The link of `upstream`'s authorization that is still waiting, if any.
-    pub(crate) fn waiting_at(&self, upstream: &str) -> Option<String> {
+    /// The link of `upstream`'s authorization that is still waiting, if any (for the log and
+    /// the source's report, never for a tool's caller).
+    pub fn waiting_at(&self, upstream: &str) -> Option<String> {
         self.inner()
             .parked
             .values()
@@ -154,7 +169,7 @@ impl PersonGrants {
     /// Parks `upstream`'s authorization at `url` (whose `state` keys it), made by `manager`
     /// with the scopes `asked`. An older one of the same upstream is dropped.
     pub(crate) fn park(
-        &self,
+        self: &Arc<Self>,
         upstream: &str,
         url: &str,
         manager: AuthorizationManager,
@@ -173,6 +188,27 @@ impl PersonGrants {
             if let Some(k) = oldest {
                 inner.parked.remove(&k);
             }
+        }
+        // Told when it expires unused, so that the next attempt makes a new link.
+        let (grants, key, name) = (Arc::downgrade(self), state.clone(), upstream.to_string());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep(LINK_TTL).await;
+                let Some(grants) = grants.upgrade() else {
+                    return;
+                };
+                let expired = grants
+                    .inner
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .parked
+                    .remove(&key)
+                    .is_some();
+                if expired {
+                    tracing::warn!(upstream = %name, "the link to authorize the upstream expired unused; a new one is made");
+                    grants.changed(&name);
+                }
+            });
         }
         inner.parked.insert(
             state,
@@ -254,14 +290,7 @@ impl PersonGrants {
             },
         );
         tracing::info!(upstream = %upstream, "a person authorized Toolshed at the upstream's authorization server");
-        let hook = self
-            .on_granted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(hook) = hook {
-            hook(&upstream);
-        }
+        self.changed(&upstream);
         Ok(upstream)
     }
 }
@@ -290,7 +319,7 @@ fn state_of(url: &str) -> Option<String> {
 /// Why a callback did not complete an authorization. No variant carries a secret.
 #[derive(Debug, thiserror::Error)]
 pub enum PersonGrantError {
-    #[error("unknown, used or expired state: open the link in the source's error again (a new one is made after {} minutes)", LINK_TTL.as_secs() / 60)]
+    #[error("unknown, used or expired state: open the link in the source's report again (a new one is made after {} minutes)", LINK_TTL.as_secs() / 60)]
     UnknownState,
     #[error("the callback is malformed: {0}")]
     BadCallback(String),
@@ -322,8 +351,10 @@ mod tests {
             Some("abc+1")
         );
         assert_eq!(state_of("https://as.example/authorize?client_id=c"), None);
-        assert!(waiting("tracker", "https://as.example/a?state=s")
-            .contains("open https://as.example/a?state=s"));
+        assert!(
+            !waiting("tracker").contains("http"),
+            "no link for a tool's caller"
+        );
     }
 
     #[tokio::test]

@@ -358,11 +358,15 @@ async fn authorization_code_without_an_agent_says_what_is_missing() {
     assert!(e.contains("no authorization agent is configured"), "{e}");
 }
 
-/// The link in an error that waits for a person.
-fn link_in(error: &str) -> String {
-    let start = error.find("open ").expect(error) + "open ".len();
-    let end = error[start..].find(" (the link").expect(error) + start;
-    error[start..end].to_string()
+/// The link `grants` hold for the upstream `guarded`, checking that `error` (what a connection
+/// or a call failed with) says a person is needed and names no link.
+fn link_of(grants: &toolshed_mcp_source::person::PersonGrants, error: &str) -> String {
+    assert!(
+        error.contains("upstream 'guarded' needs a person"),
+        "{error}"
+    );
+    assert!(!error.contains("/authorize"), "a link in an error: {error}");
+    grants.waiting_at("guarded").expect("a link waits")
 }
 
 /// What a person's browser does: opens the link, approves (this authorization server approves
@@ -384,7 +388,7 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
     let callback = "http://127.0.0.1:9/connect/upstreams/callback";
     let grants = PersonGrants::new(callback);
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
-    grants.on_granted(move |name| granted_tx.send(name.to_string()).unwrap());
+    grants.on_change(move |name| granted_tx.send(name.to_string()).unwrap());
     let oauth = OAuthConfig::authorization_code()
         .with_client(CLIENT_ID, Some(Secret::new(CLIENT_SECRET)))
         .with_person(grants.clone(), false);
@@ -395,8 +399,7 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("upstream 'guarded' needs a person"), "{e}");
-    let link = link_in(&e);
+    let link = link_of(&grants, &e);
     assert!(
         link.starts_with(&format!("{}/authorize?", server.base)),
         "{link}"
@@ -408,7 +411,7 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
         .await
         .unwrap_err()
         .to_string();
-    assert_eq!(link_in(&again), link);
+    assert_eq!(link_of(&grants, &again), link);
     assert_eq!(
         grants.pending(),
         vec![("guarded".to_string(), link.clone())]
@@ -443,7 +446,7 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
         .await
         .unwrap_err()
         .to_string();
-    let wider = link_in(&e);
+    let wider = link_of(&grants, &e);
     assert_ne!(wider, link);
     assert!(
         wider.contains("scope=read+write") || wider.contains("scope=read%20write"),
@@ -473,7 +476,7 @@ async fn a_refusal_at_the_authorization_server_is_reported_and_ends_the_wait() {
         .await
         .unwrap_err()
         .to_string();
-    let link = link_in(&e);
+    let link = link_of(&grants, &e);
     let state = reqwest::Url::parse(&link)
         .unwrap()
         .query_pairs()

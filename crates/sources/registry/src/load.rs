@@ -613,11 +613,16 @@ async fn load_mcp(s: &McpSpec, mcp: &McpContext) -> Result<LoadedSource, Sources
     let mut cfg = upstream_config(s)?;
     cfg.notices = mcp.notices.clone();
     if let (Some(person), Some(spec)) = (&mcp.person, &s.oauth) {
+        // Only an authorization code that no agent completes waits for a person: the others
+        // keep their redirect URI.
         let keep_redirect_uri = spec.redirect_uri.is_some();
-        cfg.oauth = cfg
-            .oauth
-            .take()
-            .map(|o| o.with_person(person.clone(), keep_redirect_uri));
+        cfg.oauth = cfg.oauth.take().map(|o| {
+            if o.grant == toolshed_mcp_source::OAuthGrant::AuthorizationCode && o.agent.is_none() {
+                o.with_person(person.clone(), keep_redirect_uri)
+            } else {
+                o
+            }
+        });
     }
     let upstream = Upstream::connect(cfg)
         .await

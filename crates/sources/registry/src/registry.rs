@@ -291,10 +291,11 @@ impl Registry {
 
     /// Has a person do the user's part of upstreams' authorization-code grants that have no
     /// agent ([`toolshed_mcp_source::person`]); a source whose authorization a person
-    /// completed is loaded again at once ([`Registry::reload`]).
+    /// completed (or whose link expired) is loaded again at once ([`Registry::reload`]), and
+    /// the report of a source that waits names the link ([`Registry::reports`]).
     pub fn with_person_grants(&self, grants: Arc<toolshed_mcp_source::person::PersonGrants>) {
         let registry = self.clone();
-        grants.on_granted(move |name| {
+        grants.on_change(move |name| {
             let (registry, name) = (registry.clone(), name.to_string());
             tokio::spawn(async move { registry.reload(&name).await });
         });
@@ -461,11 +462,21 @@ impl Registry {
         self.reports()
     }
 
-    /// Every source's state, by name, then the rejected declarations.
+    /// Every source's state, by name, then the rejected declarations. A source that waits for
+    /// a person's authorization names the link in its error (reports are for those who run
+    /// Toolshed; a tool's caller never sees the link).
     pub fn reports(&self) -> Vec<SourceReport> {
+        let person = lock(&self.inner.person).clone();
         let mut out: Vec<SourceReport> = lock(&self.inner.entries)
             .values()
-            .map(Entry::report)
+            .map(|e| {
+                let mut report = e.report();
+                let link = person.as_ref().and_then(|p| p.waiting_at(&report.name));
+                if let (Some(error), Some(link)) = (report.error.as_mut(), link) {
+                    error.push_str(&format!(" (open {link})"));
+                }
+                report
+            })
             .collect();
         out.extend(lock(&self.inner.rejected).iter().cloned());
         out
