@@ -226,11 +226,9 @@ async fn send_own(
         .map_err(h1_error)?;
     let answer = match body {
         crate::h1::Body::Read(bytes) => Answer::Read(bytes),
-        crate::h1::Body::Stream(incoming) => Answer::Stream(
-            http_body_util::BodyDataStream::new(incoming)
-                .map(|r| r.map_err(|e| Box::new(e) as BoxError))
-                .boxed(),
-        ),
+        crate::h1::Body::Stream(incoming) => {
+            Answer::Stream(boxed(http_body_util::BodyDataStream::new(incoming)))
+        }
     };
     Ok((parts.status, content_type_of(&parts.headers), answer))
 }
@@ -250,12 +248,7 @@ async fn send_pooled(
         .map_err(StreamableHttpError::Client)?;
     let (status, content_type) = (response.status(), content_type_of(response.headers()));
     let answer = if is_sse(&content_type) {
-        Answer::Stream(
-            response
-                .bytes_stream()
-                .map(|r| r.map_err(|e| Box::new(e) as BoxError))
-                .boxed(),
-        )
+        Answer::Stream(boxed(response.bytes_stream()))
     } else {
         Answer::Read(read_bounded(response, MAX_JSON).await?)
     };
@@ -307,6 +300,17 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 enum Answer {
     Read(Bytes),
     Stream(futures::stream::BoxStream<'static, Result<Bytes, BoxError>>),
+}
+
+/// A byte stream of either client, its errors boxed.
+fn boxed<S, E>(stream: S) -> futures::stream::BoxStream<'static, Result<Bytes, BoxError>>
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    stream
+        .map(|r| r.map_err(|e| Box::new(e) as BoxError))
+        .boxed()
 }
 
 fn content_type_of(headers: &HeaderMap) -> Option<String> {

@@ -1001,14 +1001,18 @@ async fn exchange_client_credentials(
 
 /// The `scope` parameter of an authorization URL, split.
 fn scopes_of(url: &str) -> Vec<String> {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| {
-            u.query_pairs()
-                .find(|(k, _)| k == "scope")
-                .map(|(_, v)| v.split_whitespace().map(str::to_string).collect())
-        })
+    query_param(url, "scope")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
+}
+
+/// The parameter `name` of `url`'s query, decoded.
+pub(crate) fn query_param(url: &str, name: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .ok()?
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// The streamable HTTP client of an upstream: Toolshed's guarded client and, when the source

@@ -36,6 +36,8 @@ use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager};
 use toolshed_core::{AuthorizationError, SourceAuthorizations};
 use toolshed_outbound::secret::redact;
 
+use crate::oauth::query_param;
+
 /// How long a parked authorization waits for its person.
 pub const LINK_TTL: Duration = Duration::from_secs(60 * 60);
 /// Most authorizations parked at once (the oldest is dropped past it).
@@ -176,7 +178,7 @@ impl PersonGrants {
         asked: Vec<String>,
         secrets: Vec<String>,
     ) -> Result<(), String> {
-        let state = state_of(url).ok_or("the authorization URL carries no state")?;
+        let state = query_param(url, "state").ok_or("the authorization URL carries no state")?;
         let mut inner = self.inner();
         inner.parked.retain(|_, p| p.upstream != upstream);
         if inner.parked.len() >= MAX_PARKED {
@@ -232,13 +234,9 @@ impl PersonGrants {
     /// Completes the authorization `callback_url` answers (see the module docs); the upstream's
     /// name.
     pub async fn complete(&self, callback_url: &str) -> Result<String, PersonGrantError> {
-        let url = reqwest::Url::parse(callback_url)
+        reqwest::Url::parse(callback_url)
             .map_err(|e| PersonGrantError::BadCallback(e.to_string()))?;
-        let param = |name: &str| {
-            url.query_pairs()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.into_owned())
-        };
+        let param = |name: &str| query_param(callback_url, name);
         let state = param("state").ok_or(PersonGrantError::UnknownState)?;
         let parked = self
             .inner()
@@ -307,15 +305,6 @@ impl SourceAuthorizations for PersonGrants {
     }
 }
 
-/// The `state` parameter of an authorization URL.
-fn state_of(url: &str) -> Option<String> {
-    reqwest::Url::parse(url)
-        .ok()?
-        .query_pairs()
-        .find(|(k, _)| k == "state")
-        .map(|(_, v)| v.into_owned())
-}
-
 /// Why a callback did not complete an authorization. No variant carries a secret.
 #[derive(Debug, thiserror::Error)]
 pub enum PersonGrantError {
@@ -347,10 +336,17 @@ mod tests {
     #[test]
     fn the_state_keys_an_authorization() {
         assert_eq!(
-            state_of("https://as.example/authorize?client_id=c&state=abc%2B1&scope=x").as_deref(),
+            query_param(
+                "https://as.example/authorize?client_id=c&state=abc%2B1&scope=x",
+                "state"
+            )
+            .as_deref(),
             Some("abc+1")
         );
-        assert_eq!(state_of("https://as.example/authorize?client_id=c"), None);
+        assert_eq!(
+            query_param("https://as.example/authorize?client_id=c", "state"),
+            None
+        );
         assert!(
             !waiting("tracker").contains("http"),
             "no link for a tool's caller"

@@ -179,6 +179,21 @@ enum State {
     Failed(String),
 }
 
+impl State {
+    /// The state a load's outcome leaves a source in.
+    fn of(result: Result<crate::load::LoadedSource, crate::SourcesError>) -> Self {
+        match result {
+            Ok(l) => State::Ready {
+                tools: l.tools,
+                warnings: l.warnings,
+                upstream: l.upstream,
+                connection: l.connection.map(Box::new),
+            },
+            Err(e) => State::Failed(e.to_string()),
+        }
+    }
+}
+
 struct Entry {
     spec: SourceSpec,
     origin: Origin,
@@ -340,12 +355,7 @@ impl Registry {
                     if let Some(up) = &l.upstream {
                         entry.watcher = Some(self.watch_upstream(name, up));
                     }
-                    entry.state = State::Ready {
-                        tools: l.tools,
-                        warnings: l.warnings,
-                        upstream: l.upstream,
-                        connection: l.connection.map(Box::new),
-                    };
+                    entry.state = State::of(Ok(l));
                     None
                 }
             }
@@ -421,15 +431,7 @@ impl Registry {
                     spec: d.spec,
                     origin: d.origin,
                     revision: d.revision,
-                    state: match result {
-                        Ok(l) => State::Ready {
-                            tools: l.tools,
-                            warnings: l.warnings,
-                            upstream: l.upstream,
-                            connection: l.connection.map(Box::new),
-                        },
-                        Err(e) => State::Failed(e.to_string()),
-                    },
+                    state: State::of(result),
                     conflict: None,
                     watcher: None,
                 };
