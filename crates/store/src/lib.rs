@@ -28,6 +28,7 @@ pub mod settings;
 pub mod signed_in;
 pub mod sources;
 pub mod threads;
+pub mod upstream_tokens;
 
 use std::path::Path;
 use std::str::FromStr;

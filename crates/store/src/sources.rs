@@ -40,13 +40,20 @@ impl Store {
         Ok(())
     }
 
-    /// Removes a source; returns whether it existed.
+    /// Removes a source and the token a person approved for it; whether the source existed.
     pub async fn delete_source(&self, name: &str) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.classify(e))?;
         let r = sqlx::query("DELETE FROM sources WHERE name = $1")
             .bind(name)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(|e| self.classify(e))?;
+        sqlx::query("DELETE FROM upstream_tokens WHERE source = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.classify(e))?;
+        tx.commit().await.map_err(|e| self.classify(e))?;
         Ok(r.rows_affected() > 0)
     }
 

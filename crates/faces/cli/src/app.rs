@@ -270,6 +270,8 @@ impl App {
             "{}/connect/upstreams/callback",
             public_url(&config).trim_end_matches('/')
         ));
+        // What a person approves outlives a restart, sealed in the store.
+        person.keep_tokens_in(sources.token_vault());
         registry.with_person_grants(person.clone());
         let _ = hook.set((registry.clone(), custom.clone()));
         let (declared, rejected) = declare_with_store(&config.sources, &sources)

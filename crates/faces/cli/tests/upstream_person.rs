@@ -1,16 +1,17 @@
-//! An upstream MCP server whose OAuth needs a person (`oauth = { grant = "authorization_code" }`
-//! without `headless`): the upstream is a second `toolshed serve` that takes bearer tokens of a
+//! An upstream MCP server whose OAuth needs a person (`toolshed sources add mcp --oauth
+//! authorization-code`, stored without an import): the upstream is a second `toolshed serve` that takes bearer tokens of a
 //! real OpenID provider (`oidc-provider`, see `oauth.rs`), whose sign-in and consent pages a
 //! person must pass. Toolshed registers itself at the provider, reports the link in the
 //! source's error, and once the person approved (the pages driven over HTTP), its callback gets
 //! the token and the source is loaded: the upstream's tools are in the catalog and answer as
-//! that person.
+//! that person. After a restart the kept token (sealed in the store) connects the upstream
+//! without asking anyone.
 
 use serde_json::Value;
 
 use crate::connections::Browser;
 use crate::oauth::Provider;
-use crate::support::{free_port, Server};
+use crate::support::{cli, free_port, Server};
 
 /// The link in the startup line that reports the source waiting for a person.
 fn link_in(lines: &[String]) -> String {
@@ -111,17 +112,35 @@ patterns = ["**"]
 id = "ops"
 roles = ["ops"]
 api_keys = ["k-ops"]
-
-[[sources]]
-kind = "mcp"
-name = "b"
-url = "{resource}/mcp"
-allow_private = true
-oauth = {{ grant = "authorization_code" }}
 "#
         ),
     )
     .unwrap();
+    // Added at runtime: stored without an import (nobody is there to approve yet).
+    let upstream = format!("{resource}/mcp");
+    let (code, added) = cli(
+        dir.path(),
+        Some(&config),
+        &[
+            "sources",
+            "add",
+            "mcp",
+            "b",
+            "--url",
+            &upstream,
+            "--allow-private",
+            "--oauth",
+            "authorization-code",
+        ],
+    );
+    assert_eq!(code, 0, "{added}");
+    assert_eq!(added["stored"], true, "{added}");
+    assert!(
+        added["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("a person authorizes")),
+        "{added}"
+    );
     let front = Server::start_on(dir.path(), Some(&config), &[], front_port);
     let link = link_in(&front.startup);
     assert!(link.starts_with(issuer.as_str()), "{link}");
@@ -146,6 +165,31 @@ oauth = {{ grant = "authorization_code" }}
     let path = upstream_tool(&front)
         .await
         .expect("the upstream's tools in the catalog after the approval");
+    call_completes(&front, &path).await;
+
+    // A restart: the token carol approved was kept, sealed in the store, and the upstream
+    // connects without asking anyone.
+    drop(front);
+    let front = Server::start_on(dir.path(), Some(&config), &[], front_port);
+    assert!(
+        !front.startup.iter().any(|l| l.contains("needs a person")),
+        "{:#?}",
+        front.startup
+    );
+    let path = upstream_tool(&front)
+        .await
+        .expect("the upstream's tools in the catalog after a restart");
+    call_completes(&front, &path).await;
+    // Sealed at rest: no token document in clear in the data directory.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("access_token"), "a token in clear at rest");
+    }
+}
+
+/// Calls the upstream's tool `path` through the front and checks it completed.
+async fn call_completes(front: &Server, path: &str) {
     let r = reqwest::Client::new()
         .post(front.url(&format!("/v1/tools/{path}/call")))
         .bearer_auth("k-ops")

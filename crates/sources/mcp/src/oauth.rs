@@ -48,7 +48,8 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
     AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest,
-    AuthorizationSession, ClientCredentialsConfig, JwtSigningAlgorithm, WWWAuthenticateParams,
+    AuthorizationSession, ClientCredentialsConfig, CredentialStore, JwtSigningAlgorithm,
+    WWWAuthenticateParams,
 };
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -408,6 +409,29 @@ impl OAuthSpec {
     }
 }
 
+impl OAuthSpec {
+    /// Checks the settings without reading secrets (an `env:` secret may be set only where the
+    /// server runs); the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        let mut shape = self.clone();
+        for s in [&mut shape.client_secret, &mut shape.private_key]
+            .into_iter()
+            .flatten()
+        {
+            if !s.trim().is_empty() {
+                *s = "given".into();
+            }
+        }
+        shape.resolve(true).map(|_| ())
+    }
+
+    /// Whether a person approves this grant at a link (an authorization code without
+    /// `headless`): no tools can be imported until then.
+    pub fn needs_a_person(&self) -> bool {
+        self.grant == OAuthGrant::AuthorizationCode && !self.headless
+    }
+}
+
 /// Does the user's part of the authorization-code flow: takes the authorization request to the
 /// authorization server as a browser would and answers the URL the server redirected back to
 /// (at `redirect_uri`, with `code` and `state`, or `error`).
@@ -762,6 +786,13 @@ impl Authorizer {
             if person.waiting_at(&self.name).is_some() {
                 return Err(AuthError::AuthorizationFailed(waiting(&self.name)));
             }
+            // The first attempt of this process: a token a person approved before, if kept.
+            if !step_up && st.manager.is_none() {
+                if let Some((manager, token, held)) = self.restore(person, header).await {
+                    st.manager = Some(manager);
+                    return Ok((token, held));
+                }
+            }
         }
         let manager = match st.manager.take() {
             // A step-up keeps the client (and the metadata) of the first authorization; one a
@@ -779,6 +810,12 @@ impl Authorizer {
             Some(m) => m,
             None => self.discover(header).await?,
         };
+        if !stepping_up {
+            // What a person approves now is kept for the next start.
+            if let Some(kept) = self.person().and_then(|p| self.kept_credentials(p, true)) {
+                manager.set_credential_store(kept);
+            }
+        }
         let result = match self.cfg.grant {
             OAuthGrant::ClientCredentials => {
                 // Nothing configured or challenged: the resource's `scopes_supported`, if any.
@@ -852,6 +889,65 @@ impl Authorizer {
         st.manager = Some(manager);
         let (token, asked) = result?;
         Ok((token, union(&asked, &granted)))
+    }
+
+    /// The credential store of this upstream in the person's vault, if there is one.
+    fn kept_credentials(
+        &self,
+        person: &PersonGrants,
+        fresh: bool,
+    ) -> Option<crate::person::VaultCredentials> {
+        person.credentials(
+            &self.name,
+            self.url.as_str(),
+            self.cfg.client_id.as_deref(),
+            fresh,
+        )
+    }
+
+    /// The token a person approved before this process started, kept in the vault
+    /// ([`crate::person`]), refreshed when it expired; `None` (and a person authorizes again)
+    /// when none is kept or it cannot be used.
+    async fn restore(
+        &self,
+        person: &PersonGrants,
+        header: &str,
+    ) -> Option<(AuthorizationManager, String, Vec<String>)> {
+        let kept = self.kept_credentials(person, false)?;
+        let held = match kept.load().await {
+            Ok(Some(c)) if c.token_response.is_some() => c.granted_scopes,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "the kept token could not be read; a person authorizes again");
+                return None;
+            }
+        };
+        let unusable = |e: AuthError| {
+            tracing::warn!(upstream = %self.name, error = %self.clean(&e.to_string()), "the kept token cannot be used; a person authorizes again");
+        };
+        let mut manager = self.discover(header).await.map_err(unusable).ok()?;
+        manager.set_credential_store(kept);
+        if !manager
+            .initialize_from_store()
+            .await
+            .map_err(unusable)
+            .ok()?
+        {
+            return None;
+        }
+        if let (Some(id), Some(secret)) = (&self.cfg.client_id, &self.cfg.client_secret) {
+            // A confidential client refreshes with its secret.
+            let client = rmcp::transport::auth::OAuthClientConfig::new(
+                id.clone(),
+                self.cfg.redirect_uri.clone(),
+            )
+            .with_client_secret(secret.expose())
+            .with_scopes(held.clone());
+            manager.configure_client(client).map_err(unusable).ok()?;
+        }
+        let token = manager.get_access_token().await.map_err(unusable).ok()?;
+        tracing::info!(upstream = %self.name, "connected with the token a person approved before");
+        Some((manager, token, held))
     }
 
     /// A fresh manager with the authorization server's metadata found from `header`.

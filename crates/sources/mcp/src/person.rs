@@ -21,18 +21,26 @@
 //!    That attempt takes the token and the client that got it ([`PersonGrants::take`]), which
 //!    also refreshes it later.
 //!
+//! The tokens a person's authorization got are kept in a [`TokenVault`] when the server gives
+//! one ([`PersonGrants::keep_tokens_in`]; `toolshed serve` keeps them in its store, sealed with
+//! its key): after a restart the upstream connects with them (refreshed when they expired)
+//! instead of asking the person again. A kept token is bound to the upstream's URL and to the
+//! configured client: a source pointed elsewhere never sends it ([`VaultCredentials`]).
+//!
 //! Anyone who opens the link authorizes Toolshed with their own account at the upstream, so the
 //! link goes only to those who run the server (its log and its source reports), never into a
-//! tool's error. The callback does not tie the state to the browser that opened the link. Tokens live in memory, as for the other grants: after a restart a person
-//! authorizes again. The parked authorizations live in this process: with several replicas the
-//! callback must reach the replica that made the link.
+//! tool's error. The callback does not tie the state to the browser that opened the link. The
+//! parked authorizations live in this process: with several replicas the callback must reach
+//! the replica that made the link.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use oauth2::TokenResponse;
-use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationCallback, AuthorizationManager, CredentialStore, StoredCredentials,
+};
 use toolshed_core::{AuthorizationError, SourceAuthorizations};
 use toolshed_outbound::secret::redact;
 
@@ -89,6 +97,7 @@ pub struct PersonGrants {
     callback: String,
     inner: Mutex<Inner>,
     on_change: Mutex<Option<OnChange>>,
+    vault: Mutex<Option<Arc<dyn TokenVault>>>,
 }
 
 impl PartialEq for PersonGrants {
@@ -115,6 +124,37 @@ impl PersonGrants {
             callback: callback_url.into(),
             inner: Mutex::default(),
             on_change: Mutex::default(),
+            vault: Mutex::default(),
+        })
+    }
+
+    /// Keeps the tokens persons' authorizations get in `vault`, so that they outlive the
+    /// process (see the module docs).
+    pub fn keep_tokens_in(&self, vault: Arc<dyn TokenVault>) {
+        *self.vault.lock().unwrap_or_else(|p| p.into_inner()) = Some(vault);
+    }
+
+    /// rmcp's credential store for `upstream` at `url` with the configured `client_id`, kept in
+    /// the vault; `None` without one. A `fresh` store starts empty (a new authorization) instead
+    /// of reading what is kept.
+    pub(crate) fn credentials(
+        &self,
+        upstream: &str,
+        url: &str,
+        client_id: Option<&str>,
+        fresh: bool,
+    ) -> Option<VaultCredentials> {
+        let vault = self
+            .vault
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        Some(VaultCredentials {
+            vault,
+            upstream: upstream.to_string(),
+            url: url.to_string(),
+            client_id: client_id.map(str::to_string),
+            cached: tokio::sync::RwLock::new(fresh.then_some(None)),
         })
     }
 
@@ -302,6 +342,116 @@ impl SourceAuthorizations for PersonGrants {
                 status: e.status(),
                 message: e.to_string(),
             })
+    }
+}
+
+/// Where the tokens of persons' authorizations outlive the process. Keys are upstream (source)
+/// names; documents are JSON holding a refresh token, so an implementation seals them at rest
+/// and bounds their size. Its errors name no secret.
+#[async_trait::async_trait]
+pub trait TokenVault: Send + Sync {
+    /// The document kept for `upstream`, if any.
+    async fn load(&self, upstream: &str) -> Result<Option<String>, String>;
+    /// Keeps `document` for `upstream`, replacing what was there.
+    async fn save(&self, upstream: &str, document: &str) -> Result<(), String>;
+    /// Forgets what is kept for `upstream`.
+    async fn clear(&self, upstream: &str) -> Result<(), String>;
+}
+
+/// What the vault keeps for one upstream: rmcp's credentials and the URL they are for.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Kept {
+    url: String,
+    credentials: StoredCredentials,
+}
+
+/// rmcp's credential store for one upstream, kept in a [`TokenVault`]: written through, read
+/// once. What was kept for another URL (the source points elsewhere now) or another configured
+/// client is never used.
+pub(crate) struct VaultCredentials {
+    vault: Arc<dyn TokenVault>,
+    upstream: String,
+    url: String,
+    client_id: Option<String>,
+    /// `None` until read.
+    cached: tokio::sync::RwLock<Option<Option<StoredCredentials>>>,
+}
+
+impl VaultCredentials {
+    /// What the vault keeps for this upstream, if it is for this URL and client.
+    async fn read(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let Some(text) = self.vault.load(&self.upstream).await.map_err(|e| {
+            AuthError::CredentialStoreError(format!(
+                "reading the kept token of upstream '{}': {e}",
+                self.upstream
+            ))
+        })?
+        else {
+            return Ok(None);
+        };
+        let kept: Kept = match serde_json::from_str(&text) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(upstream = %self.upstream, error = %e, "the kept token is unreadable; a person authorizes again");
+                return Ok(None);
+            }
+        };
+        if kept.url != self.url {
+            tracing::info!(upstream = %self.upstream, "the kept token is for another URL; not used");
+            return Ok(None);
+        }
+        if self
+            .client_id
+            .as_deref()
+            .is_some_and(|id| id != kept.credentials.client_id)
+        {
+            tracing::info!(upstream = %self.upstream, "the kept token is for another client; not used");
+            return Ok(None);
+        }
+        Ok(Some(kept.credentials))
+    }
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for VaultCredentials {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        if let Some(c) = self.cached.read().await.as_ref() {
+            return Ok(c.clone());
+        }
+        let mut cached = self.cached.write().await;
+        if let Some(c) = cached.as_ref() {
+            return Ok(c.clone());
+        }
+        let read = self.read().await?;
+        *cached = Some(read.clone());
+        Ok(read)
+    }
+
+    /// Kept in memory whatever happens; a vault that fails is logged, not fatal (the token then
+    /// lasts until a restart, as without a vault).
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let kept = Kept {
+            url: self.url.clone(),
+            credentials,
+        };
+        let text = serde_json::to_string(&kept);
+        *self.cached.write().await = Some(Some(kept.credentials));
+        let outcome = match text {
+            Ok(text) => self.vault.save(&self.upstream, &text).await,
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = outcome {
+            tracing::warn!(upstream = %self.upstream, error = %e, "the token could not be kept; after a restart a person authorizes again");
+        }
+        Ok(())
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        *self.cached.write().await = Some(None);
+        if let Err(e) = self.vault.clear(&self.upstream).await {
+            tracing::warn!(upstream = %self.upstream, error = %e, "the kept token could not be forgotten");
+        }
+        Ok(())
     }
 }
 

@@ -36,6 +36,8 @@ struct Seen {
     pkce_verified: usize,
     /// The base URL of the server that answered each token request.
     token_servers: Vec<String>,
+    /// Refresh tokens and their scopes.
+    refresh: HashMap<String, Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -46,6 +48,8 @@ struct Server {
     listed: Arc<Mutex<Option<Vec<String>>>>,
     /// Publish no resource metadata (and name none in challenges).
     no_resource_metadata: Arc<std::sync::atomic::AtomicBool>,
+    /// Issue access tokens that expire at once, with refresh tokens.
+    short_lived: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Server {
@@ -77,7 +81,7 @@ async fn as_metadata(State(s): State<Server>) -> Json<Value> {
         "authorization_endpoint": format!("{b}/authorize"),
         "token_endpoint": format!("{b}/token"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "client_credentials"],
+        "grant_types_supported": ["authorization_code", "client_credentials", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["client_secret_basic"],
     }))
@@ -120,8 +124,13 @@ async fn token(
     let mut seen = s.seen.lock().unwrap();
     seen.token_servers.push(s.base.clone());
     let grant = f.get("grant_type").cloned().unwrap_or_default();
+    let refreshed = f
+        .get("refresh_token")
+        .and_then(|t| seen.refresh.get(t))
+        .cloned();
     let scope = match grant.as_str() {
         "authorization_code" => f.get("code").cloned().unwrap_or_default().replace('.', " "),
+        "refresh_token" => refreshed.clone().unwrap_or_default().join(" "),
         _ => f.get("scope").cloned().unwrap_or_default(),
     };
     seen.token_requests.push((
@@ -145,9 +154,25 @@ async fn token(
         assert_eq!(seen.challenge.as_deref(), Some(s256(&verifier).as_str()));
         seen.pkce_verified += 1;
     }
+    if grant == "refresh_token" && refreshed.is_none() {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "invalid_grant"})),
+        )
+            .into_response();
+    }
     let token = format!("tok-{}", seen.tokens.len() + 1);
     let scopes: Vec<String> = scope.split_whitespace().map(str::to_string).collect();
-    seen.tokens.insert(token.clone(), scopes);
+    seen.tokens.insert(token.clone(), scopes.clone());
+    if s.short_lived.load(std::sync::atomic::Ordering::SeqCst) {
+        let refresh = format!("rt-{}", seen.refresh.len() + 1);
+        seen.refresh.insert(refresh.clone(), scopes);
+        return Json(
+            json!({"access_token": token, "token_type": "Bearer", "expires_in": 1,
+            "refresh_token": refresh, "scope": scope}),
+        )
+        .into_response();
+    }
     Json(json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": scope}))
         .into_response()
 }
@@ -222,6 +247,7 @@ async fn start_sharing(seen: Arc<Mutex<Seen>>) -> Server {
         seen,
         listed: Default::default(),
         no_resource_metadata: Default::default(),
+        short_lived: Default::default(),
     };
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(prm))
@@ -495,6 +521,126 @@ async fn a_refusal_at_the_authorization_server_is_reported_and_ends_the_wait() {
         "{text}"
     );
     assert!(grants.pending().is_empty(), "a refusal ends the wait");
+}
+
+/// A vault in memory (a server's store seals what it keeps; that is the store's part).
+#[derive(Default)]
+struct MemoryVault(Mutex<HashMap<String, String>>);
+
+impl MemoryVault {
+    fn get(&self, upstream: &str) -> Option<String> {
+        self.0.lock().unwrap().get(upstream).cloned()
+    }
+}
+
+#[async_trait::async_trait]
+impl toolshed_mcp_source::person::TokenVault for MemoryVault {
+    async fn load(&self, upstream: &str) -> Result<Option<String>, String> {
+        Ok(self.get(upstream))
+    }
+    async fn save(&self, upstream: &str, document: &str) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap()
+            .insert(upstream.to_string(), document.to_string());
+        Ok(())
+    }
+    async fn clear(&self, upstream: &str) -> Result<(), String> {
+        self.0.lock().unwrap().remove(upstream);
+        Ok(())
+    }
+}
+
+/// Person's grants keeping their tokens in `vault`, and a config using them.
+fn person_config(
+    server: &Server,
+    vault: &Arc<MemoryVault>,
+) -> (
+    Arc<toolshed_mcp_source::person::PersonGrants>,
+    UpstreamConfig,
+) {
+    let grants = toolshed_mcp_source::person::PersonGrants::new(
+        "http://127.0.0.1:9/connect/upstreams/callback",
+    );
+    grants.keep_tokens_in(vault.clone());
+    let oauth = OAuthConfig::authorization_code()
+        .with_client(CLIENT_ID, Some(Secret::new(CLIENT_SECRET)))
+        .with_person(grants.clone(), false);
+    (grants, config(server, oauth))
+}
+
+#[tokio::test]
+async fn a_token_a_person_approved_outlives_a_restart_and_is_refreshed() {
+    let server = start().await;
+    // Access tokens expire at once: every use refreshes them.
+    server
+        .short_lived
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let vault = Arc::new(MemoryVault::default());
+    let (grants, cfg) = person_config(&server, &vault);
+    let e = Upstream::connect(cfg.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    let back = approve(&link_of(&grants, &e)).await;
+    assert_eq!(grants.complete(&back).await.unwrap(), "guarded");
+    let up = Upstream::connect(cfg).await.unwrap();
+    assert_eq!(up.tools().await.unwrap().len(), 2);
+    up.shutdown().await;
+    let kept = vault.get("guarded").expect("the person's token is kept");
+    assert!(
+        kept.contains(&format!("\"url\":\"{}/mcp\"", server.base)),
+        "bound to the upstream's URL: {kept}"
+    );
+
+    // A restart: new grants over the same vault. The upstream connects without a person, with
+    // the kept token refreshed (the confidential client authenticates its refresh).
+    let (restarted, cfg) = person_config(&server, &vault);
+    let up = Upstream::connect(cfg).await.unwrap();
+    assert_eq!(up.tools().await.unwrap().len(), 2);
+    up.shutdown().await;
+    assert!(restarted.pending().is_empty(), "no person asked");
+    {
+        let seen = server.seen.lock().unwrap();
+        assert_eq!(seen.pkce_verified, 1, "one authorization by a person");
+        let kinds: Vec<&str> = seen.token_requests.iter().map(|t| t.0.as_str()).collect();
+        assert_eq!(kinds[0], "authorization_code", "{kinds:?}");
+        assert!(
+            kinds.len() >= 3 && kinds[1..].iter().all(|k| *k == "refresh_token"),
+            "{kinds:?}"
+        );
+        assert!(
+            seen.token_requests.iter().all(|t| t.3),
+            "client authenticated"
+        );
+    }
+    assert_ne!(
+        vault.get("guarded").unwrap(),
+        kept,
+        "refreshed tokens are kept"
+    );
+
+    // What was kept for another URL is not sent here: a person is asked again.
+    let moved = vault
+        .get("guarded")
+        .unwrap()
+        .replace(&format!("{}/mcp", server.base), "http://127.0.0.1:1/mcp");
+    vault.0.lock().unwrap().insert("guarded".into(), moved);
+    let (again, cfg) = person_config(&server, &vault);
+    let e = Upstream::connect(cfg).await.unwrap_err().to_string();
+    link_of(&again, &e);
+
+    // Kept for this URL, but the authorization server no longer takes its refresh token (and
+    // the access token expired): a person is asked again.
+    let back_here = vault
+        .get("guarded")
+        .unwrap()
+        .replace("http://127.0.0.1:1/mcp", &format!("{}/mcp", server.base));
+    vault.0.lock().unwrap().insert("guarded".into(), back_here);
+    server.seen.lock().unwrap().refresh.clear();
+    let (again, cfg) = person_config(&server, &vault);
+    let e = Upstream::connect(cfg).await.unwrap_err().to_string();
+    link_of(&again, &e);
 }
 
 fn pinned(issuer: &str) -> OAuthConfig {

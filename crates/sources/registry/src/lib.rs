@@ -32,3 +32,4 @@ pub use spec::{
 };
 pub use store::{SourceStore, StoredSource};
 pub use toolshed_mcp_source::person::PersonGrants;
+pub use toolshed_mcp_source::{OAuthGrant, OAuthSpec};

@@ -55,6 +55,18 @@ impl Sealer {
         self.secret_box.open(check).is_ok_and(|t| t == CHECK_TEXT)
     }
 
+    /// `text` sealed (for secrets that are not part of a spec, like an upstream's kept token).
+    pub fn seal_text(&self, text: &str) -> String {
+        self.secret_box.seal(text)
+    }
+
+    /// Opens what [`Sealer::seal_text`] sealed.
+    pub fn open_text(&self, sealed: &str) -> Result<String, SourcesError> {
+        self.secret_box.open(sealed).map_err(|e| {
+            SourcesError::SecretBox(format!("{e} (was {KEY_ENV} or {KEY_FILE} changed?)"))
+        })
+    }
+
     /// Seals every literal secret; `env:` references and already sealed values are kept.
     pub fn seal(&self, spec: &SourceSpec) -> SourceSpec {
         let mut copy = spec.clone();

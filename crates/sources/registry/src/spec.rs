@@ -513,6 +513,15 @@ impl SourceSpec {
                         "'headers' only apply to a 'url'",
                     ));
                 }
+                if let Some(o) = &s.oauth {
+                    if s.url.is_none() {
+                        return Err(SourcesError::invalid(
+                            name,
+                            "'oauth' only applies to a 'url'",
+                        ));
+                    }
+                    o.check().map_err(|e| SourcesError::invalid(name, e))?;
+                }
                 check_timeout(name, s.connect_timeout_ms)?;
                 check_timeout(name, s.call_timeout_ms)?;
             }

@@ -1,6 +1,10 @@
 //! [`SourceStore`]: sources declared at runtime, persisted in Toolshed's store with sealed
-//! secrets.
+//! secrets; it also keeps, sealed, the tokens persons approved for upstreams
+//! ([`SourceStore::token_vault`]).
 
+use std::sync::Arc;
+
+use toolshed_mcp_source::person::TokenVault;
 use toolshed_store::Store;
 
 use crate::error::SourcesError;
@@ -104,5 +108,80 @@ impl SourceStore {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Where upstreams keep the tokens persons approved: this store, sealed with its key.
+    pub fn token_vault(&self) -> Arc<dyn TokenVault> {
+        Arc::new(self.clone())
+    }
+}
+
+/// Largest token document kept (an authorization server's answer with its refresh token).
+const MAX_TOKEN_DOCUMENT: usize = 64 * 1024;
+
+#[async_trait::async_trait]
+impl TokenVault for SourceStore {
+    async fn load(&self, upstream: &str) -> Result<Option<String>, String> {
+        let Some(sealed) = self
+            .store
+            .upstream_token(upstream)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        self.sealer
+            .open_text(&sealed)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn save(&self, upstream: &str, document: &str) -> Result<(), String> {
+        if document.len() > MAX_TOKEN_DOCUMENT {
+            return Err(format!(
+                "the token document is {} bytes, more than the {MAX_TOKEN_DOCUMENT} kept",
+                document.len()
+            ));
+        }
+        self.store
+            .put_upstream_token(upstream, &self.sealer.seal_text(document))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn clear(&self, upstream: &str) -> Result<(), String> {
+        self.store
+            .delete_upstream_token(upstream)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolshed_sealed::SecretBox;
+
+    #[tokio::test]
+    async fn kept_tokens_are_sealed_at_rest_and_bounded() {
+        let store = Store::open("sqlite::memory:").await.unwrap();
+        let sources = SourceStore::new(store.clone(), Sealer::new(SecretBox::from_key(&[7; 32])));
+        let vault = sources.token_vault();
+        let document = r#"{"url":"https://x/mcp","credentials":{"access_token":"at-4711"}}"#;
+        vault.save("b", document).await.unwrap();
+        let at_rest = store.upstream_token("b").await.unwrap().unwrap();
+        assert!(!at_rest.contains("at-4711"), "sealed at rest");
+        assert_eq!(vault.load("b").await.unwrap().as_deref(), Some(document));
+        // Another key cannot open it, and says so without the document.
+        let other = SourceStore::new(store.clone(), Sealer::new(SecretBox::from_key(&[8; 32])));
+        let e = other.token_vault().load("b").await.unwrap_err();
+        assert!(!e.contains("at-4711") && e.contains("changed"), "{e}");
+        // Too large a document is refused, and what was kept stays.
+        let huge = "x".repeat(MAX_TOKEN_DOCUMENT + 1);
+        assert!(vault.save("b", &huge).await.unwrap_err().contains("bytes"));
+        assert_eq!(vault.load("b").await.unwrap().as_deref(), Some(document));
+        vault.clear("b").await.unwrap();
+        assert_eq!(vault.load("b").await.unwrap(), None);
     }
 }

@@ -36,6 +36,9 @@ pub(super) async fn add(
             &format!("source '{name}' already exists; remove it first or pass --replace"),
         ));
     }
+    if let Some(ok) = waits_for_a_person(&spec, common, sources, json_out).await? {
+        return Ok(ok);
+    }
     let report = match dry_run(&spec, progress_bar(&name)).await {
         Ok(r) => r,
         Err(e) => return Ok(fail(json_out, &name, &format!("{e} (nothing was stored)"))),
@@ -73,6 +76,45 @@ pub(super) async fn add(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An upstream whose authorization code a person approves cannot be imported here: nobody is
+/// there to approve. It is stored unimported (not with --dry-run); `toolshed serve` prints the
+/// link to approve at, and loads it once approved. `None` for every other source.
+async fn waits_for_a_person(
+    spec: &SourceSpec,
+    common: &flags::CommonAdd,
+    sources: &SourceStore,
+    json_out: bool,
+) -> anyhow::Result<Option<ExitCode>> {
+    let SourceSpec::Mcp(m) = spec else {
+        return Ok(None);
+    };
+    if !m.oauth.as_ref().is_some_and(|o| o.needs_a_person()) {
+        return Ok(None);
+    }
+    let name = spec.name();
+    let note = "a person authorizes Toolshed at the upstream's authorization server first: `toolshed serve` prints the link (and logs it), then imports the tools";
+    if common.dry_run {
+        return Ok(Some(fail(
+            json_out,
+            name,
+            &format!("a dry run cannot import it: {note}"),
+        )));
+    }
+    sources.put(spec).await?;
+    if json_out {
+        print_json(&json!({
+            "name": name,
+            "kind": spec.kind(),
+            "stored": true,
+            "tools": [],
+            "warnings": [note],
+        }))?;
+    } else {
+        outln!("added mcp source '{name}' (not imported yet): {note}");
+    }
+    Ok(Some(ExitCode::SUCCESS))
 }
 
 /// Where a source's tools come from, for listings.

@@ -90,8 +90,124 @@ pub enum AddKind {
         #[arg(long, value_name = "MS")]
         call_timeout_ms: Option<u64>,
         #[command(flatten)]
+        oauth: McpOAuthArgs,
+        #[command(flatten)]
         common: CommonAdd,
     },
+}
+
+/// How Toolshed gets a token from an upstream MCP server's authorization server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum McpGrant {
+    /// The authorization code with PKCE: a person approves at the link `toolshed serve` prints
+    /// (and logs), or, with --oauth-headless, a server that approves at once.
+    AuthorizationCode,
+    /// A pre-registered client with --oauth-client-secret or --oauth-private-key.
+    ClientCredentials,
+}
+
+/// OAuth for a streamable HTTP upstream that answers `401` (the MCP authorization spec). Secret
+/// values accept `env:VAR`; literal ones are sealed in the store.
+#[derive(Args, Default)]
+pub struct McpOAuthArgs {
+    /// The grant; the other --oauth-* flags need it.
+    #[arg(long, value_name = "GRANT")]
+    oauth: Option<McpGrant>,
+    /// A pre-registered client (without one, the authorization code registers dynamically or
+    /// uses --oauth-client-metadata-url).
+    #[arg(long, value_name = "ID")]
+    oauth_client_id: Option<String>,
+    /// The pre-registered client's secret.
+    #[arg(long, value_name = "SECRET")]
+    oauth_client_secret: Option<String>,
+    /// A PEM private key for `private_key_jwt` (client credentials), e.g. `env:UPSTREAM_KEY`.
+    #[arg(long, value_name = "PEM")]
+    oauth_private_key: Option<String>,
+    /// `RS256` (default), `RS384`, `RS512`, `ES256` or `ES384`, with --oauth-private-key.
+    #[arg(long, value_name = "ALG")]
+    oauth_signing_algorithm: Option<String>,
+    /// A scope to ask for (repeatable, or comma-separated); by default the ones the upstream
+    /// names.
+    #[arg(long = "oauth-scope", value_name = "SCOPE")]
+    oauth_scopes: Vec<String>,
+    /// Accept only this authorization server (its issuer URL).
+    #[arg(long, value_name = "URL")]
+    oauth_issuer: Option<String>,
+    /// The redirect URI registered for the client (default: this server's
+    /// `/connect/upstreams/callback`).
+    #[arg(long, value_name = "URL")]
+    oauth_redirect_uri: Option<String>,
+    /// The client's metadata document URL (a client ID metadata document).
+    #[arg(long, value_name = "URL")]
+    oauth_client_metadata_url: Option<String>,
+    /// The name sent in dynamic registration.
+    #[arg(long, value_name = "NAME")]
+    oauth_client_name: Option<String>,
+    /// Follow the authorization server's redirects without a person (servers that approve at
+    /// once).
+    #[arg(long)]
+    oauth_headless: bool,
+}
+
+impl std::fmt::Debug for McpOAuthArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let given = |v: &Option<String>| v.as_ref().map(|_| "[REDACTED]");
+        f.debug_struct("McpOAuthArgs")
+            .field("oauth", &self.oauth)
+            .field("oauth_client_id", &self.oauth_client_id)
+            .field("oauth_client_secret", &given(&self.oauth_client_secret))
+            .field("oauth_private_key", &given(&self.oauth_private_key))
+            .field("oauth_scopes", &self.oauth_scopes)
+            .field("oauth_issuer", &self.oauth_issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpOAuthArgs {
+    /// The source's `oauth` table, if --oauth was given; an --oauth-* flag without it is an
+    /// error naming the flag.
+    fn spec(&self) -> anyhow::Result<Option<toolshed_registry::OAuthSpec>> {
+        let Some(grant) = self.oauth else {
+            let stray = [
+                ("--oauth-client-id", self.oauth_client_id.is_some()),
+                ("--oauth-client-secret", self.oauth_client_secret.is_some()),
+                ("--oauth-private-key", self.oauth_private_key.is_some()),
+                (
+                    "--oauth-signing-algorithm",
+                    self.oauth_signing_algorithm.is_some(),
+                ),
+                ("--oauth-scope", !self.oauth_scopes.is_empty()),
+                ("--oauth-issuer", self.oauth_issuer.is_some()),
+                ("--oauth-redirect-uri", self.oauth_redirect_uri.is_some()),
+                (
+                    "--oauth-client-metadata-url",
+                    self.oauth_client_metadata_url.is_some(),
+                ),
+                ("--oauth-client-name", self.oauth_client_name.is_some()),
+                ("--oauth-headless", self.oauth_headless),
+            ];
+            if let Some((flag, _)) = stray.iter().find(|(_, given)| *given) {
+                bail!("{flag} needs --oauth GRANT (authorization-code or client-credentials)");
+            }
+            return Ok(None);
+        };
+        Ok(Some(toolshed_registry::OAuthSpec {
+            grant: match grant {
+                McpGrant::AuthorizationCode => toolshed_registry::OAuthGrant::AuthorizationCode,
+                McpGrant::ClientCredentials => toolshed_registry::OAuthGrant::ClientCredentials,
+            },
+            client_id: self.oauth_client_id.clone(),
+            client_secret: self.oauth_client_secret.clone(),
+            private_key: self.oauth_private_key.clone(),
+            signing_algorithm: self.oauth_signing_algorithm.clone(),
+            scopes: split_list(&self.oauth_scopes),
+            redirect_uri: self.oauth_redirect_uri.clone(),
+            client_metadata_url: self.oauth_client_metadata_url.clone(),
+            client_name: self.oauth_client_name.clone(),
+            headless: self.oauth_headless,
+            issuer: self.oauth_issuer.clone(),
+        }))
+    }
 }
 
 /// One auth for every request of an OpenAPI or GraphQL source; give at most one form. Secret
@@ -454,6 +570,7 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
             headers,
             connect_timeout_ms,
             call_timeout_ms,
+            oauth,
             common,
         } => {
             let s = McpSpec {
@@ -474,8 +591,11 @@ pub(super) fn spec_of(kind: &AddKind) -> anyhow::Result<(SourceSpec, &CommonAdd)
                 connect_timeout_ms: *connect_timeout_ms,
                 call_timeout_ms: *call_timeout_ms,
                 overrides: common.overrides(),
-                oauth: None,
+                oauth: oauth.spec()?,
             };
+            if s.oauth.is_some() && s.url.is_none() {
+                bail!("--oauth applies to a streamable HTTP upstream (--url), not to a command");
+            }
             (SourceSpec::Mcp(s), common)
         }
     };
@@ -746,5 +866,116 @@ mod tests {
             .to_string()
             .contains("--endpoint"));
         assert!(pair("novalue", "--header").is_err());
+    }
+
+    #[test]
+    fn mcp_oauth_flags_make_the_oauth_table() {
+        let SourcesAction::Add { kind } = parse(&[
+            "add",
+            "mcp",
+            "tracker",
+            "--url",
+            "https://mcp.example.com/mcp",
+            "--oauth",
+            "authorization-code",
+            "--oauth-client-id",
+            "toolshed",
+            "--oauth-client-secret",
+            "env:TRACKER_SECRET",
+            "--oauth-scope",
+            "read,write",
+            "--oauth-issuer",
+            "https://auth.example.com",
+        ]) else {
+            panic!("expected add");
+        };
+        let (spec, _) = spec_of(&kind).unwrap();
+        spec.validate().unwrap();
+        let SourceSpec::Mcp(m) = spec else {
+            panic!("expected mcp")
+        };
+        let o = m.oauth.expect("an oauth table");
+        assert_eq!(o.grant, toolshed_registry::OAuthGrant::AuthorizationCode);
+        assert_eq!(o.client_id.as_deref(), Some("toolshed"));
+        assert_eq!(o.client_secret.as_deref(), Some("env:TRACKER_SECRET"));
+        assert_eq!(o.scopes, ["read", "write"]);
+        assert_eq!(o.issuer.as_deref(), Some("https://auth.example.com"));
+        assert!(o.redirect_uri.is_none() && !o.headless);
+    }
+
+    #[test]
+    fn mcp_oauth_mistakes_name_the_flag() {
+        // A client flag without the grant.
+        let SourcesAction::Add { kind } = parse(&[
+            "add",
+            "mcp",
+            "t",
+            "--url",
+            "https://x/mcp",
+            "--oauth-client-id",
+            "c",
+        ]) else {
+            panic!("expected add");
+        };
+        let e = spec_of(&kind).unwrap_err().to_string();
+        assert!(e.contains("--oauth-client-id needs --oauth"), "{e}");
+        // OAuth for a stdio command.
+        let SourcesAction::Add { kind } = parse(&[
+            "add",
+            "mcp",
+            "t",
+            "--command",
+            "srv",
+            "--oauth",
+            "client-credentials",
+        ]) else {
+            panic!("expected add");
+        };
+        let e = spec_of(&kind).unwrap_err().to_string();
+        assert!(
+            e.contains("--oauth applies to a streamable HTTP upstream"),
+            "{e}"
+        );
+        // An unknown grant lists the known ones.
+        let e = T::try_parse_from([
+            "t",
+            "add",
+            "mcp",
+            "t",
+            "--url",
+            "https://x/mcp",
+            "--oauth",
+            "password",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("authorization-code") && e.contains("client-credentials"),
+            "{e}"
+        );
+        // Client credentials without a secret: the spec's own check names the field.
+        let SourcesAction::Add { kind } = parse(&[
+            "add",
+            "mcp",
+            "t",
+            "--url",
+            "https://x/mcp",
+            "--oauth",
+            "client-credentials",
+            "--oauth-client-id",
+            "c",
+        ]) else {
+            panic!("expected add");
+        };
+        let (spec, _) = spec_of(&kind).unwrap();
+        let e = spec.validate().unwrap_err().to_string();
+        assert!(e.contains("oauth."), "{e}");
+        // The secret never shows in the flags' debug text.
+        let args = McpOAuthArgs {
+            oauth_client_secret: Some("sec-4711".into()),
+            ..McpOAuthArgs::default()
+        };
+        assert!(!format!("{args:?}").contains("sec-4711"));
     }
 }
