@@ -32,6 +32,7 @@ pub mod upstream_tokens;
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -79,6 +80,10 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     location: String,
+    /// An in-memory database: one connection held open beside the pool, so that the database
+    /// outlives a pool connection that is closed (a query cancelled mid-way closes its
+    /// connection, and the pool then opens another onto the same database).
+    _memory: Option<Arc<tokio::sync::Mutex<sqlx::AnyConnection>>>,
 }
 
 const BUSY_TIMEOUT_MS: u64 = 5_000;
@@ -106,13 +111,25 @@ impl Store {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
         let location = redact_url(url);
+        let memory = url.contains(":memory:");
+        // `sqlite::memory:` gives every connection a database of its own; a named shared one is
+        // the same database for every connection of this store.
+        let shared;
+        let url = if backend == Backend::Sqlite && memory {
+            shared = format!(
+                "sqlite:file:toolshed-memory-{}?mode=memory&cache=shared",
+                uuid::Uuid::new_v4().simple()
+            );
+            shared.as_str()
+        } else {
+            url
+        };
         let opts = AnyConnectOptions::from_str(url)
             .map_err(|e| StoreError::Open {
                 location: location.clone(),
                 reason: e.to_string(),
             })?
             .log_statements(tracing::log::LevelFilter::Trace);
-        let memory = url.contains(":memory:");
         if backend == Backend::Sqlite && !memory {
             check_sqlite_header(url, &location)?;
         }
@@ -123,6 +140,7 @@ impl Store {
                 8
             })
             .acquire_timeout(Duration::from_secs(10));
+        let mut keeper = None;
         if backend == Backend::Sqlite {
             // One probe connection first, so a locked or unreadable file fails at once with
             // its real cause instead of a pool time-out.
@@ -132,7 +150,11 @@ impl Store {
             sqlite_pragmas(&mut probe)
                 .await
                 .map_err(|e| classify_open_error(&location, e))?;
-            let _ = probe.close().await;
+            if memory {
+                keeper = Some(Arc::new(tokio::sync::Mutex::new(probe)));
+            } else {
+                let _ = probe.close().await;
+            }
             pool_opts = pool_opts
                 .after_connect(|conn, _meta| Box::pin(async move { sqlite_pragmas(conn).await }));
         }
@@ -144,6 +166,7 @@ impl Store {
             pool,
             backend,
             location,
+            _memory: keeper,
         };
         store.migrate().await?;
         Ok(store)
@@ -289,6 +312,27 @@ mod tests {
     fn urls_are_redacted() {
         assert_eq!(redact_url("postgres://u:pw@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact_url("sqlite:///x.db"), "sqlite:///x.db");
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_database_outlives_a_closed_connection_and_is_its_stores_own() {
+        let s = Store::open("sqlite::memory:").await.unwrap();
+        s.put_setting_for_test("k", "v").await;
+        // A query cancelled mid-way closes its connection; the pool opens another.
+        s.pool.acquire().await.unwrap().close().await.unwrap();
+        assert_eq!(s.setting("k").await.unwrap().as_deref(), Some("v"));
+        let other = Store::open("sqlite::memory:").await.unwrap();
+        assert_eq!(
+            other.setting("k").await.unwrap(),
+            None,
+            "each store its own"
+        );
+    }
+
+    impl Store {
+        async fn put_setting_for_test(&self, k: &str, v: &str) {
+            self.setting_or_insert(k, v).await.unwrap();
+        }
     }
 
     #[tokio::test]
