@@ -15,9 +15,25 @@ pub struct AuthorizationError {
     pub message: String,
 }
 
+/// An authorization that waits for a person: the source, the link to open, and when it started
+/// and expires (Unix milliseconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingAuthorization {
+    pub source: String,
+    pub url: String,
+    pub since_ms: i64,
+    pub expires_at_ms: i64,
+}
+
 /// The parked authorizations of sources, completed from the callback.
 #[async_trait::async_trait]
 pub trait SourceAuthorizations: Send + Sync {
+    /// The authorizations waiting now, by source. Their links let whoever opens them authorize
+    /// Toolshed with their own account: show them only to those trusted with the source.
+    fn pending(&self) -> Vec<PendingAuthorization> {
+        Vec::new()
+    }
+
     /// Completes the authorization answered by `query`, the query string of the callback the
     /// authorization server redirected the browser to (`code` and `state`, or `error`).
     /// Answers the name of the source now authorized.

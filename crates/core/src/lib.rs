@@ -29,7 +29,7 @@ pub mod schema;
 pub mod servers;
 pub mod tool;
 
-pub use authorizations::{AuthorizationError, SourceAuthorizations};
+pub use authorizations::{AuthorizationError, PendingAuthorization, SourceAuthorizations};
 pub use catalog::{Catalog, CatalogBuilder, CatalogError, Renamed, SharedCatalog};
 pub use location::{is_url, locate, Location};
 pub use path::{PathError, ToolPath};

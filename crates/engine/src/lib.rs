@@ -329,6 +329,24 @@ impl Engine {
         self.inner.source_authorizations.as_ref()
     }
 
+    /// The authorizations of sources that wait for a person and that `caller` may see: those of
+    /// the sources whose calls its roles decide as a whole (a `decide` pattern matching
+    /// `<source>.*`, such as `<source>.**` or `**`). Their links let whoever opens them authorize
+    /// Toolshed at the upstream with their own account, so nobody else sees them.
+    pub fn pending_source_authorizations(
+        &self,
+        caller: &Caller,
+    ) -> Vec<toolshed_core::PendingAuthorization> {
+        let Some(authorizations) = self.source_authorizations() else {
+            return Vec::new();
+        };
+        authorizations
+            .pending()
+            .into_iter()
+            .filter(|p| caller.access.may_decide(&format!("{}.*", p.source)))
+            .collect()
+    }
+
     /// The per-user connections, when any are configured.
     pub fn connections(&self) -> Option<&Arc<connections::Connections>> {
         self.inner.connections.as_ref()

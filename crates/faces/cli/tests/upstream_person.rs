@@ -108,10 +108,18 @@ public_url = "{public}"
 [[roles]]
 id = "ops"
 patterns = ["**"]
+decide = ["**"]
+[[roles]]
+id = "viewer"
+patterns = ["**"]
 [[principals]]
 id = "ops"
 roles = ["ops"]
 api_keys = ["k-ops"]
+[[principals]]
+id = "viewer"
+roles = ["viewer"]
+api_keys = ["k-viewer"]
 "#
         ),
     )
@@ -150,6 +158,19 @@ api_keys = ["k-ops"]
         "nothing of the upstream before the person approved"
     );
 
+    // Those who decide the source's calls find the link over HTTP too; others do not.
+    let pending = front.url("/v1/sources/authorizations");
+    let (status, listed) = get(&pending, Some("k-ops")).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["pending"][0]["source"], "b", "{listed}");
+    assert_eq!(listed["pending"][0]["url"], link.as_str(), "{listed}");
+    assert!(
+        listed["pending"][0]["expires_at_ms"].as_i64() > listed["pending"][0]["since_ms"].as_i64()
+    );
+    let (status, hidden) = get(&pending, Some("k-viewer")).await;
+    assert_eq!((status, hidden), (200, serde_json::json!({"pending": []})));
+    assert_eq!(get(&pending, None).await.0, 401);
+
     // The person signs in and consents; the browser comes back to Toolshed's callback.
     let back = Browser::new().grant(&link, "carol", &callback).await;
     let (status, body) = get(&back, None).await;
@@ -166,6 +187,12 @@ api_keys = ["k-ops"]
         .await
         .expect("the upstream's tools in the catalog after the approval");
     call_completes(&front, &path).await;
+    let (_, listed) = get(&pending, Some("k-ops")).await;
+    assert_eq!(
+        listed,
+        serde_json::json!({"pending": []}),
+        "nothing waits any more"
+    );
 
     // A restart: the token carol approved was kept, sealed in the store, and the upstream
     // connects without asking anyone.

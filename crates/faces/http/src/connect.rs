@@ -62,6 +62,12 @@ pub(crate) fn routes() -> Vec<Route<AppState>> {
                 crate::any_object,
             )
             .errors(&[S::BAD_REQUEST, S::FORBIDDEN, S::NOT_FOUND, S::BAD_GATEWAY]),
+        Route::get("/v1/sources/authorizations", pending)
+            .doc(
+                "listPendingSourceAuthorizations",
+                "Upstream authorizations that wait for a person, for the sources whose calls the caller decides as a whole",
+            )
+            .answers(S::OK, "The waiting authorizations.", schema_of::<PendingList>),
         Route::get("/v1/connections", list)
             .doc(
                 "listConnections",
@@ -99,6 +105,44 @@ struct CallbackParams {
 #[derive(Serialize, JsonSchema)]
 struct ConnectionList {
     connections: Vec<ConnectionInfo>,
+}
+
+/// An upstream's authorization that waits for a person.
+#[derive(Serialize, JsonSchema)]
+struct Pending {
+    /// The source.
+    source: String,
+    /// The authorization server's page to open: whoever approves there authorizes Toolshed at
+    /// the upstream with their own account.
+    url: String,
+    /// When it started (Unix milliseconds).
+    since_ms: i64,
+    /// When the link expires (Unix milliseconds); a new one is made then.
+    expires_at_ms: i64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct PendingList {
+    pending: Vec<Pending>,
+}
+
+async fn pending(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers).await?;
+    let pending = s
+        .engine
+        .pending_source_authorizations(&caller)
+        .into_iter()
+        .map(|p| Pending {
+            source: p.source,
+            url: p.url,
+            since_ms: p.since_ms,
+            expires_at_ms: p.expires_at_ms,
+        })
+        .collect();
+    Ok(Json(PendingList { pending }).into_response())
 }
 
 fn refused(e: ConnectError) -> ApiError {

@@ -8,8 +8,10 @@
 //!    callback ([`PersonGrants::callback_url`]). It parks that authorization here
 //!    ([`PersonGrants::park`]), keyed by its `state`, and the connection fails at once with
 //!    [`waiting`]'s text. That text names no link, since it may reach whoever called a tool of
-//!    the upstream (a step-up): the link goes only to the log and to the source's report,
-//!    which `toolshed serve` prints ([`PersonGrants::waiting_at`]). While the authorization is
+//!    the upstream (a step-up): the link goes only to the log, to the source's report, which
+//!    `toolshed serve` prints ([`PersonGrants::waiting_at`]), and to the listing of pending
+//!    authorizations that those who decide the source's calls read over HTTP
+//!    ([`SourceAuthorizations::pending`]). While the authorization is
 //!    pending ([`LINK_TTL`]), every new attempt waits for the same link instead of starting
 //!    another; when it expires, the owner is told ([`PersonGrants::on_change`]) and the next
 //!    attempt makes a new one.
@@ -28,8 +30,8 @@
 //! configured client: a source pointed elsewhere never sends it ([`VaultCredentials`]).
 //!
 //! Anyone who opens the link authorizes Toolshed with their own account at the upstream, so the
-//! link goes only to those who run the server (its log and its source reports), never into a
-//! tool's error. The callback does not tie the state to the browser that opened the link. The
+//! link goes only to those who run the server (its log and its source reports) and those who
+//! decide the source's calls, never into a tool's error. The callback does not tie the state to the browser that opened the link. The
 //! parked authorizations live in this process: with several replicas the callback must reach
 //! the replica that made the link.
 
@@ -41,7 +43,7 @@ use oauth2::TokenResponse;
 use rmcp::transport::auth::{
     AuthError, AuthorizationCallback, AuthorizationManager, CredentialStore, StoredCredentials,
 };
-use toolshed_core::{AuthorizationError, SourceAuthorizations};
+use toolshed_core::{AuthorizationError, PendingAuthorization, SourceAuthorizations};
 use toolshed_outbound::secret::redact;
 
 use crate::oauth::query_param;
@@ -66,6 +68,8 @@ struct Parked {
     upstream: String,
     url: String,
     since: Instant,
+    /// `since` in Unix milliseconds, for listings.
+    since_ms: i64,
     manager: AuthorizationManager,
     /// The scopes asked for.
     asked: Vec<String>,
@@ -258,6 +262,9 @@ impl PersonGrants {
                 upstream: upstream.to_string(),
                 url: url.to_string(),
                 since: Instant::now(),
+                since_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
                 manager,
                 asked,
                 secrets,
@@ -335,6 +342,23 @@ impl PersonGrants {
 
 #[async_trait::async_trait]
 impl SourceAuthorizations for PersonGrants {
+    fn pending(&self) -> Vec<PendingAuthorization> {
+        let ttl = i64::try_from(LINK_TTL.as_millis()).unwrap_or(i64::MAX);
+        let mut out: Vec<_> = self
+            .inner()
+            .parked
+            .values()
+            .map(|p| PendingAuthorization {
+                source: p.upstream.clone(),
+                url: p.url.clone(),
+                since_ms: p.since_ms,
+                expires_at_ms: p.since_ms.saturating_add(ttl),
+            })
+            .collect();
+        out.sort_by(|a, b| a.source.cmp(&b.source));
+        out
+    }
+
     async fn finish(&self, query: &str) -> Result<String, AuthorizationError> {
         self.complete(&format!("{}?{query}", self.callback))
             .await
