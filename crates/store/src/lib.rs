@@ -134,6 +134,8 @@ impl Store {
             check_sqlite_header(url, &location)?;
         }
         let mut pool_opts = AnyPoolOptions::new()
+            // One for memory: shared-cache locks fail at once instead of waiting (no busy
+            // timeout applies to them), so connections of one memory database must not overlap.
             .max_connections(if backend == Backend::Sqlite && memory {
                 1
             } else {

@@ -32,6 +32,20 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces the token kept for `source`, only if one is kept; whether one was.
+    pub async fn update_upstream_token(&self, source: &str, sealed: &str) -> Result<bool> {
+        let r = sqlx::query(
+            "UPDATE upstream_tokens SET sealed = $1, updated_at = $2 WHERE source = $3",
+        )
+        .bind(sealed)
+        .bind(now_ms())
+        .bind(source)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.classify(e))?;
+        Ok(r.rows_affected() > 0)
+    }
+
     /// Forgets the token of `source`; whether one was kept.
     pub async fn delete_upstream_token(&self, source: &str) -> Result<bool> {
         let r = sqlx::query("DELETE FROM upstream_tokens WHERE source = $1")
@@ -51,7 +65,13 @@ mod tests {
     async fn a_token_is_kept_replaced_and_removed_with_its_source() {
         let s = Store::open("sqlite::memory:").await.unwrap();
         assert_eq!(s.upstream_token("b").await.unwrap(), None);
+        assert!(!s.update_upstream_token("b", "zero").await.unwrap());
+        assert_eq!(s.upstream_token("b").await.unwrap(), None);
         s.put_upstream_token("b", "one").await.unwrap();
+        assert!(s
+            .update_upstream_token("b", "one and a half")
+            .await
+            .unwrap());
         s.put_upstream_token("b", "two").await.unwrap();
         s.put_upstream_token("c", "three").await.unwrap();
         assert_eq!(s.upstream_token("b").await.unwrap().as_deref(), Some("two"));

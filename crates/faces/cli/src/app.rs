@@ -266,10 +266,12 @@ impl App {
         let credentials = credentials(&config, &plugins)?;
         let registry = Registry::new();
         // Upstreams whose OAuth waits for a person: the browser comes back to this server.
-        let person = PersonGrants::new(format!(
-            "{}/connect/upstreams/callback",
-            public_url(&config).trim_end_matches('/')
-        ));
+        let public = public_url(&config);
+        let public = public.trim_end_matches('/');
+        let person = PersonGrants::with_listing(
+            format!("{public}/connect/upstreams/callback"),
+            Some(format!("{public}/v1/sources/authorizations")),
+        );
         // What a person approves outlives a restart, sealed in the store.
         person.keep_tokens_in(sources.token_vault());
         registry.with_person_grants(person.clone());

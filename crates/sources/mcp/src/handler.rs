@@ -101,6 +101,10 @@ impl UpstreamToolHandler {
                         min_generation = session.generation + 1;
                         continue;
                     }
+                    // Refused for want of a token a person must approve first: not sent.
+                    if let Some(action) = self.waiting_for_person() {
+                        return Err(action);
+                    }
                     return Err(ToolError::upstream(format!(
                         "the connection to upstream '{}' failed during '{}' ({e}); the call may or may not have run",
                         self.ns(),
@@ -245,10 +249,22 @@ impl UpstreamToolHandler {
                 ToolErrorKind::Timeout,
                 format!("upstream '{ns}' did not answer within {timeout:?}"),
             )),
-            Err(e) => Err(ToolError::upstream(format!(
-                "calling '{tool}' on upstream '{ns}' failed: {e}"
-            ))),
+            Err(e) => Err(self.waiting_for_person().unwrap_or_else(|| {
+                ToolError::upstream(format!("calling '{tool}' on upstream '{ns}' failed: {e}"))
+            })),
         }
+    }
+
+    /// A call that failed because a person must first authorize Toolshed at the upstream (a
+    /// wider scope, or a token that could not be renewed): an action for the caller, which
+    /// pauses the call where it may pause ([`crate::person`]).
+    fn waiting_for_person(&self) -> Option<ToolError> {
+        let person = self.upstream.config().oauth.as_ref()?.person.as_ref()?;
+        let (url, message) = person.waiting_action(self.upstream.name())?;
+        Some(
+            ToolError::new(ToolErrorKind::ActionRequired, message)
+                .with_data(serde_json::json!({ "url": url })),
+        )
     }
 }
 

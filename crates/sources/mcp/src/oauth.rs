@@ -788,7 +788,7 @@ impl Authorizer {
             }
             // The first attempt of this process: a token a person approved before, if kept.
             if !step_up && st.manager.is_none() {
-                if let Some((manager, token, held)) = self.restore(person, header).await {
+                if let Some((manager, token, held)) = self.restore(person, header).await? {
                     st.manager = Some(manager);
                     return Ok((token, held));
                 }
@@ -897,61 +897,87 @@ impl Authorizer {
         person: &PersonGrants,
         fresh: bool,
     ) -> Option<crate::person::VaultCredentials> {
-        person.credentials(
-            &self.name,
-            self.url.as_str(),
-            self.cfg.client_id.as_deref(),
-            fresh,
-        )
+        person.credentials(&self.name, self.binding(), fresh)
+    }
+
+    /// What a kept token is for: the upstream's URL and the OAuth settings that decide which
+    /// token it gets. A token kept under other settings is not used.
+    fn binding(&self) -> String {
+        let mut scopes = self.cfg.scopes.clone();
+        scopes.sort();
+        serde_json::json!({
+            "url": self.url.as_str(),
+            "grant": self.cfg.grant.as_str(),
+            "client_id": self.cfg.client_id,
+            "client_metadata_url": self.cfg.client_metadata_url,
+            "issuer": self.cfg.issuer,
+            "scopes": scopes,
+        })
+        .to_string()
     }
 
     /// The token a person approved before this process started, kept in the vault
-    /// ([`crate::person`]), refreshed when it expired; `None` (and a person authorizes again)
-    /// when none is kept or it cannot be used.
+    /// ([`crate::person`]), refreshed when it expired. `None` (a person authorizes again) when
+    /// none is kept for these settings, when the authorization server is not the one that
+    /// issued it, or when it can no longer be renewed; an error (the next attempt tries again)
+    /// when the authorization server or the vault could not be reached.
     async fn restore(
         &self,
         person: &PersonGrants,
         header: &str,
-    ) -> Option<(AuthorizationManager, String, Vec<String>)> {
-        let kept = self.kept_credentials(person, false)?;
-        let held = match kept.load().await {
-            Ok(Some(c)) if c.token_response.is_some() => c.granted_scopes,
-            Ok(_) => return None,
-            Err(e) => {
-                tracing::warn!(upstream = %self.name, error = %e, "the kept token could not be read; a person authorizes again");
-                return None;
-            }
+    ) -> Result<Option<(AuthorizationManager, String, Vec<String>)>, AuthError> {
+        let Some(kept) = self.kept_credentials(person, false) else {
+            return Ok(None);
         };
-        let unusable = |e: AuthError| {
-            tracing::warn!(upstream = %self.name, error = %self.clean(&e.to_string()), "the kept token cannot be used; a person authorizes again");
+        let stored = match kept.load().await? {
+            Some(c) if c.token_response.is_some() => c,
+            _ => return Ok(None),
         };
-        let mut manager = self.discover(header).await.map_err(unusable).ok()?;
+        let (mut manager, issuer) = self.discover_issuer(header).await?;
+        if stored.issuer != issuer {
+            // Never send the kept refresh token to another server (nor to the default
+            // endpoints of an upstream that stopped publishing its metadata).
+            tracing::warn!(upstream = %self.name, "the authorization server is not the one that issued the kept token; a person authorizes again");
+            return Ok(None);
+        }
         manager.set_credential_store(kept);
-        if !manager
-            .initialize_from_store()
-            .await
-            .map_err(unusable)
-            .ok()?
-        {
-            return None;
+        if !manager.initialize_from_store().await? {
+            return Ok(None);
         }
         if let (Some(id), Some(secret)) = (&self.cfg.client_id, &self.cfg.client_secret) {
-            // A confidential client refreshes with its secret.
+            // A confidential client renews with its secret.
             let client = rmcp::transport::auth::OAuthClientConfig::new(
                 id.clone(),
                 self.cfg.redirect_uri.clone(),
             )
             .with_client_secret(secret.expose())
-            .with_scopes(held.clone());
-            manager.configure_client(client).map_err(unusable).ok()?;
+            .with_scopes(stored.granted_scopes.clone());
+            manager.configure_client(client)?;
         }
-        let token = manager.get_access_token().await.map_err(unusable).ok()?;
-        tracing::info!(upstream = %self.name, "connected with the token a person approved before");
-        Some((manager, token, held))
+        match manager.get_access_token().await {
+            Ok(token) => {
+                tracing::info!(upstream = %self.name, "connected with the token a person approved before");
+                Ok(Some((manager, token, stored.granted_scopes)))
+            }
+            Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
+                tracing::warn!(upstream = %self.name, "the kept token can no longer be renewed; a person authorizes again");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A fresh manager with the authorization server's metadata found from `header`.
     async fn discover(&self, header: &str) -> Result<AuthorizationManager, AuthError> {
+        Ok(self.discover_issuer(header).await?.0)
+    }
+
+    /// [`Self::discover`], with the issuer the metadata names (`None` for the default
+    /// endpoints of a server that publishes none).
+    async fn discover_issuer(
+        &self,
+        header: &str,
+    ) -> Result<(AuthorizationManager, Option<String>), AuthError> {
         let mut manager = if self.allow_private {
             AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await?
         } else {
@@ -969,8 +995,9 @@ impl Authorizer {
                 resolution.metadata
             }
         };
+        let issuer = metadata.issuer.clone();
         manager.set_metadata(metadata);
-        Ok(manager)
+        Ok((manager, issuer))
     }
 
     /// The metadata of the pinned authorization server `pinned` ([`crate::issuer`]).

@@ -23,6 +23,12 @@
 //!    That attempt takes the token and the client that got it ([`PersonGrants::take`]), which
 //!    also refreshes it later.
 //!
+//! A call of a loaded upstream that needs a person first (a step-up to a wider scope, or a token
+//! that can no longer be renewed) fails with an action for its caller
+//! ([`PersonGrants::waiting_action`]: `ActionRequired`, whose link is Toolshed's listing of
+//! waiting authorizations, never the authorization link): where the call may pause, the engine
+//! pauses it with an `input` wait, and once answered it runs again with the approved token.
+//!
 //! The tokens a person's authorization got are kept in a [`TokenVault`] when the server gives
 //! one ([`PersonGrants::keep_tokens_in`]; `toolshed serve` keeps them in its store, sealed with
 //! its key): after a restart the upstream connects with them (refreshed when they expired)
@@ -99,9 +105,20 @@ struct Inner {
 /// The authorizations that wait for a person, and the tokens they got (see the module docs).
 pub struct PersonGrants {
     callback: String,
+    /// Where those who decide a source's calls find its waiting link (Toolshed's listing).
+    listing: Option<String>,
     inner: Mutex<Inner>,
     on_change: Mutex<Option<OnChange>>,
     vault: Mutex<Option<Arc<dyn TokenVault>>>,
+    writers: Arc<Writers>,
+}
+
+/// Which credential store of each upstream may write to the vault: the one that got the newest
+/// token (see [`VaultCredentials`]'s `save`).
+#[derive(Default)]
+struct Writers {
+    next: std::sync::atomic::AtomicU64,
+    current: Mutex<HashMap<String, u64>>,
 }
 
 impl PartialEq for PersonGrants {
@@ -124,11 +141,20 @@ impl std::fmt::Debug for PersonGrants {
 impl PersonGrants {
     /// Grants whose person comes back to `callback_url` (Toolshed's callback route).
     pub fn new(callback_url: impl Into<String>) -> Arc<Self> {
+        Self::with_listing(callback_url, None)
+    }
+
+    /// [`PersonGrants::new`], with the URL of Toolshed's listing of waiting authorizations: a
+    /// call that waits for a person then asks its caller to have them act there
+    /// ([`PersonGrants::waiting_action`]).
+    pub fn with_listing(callback_url: impl Into<String>, listing: Option<String>) -> Arc<Self> {
         Arc::new(Self {
             callback: callback_url.into(),
+            listing,
             inner: Mutex::default(),
             on_change: Mutex::default(),
             vault: Mutex::default(),
+            writers: Arc::default(),
         })
     }
 
@@ -138,14 +164,14 @@ impl PersonGrants {
         *self.vault.lock().unwrap_or_else(|p| p.into_inner()) = Some(vault);
     }
 
-    /// rmcp's credential store for `upstream` at `url` with the configured `client_id`, kept in
-    /// the vault; `None` without one. A `fresh` store starts empty (a new authorization) instead
-    /// of reading what is kept.
+    /// rmcp's credential store for `upstream`, kept in the vault and bound to `binding` (what
+    /// the token is for: [`crate::oauth`] names the URL and the OAuth settings that matter);
+    /// `None` without a vault. A `fresh` store starts empty (a new authorization) instead of
+    /// reading what is kept.
     pub(crate) fn credentials(
         &self,
         upstream: &str,
-        url: &str,
-        client_id: Option<&str>,
+        binding: String,
         fresh: bool,
     ) -> Option<VaultCredentials> {
         let vault = self
@@ -156,9 +182,14 @@ impl PersonGrants {
         Some(VaultCredentials {
             vault,
             upstream: upstream.to_string(),
-            url: url.to_string(),
-            client_id: client_id.map(str::to_string),
+            binding,
             cached: tokio::sync::RwLock::new(fresh.then_some(None)),
+            id: self
+                .writers
+                .next
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            unsaved_fresh: std::sync::atomic::AtomicBool::new(fresh),
+            writers: self.writers.clone(),
         })
     }
 
@@ -200,6 +231,18 @@ impl PersonGrants {
             .collect();
         out.sort();
         out
+    }
+
+    /// What a call of `upstream` that failed because a person must authorize Toolshed first
+    /// asks of its caller: the listing's URL (never the authorization link) and what to do
+    /// there. `None` unless such an authorization waits and a listing is known.
+    pub fn waiting_action(&self, upstream: &str) -> Option<(String, String)> {
+        let listing = self.listing.clone()?;
+        self.waiting_at(upstream)?;
+        let message = format!(
+            "upstream '{upstream}' needs a person to authorize Toolshed at its authorization server: someone whose roles decide the calls of '{upstream}' finds the link at {listing}; once they approved, answer this and the call runs again"
+        );
+        Some((listing, message))
     }
 
     /// The link of `upstream`'s authorization that is still waiting, if any (for the log and
@@ -376,33 +419,41 @@ impl SourceAuthorizations for PersonGrants {
 pub trait TokenVault: Send + Sync {
     /// The document kept for `upstream`, if any.
     async fn load(&self, upstream: &str) -> Result<Option<String>, String>;
-    /// Keeps `document` for `upstream`, replacing what was there.
-    async fn save(&self, upstream: &str, document: &str) -> Result<(), String>;
+    /// Keeps `document` for `upstream`: replacing what was there, or with `create` false only
+    /// if something is there (a renewed token must not bring back what was forgotten, such as
+    /// the token of a source removed meanwhile).
+    async fn save(&self, upstream: &str, document: &str, create: bool) -> Result<(), String>;
     /// Forgets what is kept for `upstream`.
     async fn clear(&self, upstream: &str) -> Result<(), String>;
 }
 
-/// What the vault keeps for one upstream: rmcp's credentials and the URL they are for.
+/// What the vault keeps for one upstream: rmcp's credentials and what they are for.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Kept {
-    url: String,
+    binding: String,
     credentials: StoredCredentials,
 }
 
 /// rmcp's credential store for one upstream, kept in a [`TokenVault`]: written through, read
-/// once. What was kept for another URL (the source points elsewhere now) or another configured
-/// client is never used.
+/// once. What was kept under another binding (the source points elsewhere now, or its OAuth
+/// settings changed) is never used. Of the stores of one upstream in this process, only the one
+/// that got the newest token writes: a fresh store takes over with its first save (the person's
+/// code exchanged), so a store still renewing the older token meanwhile (during a step-up) does
+/// not overwrite the approval.
 pub(crate) struct VaultCredentials {
     vault: Arc<dyn TokenVault>,
     upstream: String,
-    url: String,
-    client_id: Option<String>,
+    binding: String,
     /// `None` until read.
     cached: tokio::sync::RwLock<Option<Option<StoredCredentials>>>,
+    id: u64,
+    /// A fresh store that has not saved yet: its first save is a person's new token.
+    unsaved_fresh: std::sync::atomic::AtomicBool,
+    writers: Arc<Writers>,
 }
 
 impl VaultCredentials {
-    /// What the vault keeps for this upstream, if it is for this URL and client.
+    /// What the vault keeps for this upstream, if it was kept under this binding.
     async fn read(&self) -> Result<Option<StoredCredentials>, AuthError> {
         let Some(text) = self.vault.load(&self.upstream).await.map_err(|e| {
             AuthError::CredentialStoreError(format!(
@@ -416,23 +467,36 @@ impl VaultCredentials {
         let kept: Kept = match serde_json::from_str(&text) {
             Ok(k) => k,
             Err(e) => {
-                tracing::warn!(upstream = %self.upstream, error = %e, "the kept token is unreadable; a person authorizes again");
+                // The error's position only: its text may quote a value.
+                tracing::warn!(upstream = %self.upstream, line = e.line(), column = e.column(), "the kept token is unreadable; a person authorizes again");
                 return Ok(None);
             }
         };
-        if kept.url != self.url {
-            tracing::info!(upstream = %self.upstream, "the kept token is for another URL; not used");
-            return Ok(None);
-        }
-        if self
-            .client_id
-            .as_deref()
-            .is_some_and(|id| id != kept.credentials.client_id)
-        {
-            tracing::info!(upstream = %self.upstream, "the kept token is for another client; not used");
+        if kept.binding != self.binding {
+            tracing::info!(upstream = %self.upstream, "the kept token is for another URL or other OAuth settings; not used");
             return Ok(None);
         }
         Ok(Some(kept.credentials))
+    }
+
+    /// Whether this store may write now, taking over from the others of its upstream with a
+    /// fresh store's first save.
+    fn may_write(&self) -> (bool, bool) {
+        let first = self
+            .unsaved_fresh
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        let mut current = self
+            .writers
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match current.get(&self.upstream) {
+            Some(id) if *id != self.id && !first => (false, false),
+            _ => {
+                current.insert(self.upstream.clone(), self.id);
+                (true, first)
+            }
+        }
     }
 }
 
@@ -455,13 +519,18 @@ impl CredentialStore for VaultCredentials {
     /// lasts until a restart, as without a vault).
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         let kept = Kept {
-            url: self.url.clone(),
+            binding: self.binding.clone(),
             credentials,
         };
         let text = serde_json::to_string(&kept);
         *self.cached.write().await = Some(Some(kept.credentials));
+        let (write, create) = self.may_write();
+        if !write {
+            tracing::debug!(upstream = %self.upstream, "a newer token was approved; this renewal is not kept");
+            return Ok(());
+        }
         let outcome = match text {
-            Ok(text) => self.vault.save(&self.upstream, &text).await,
+            Ok(text) => self.vault.save(&self.upstream, &text, create).await,
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = outcome {
@@ -472,6 +541,9 @@ impl CredentialStore for VaultCredentials {
 
     async fn clear(&self) -> Result<(), AuthError> {
         *self.cached.write().await = Some(None);
+        if !self.may_write().0 {
+            return Ok(());
+        }
         if let Err(e) = self.vault.clear(&self.upstream).await {
             tracing::warn!(upstream = %self.upstream, error = %e, "the kept token could not be forgotten");
         }
@@ -525,6 +597,74 @@ mod tests {
             !waiting("tracker").contains("http"),
             "no link for a tool's caller"
         );
+    }
+
+    #[derive(Default)]
+    struct Memory(Mutex<HashMap<String, String>>);
+
+    #[async_trait::async_trait]
+    impl TokenVault for Memory {
+        async fn load(&self, upstream: &str) -> Result<Option<String>, String> {
+            Ok(self.0.lock().unwrap().get(upstream).cloned())
+        }
+        async fn save(&self, upstream: &str, document: &str, create: bool) -> Result<(), String> {
+            let mut kept = self.0.lock().unwrap();
+            if create || kept.contains_key(upstream) {
+                kept.insert(upstream.into(), document.into());
+            }
+            Ok(())
+        }
+        async fn clear(&self, upstream: &str) -> Result<(), String> {
+            self.0.lock().unwrap().remove(upstream);
+            Ok(())
+        }
+    }
+
+    fn credentials(client: &str) -> StoredCredentials {
+        StoredCredentials::new(client.into(), None, vec![], None)
+    }
+
+    async fn kept_client(vault: &Memory) -> Option<String> {
+        let text = vault.load("up").await.unwrap()?;
+        let kept: Kept = serde_json::from_str(&text).unwrap();
+        Some(kept.credentials.client_id)
+    }
+
+    #[tokio::test]
+    async fn only_the_store_with_the_newest_approval_writes() {
+        let grants = PersonGrants::new("http://127.0.0.1:1/cb");
+        let vault = Arc::new(Memory::default());
+        grants.keep_tokens_in(vault.clone());
+        let first = grants.credentials("up", "b".into(), true).unwrap();
+        first.save(credentials("one")).await.unwrap();
+        assert_eq!(kept_client(&vault).await.as_deref(), Some("one"));
+        // A step-up: a new authorization's store takes over with the person's token ...
+        let second = grants.credentials("up", "b".into(), true).unwrap();
+        second.save(credentials("two")).await.unwrap();
+        // ... and the older one, still renewing its token meanwhile, no longer writes.
+        first.save(credentials("one, renewed")).await.unwrap();
+        assert_eq!(kept_client(&vault).await.as_deref(), Some("two"));
+        assert_eq!(
+            first.load().await.unwrap().unwrap().client_id,
+            "one, renewed",
+            "it keeps its own copy"
+        );
+        second.save(credentials("two, renewed")).await.unwrap();
+        assert_eq!(kept_client(&vault).await.as_deref(), Some("two, renewed"));
+        // Another process reads it under the same binding only.
+        let restarted = PersonGrants::new("http://127.0.0.1:1/cb");
+        restarted.keep_tokens_in(vault.clone());
+        let same = restarted.credentials("up", "b".into(), false).unwrap();
+        assert_eq!(
+            same.load().await.unwrap().unwrap().client_id,
+            "two, renewed"
+        );
+        let other = restarted.credentials("up", "c".into(), false).unwrap();
+        assert!(other.load().await.unwrap().is_none());
+        // A renewal never brings back what was forgotten.
+        vault.clear("up").await.unwrap();
+        same.save(credentials("three")).await.unwrap();
+        assert_eq!(kept_client(&vault).await, None);
     }
 
     #[tokio::test]

@@ -412,7 +412,8 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
     use toolshed_mcp_source::person::{PersonGrantError, PersonGrants};
     let server = start().await;
     let callback = "http://127.0.0.1:9/connect/upstreams/callback";
-    let grants = PersonGrants::new(callback);
+    let listing = "http://127.0.0.1:9/v1/sources/authorizations";
+    let grants = PersonGrants::with_listing(callback, Some(listing.into()));
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     grants.on_change(move |name| granted_tx.send(name.to_string()).unwrap());
     let oauth = OAuthConfig::authorization_code()
@@ -467,11 +468,15 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
     let up = Upstream::connect(config(&server, oauth)).await.unwrap();
     let tools = up.tools().await.unwrap();
     assert_eq!(tools.len(), 2);
-    // Calling needs the wider scope: that waits for a person too.
+    // Calling needs the wider scope: that waits for a person too. The call asks its caller
+    // for that action (the engine pauses it where it may), pointing at Toolshed's listing,
+    // never at the authorization link.
     let e = common::call(common::tool(&tools, "guarded.whoami"), json!({}))
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    assert_eq!(e.kind, toolshed_core::ToolErrorKind::ActionRequired, "{e}");
+    assert_eq!(e.data, Some(json!({"url": listing})), "{e}");
+    let e = e.to_string();
     let wider = link_of(&grants, &e);
     assert_ne!(wider, link);
     assert!(
@@ -538,11 +543,11 @@ impl toolshed_mcp_source::person::TokenVault for MemoryVault {
     async fn load(&self, upstream: &str) -> Result<Option<String>, String> {
         Ok(self.get(upstream))
     }
-    async fn save(&self, upstream: &str, document: &str) -> Result<(), String> {
-        self.0
-            .lock()
-            .unwrap()
-            .insert(upstream.to_string(), document.to_string());
+    async fn save(&self, upstream: &str, document: &str, create: bool) -> Result<(), String> {
+        let mut kept = self.0.lock().unwrap();
+        if create || kept.contains_key(upstream) {
+            kept.insert(upstream.to_string(), document.to_string());
+        }
         Ok(())
     }
     async fn clear(&self, upstream: &str) -> Result<(), String> {
@@ -589,9 +594,10 @@ async fn a_token_a_person_approved_outlives_a_restart_and_is_refreshed() {
     up.shutdown().await;
     let kept = vault.get("guarded").expect("the person's token is kept");
     assert!(
-        kept.contains(&format!("\"url\":\"{}/mcp\"", server.base)),
+        kept.contains(&format!("{}/mcp", server.base)),
         "bound to the upstream's URL: {kept}"
     );
+    let before = server.seen.lock().unwrap().token_requests.len();
 
     // A restart: new grants over the same vault. The upstream connects without a person, with
     // the kept token refreshed (the confidential client authenticates its refresh).
@@ -606,8 +612,8 @@ async fn a_token_a_person_approved_outlives_a_restart_and_is_refreshed() {
         let kinds: Vec<&str> = seen.token_requests.iter().map(|t| t.0.as_str()).collect();
         assert_eq!(kinds[0], "authorization_code", "{kinds:?}");
         assert!(
-            kinds.len() >= 3 && kinds[1..].iter().all(|k| *k == "refresh_token"),
-            "{kinds:?}"
+            kinds.len() > before && kinds[1..].iter().all(|k| *k == "refresh_token"),
+            "renewed after the restart: {kinds:?}"
         );
         assert!(
             seen.token_requests.iter().all(|t| t.3),
@@ -626,9 +632,22 @@ async fn a_token_a_person_approved_outlives_a_restart_and_is_refreshed() {
         .unwrap()
         .replace(&format!("{}/mcp", server.base), "http://127.0.0.1:1/mcp");
     vault.0.lock().unwrap().insert("guarded".into(), moved);
+    let sent = server.seen.lock().unwrap().token_requests.len();
     let (again, cfg) = person_config(&server, &vault);
     let e = Upstream::connect(cfg).await.unwrap_err().to_string();
     link_of(&again, &e);
+    assert_eq!(
+        server.seen.lock().unwrap().token_requests.len(),
+        sent,
+        "nothing kept was sent"
+    );
+    // Kept under other OAuth settings (another scope configured): not used either.
+    let (again, cfg) = person_config(&server, &vault);
+    let mut narrower = cfg.clone();
+    narrower.oauth = narrower.oauth.map(|o| o.with_scopes(["read"]));
+    let e = Upstream::connect(narrower).await.unwrap_err().to_string();
+    link_of(&again, &e);
+    assert_eq!(server.seen.lock().unwrap().token_requests.len(), sent);
 
     // Kept for this URL, but the authorization server no longer takes its refresh token (and
     // the access token expired): a person is asked again.

@@ -136,17 +136,23 @@ impl TokenVault for SourceStore {
             .map_err(|e| e.to_string())
     }
 
-    async fn save(&self, upstream: &str, document: &str) -> Result<(), String> {
+    async fn save(&self, upstream: &str, document: &str, create: bool) -> Result<(), String> {
         if document.len() > MAX_TOKEN_DOCUMENT {
             return Err(format!(
                 "the token document is {} bytes, more than the {MAX_TOKEN_DOCUMENT} kept",
                 document.len()
             ));
         }
-        self.store
-            .put_upstream_token(upstream, &self.sealer.seal_text(document))
-            .await
-            .map_err(|e| e.to_string())
+        let sealed = self.sealer.seal_text(document);
+        if create {
+            self.store.put_upstream_token(upstream, &sealed).await
+        } else {
+            self.store
+                .update_upstream_token(upstream, &sealed)
+                .await
+                .map(|_| ())
+        }
+        .map_err(|e| e.to_string())
     }
 
     async fn clear(&self, upstream: &str) -> Result<(), String> {
@@ -169,7 +175,10 @@ mod tests {
         let sources = SourceStore::new(store.clone(), Sealer::new(SecretBox::from_key(&[7; 32])));
         let vault = sources.token_vault();
         let document = r#"{"url":"https://x/mcp","credentials":{"access_token":"at-4711"}}"#;
-        vault.save("b", document).await.unwrap();
+        // A renewal brings back nothing that was forgotten.
+        vault.save("b", document, false).await.unwrap();
+        assert_eq!(vault.load("b").await.unwrap(), None);
+        vault.save("b", document, true).await.unwrap();
         let at_rest = store.upstream_token("b").await.unwrap().unwrap();
         assert!(!at_rest.contains("at-4711"), "sealed at rest");
         assert_eq!(vault.load("b").await.unwrap().as_deref(), Some(document));
@@ -179,7 +188,11 @@ mod tests {
         assert!(!e.contains("at-4711") && e.contains("changed"), "{e}");
         // Too large a document is refused, and what was kept stays.
         let huge = "x".repeat(MAX_TOKEN_DOCUMENT + 1);
-        assert!(vault.save("b", &huge).await.unwrap_err().contains("bytes"));
+        assert!(vault
+            .save("b", &huge, false)
+            .await
+            .unwrap_err()
+            .contains("bytes"));
         assert_eq!(vault.load("b").await.unwrap().as_deref(), Some(document));
         vault.clear("b").await.unwrap();
         assert_eq!(vault.load("b").await.unwrap(), None);

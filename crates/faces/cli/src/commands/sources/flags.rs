@@ -117,7 +117,8 @@ pub struct McpOAuthArgs {
     /// uses --oauth-client-metadata-url).
     #[arg(long, value_name = "ID")]
     oauth_client_id: Option<String>,
-    /// The pre-registered client's secret.
+    /// The pre-registered client's secret; prefer `env:VAR` (a literal shows in process
+    /// listings while the command runs).
     #[arg(long, value_name = "SECRET")]
     oauth_client_secret: Option<String>,
     /// A PEM private key for `private_key_jwt` (client credentials), e.g. `env:UPSTREAM_KEY`.
