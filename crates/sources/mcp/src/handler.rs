@@ -105,6 +105,9 @@ impl UpstreamToolHandler {
                     if let Some(action) = self.waiting_for_person() {
                         return Err(action);
                     }
+                    if let Some(busy) = self.refused_busy(&e) {
+                        return Err(busy);
+                    }
                     return Err(ToolError::upstream(format!(
                         "the connection to upstream '{}' failed during '{}' ({e}); the call may or may not have run",
                         self.ns(),
@@ -255,6 +258,27 @@ impl UpstreamToolHandler {
         }
     }
 
+    /// A call the upstream turned away as busy (HTTP `429`, or a `5xx` with a `Retry-After`):
+    /// the status and when to retry reach the caller (`data.status`, `data.retryAfter`, the
+    /// upstream's own value), not only a transport failure.
+    fn refused_busy(&self, e: &ServiceError) -> Option<ToolError> {
+        let (status, retry_after) = http_status(e)?;
+        let (ns, tool) = (self.ns(), &self.remote_name);
+        let when = retry_after
+            .as_deref()
+            .map(|r| format!("; it asks to retry after {r}"))
+            .unwrap_or_default();
+        let message = if status == 429 {
+            format!("upstream '{ns}' refused '{tool}' with HTTP 429 (too many requests){when}; the call did not run")
+        } else {
+            format!("upstream '{ns}' answered '{tool}' with HTTP {status}{when}")
+        };
+        Some(ToolError::upstream(message).with_data(serde_json::json!({
+            "status": status,
+            "retryAfter": retry_after,
+        })))
+    }
+
     /// A call that failed because a person must first authorize Toolshed at the upstream (a
     /// wider scope, or a token that could not be renewed): an action for the caller, which
     /// pauses the call where it may pause ([`crate::person`]).
@@ -266,6 +290,28 @@ impl UpstreamToolHandler {
                 .with_data(serde_json::json!({ "url": url })),
         )
     }
+}
+
+/// The HTTP status and `Retry-After` rmcp's client (or the lean path, which reports it the
+/// same way) turned `e` into, if it is such a refusal.
+fn http_status(e: &ServiceError) -> Option<(u16, Option<String>)> {
+    use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
+    let ServiceError::TransportSend(sent) = e else {
+        return None;
+    };
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(sent.error.as_ref());
+    while let Some(err) = next {
+        if let Some(StreamableHttpError::HttpStatus(h)) =
+            err.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            return Some((h.status, h.retry_after.clone()));
+        }
+        if let Some(h) = err.downcast_ref::<HttpStatusError>() {
+            return Some((h.status, h.retry_after.clone()));
+        }
+        next = err.source();
+    }
+    None
 }
 
 /// Most rounds of `input_required` one call may take before it fails.

@@ -28,7 +28,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ErrorData, RequestId, ServerJsonRpcMessage, ServerResult,
 };
-use rmcp::transport::streamable_http_client::{StreamableHttpError, StreamableHttpPostResponse};
+use rmcp::transport::streamable_http_client::{
+    HttpStatusError, StreamableHttpError, StreamableHttpPostResponse,
+};
 use serde::Deserialize;
 use sse_stream::SseStream;
 
@@ -162,7 +164,12 @@ pub(crate) async fn post_call(
         method: "tools/call",
         params,
     })?;
-    let (status, content_type, answer) = match &prepared.h1 {
+    let Answered {
+        status,
+        content_type,
+        retry_after,
+        answer,
+    } = match &prepared.h1 {
         Some(conns) => send_own(conns, prepared, body).await?,
         None => send_pooled(client, prepared, body).await?,
     };
@@ -195,7 +202,7 @@ pub(crate) async fn post_call(
         Answer::Read(bytes) => bytes,
     };
     if !status.is_success() {
-        return failed(body, status, json, session);
+        return failed(body, status, json, session, retry_after);
     }
     if !json {
         return Err(StreamableHttpError::UnexpectedContentType(content_type));
@@ -211,8 +218,22 @@ pub(crate) async fn post_call(
     }
 }
 
-/// Status, content type and body of an answer.
-type Answered = (reqwest::StatusCode, Option<String>, Answer);
+/// Status, content type, `Retry-After` and body of an answer.
+struct Answered {
+    status: reqwest::StatusCode,
+    content_type: Option<String>,
+    retry_after: Option<String>,
+    answer: Answer,
+}
+
+/// The first `Retry-After` value, as rmcp's client keeps it (text, bounded, not parsed).
+fn retry_after_of(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    (value.len() <= MAX_RETRY_AFTER).then(|| value.to_string())
+}
+
+/// Longest `Retry-After` kept, as rmcp's client bounds it.
+const MAX_RETRY_AFTER: usize = 128;
 
 /// Posts `body` over the session's own connections ([`crate::h1`]).
 async fn send_own(
@@ -230,7 +251,12 @@ async fn send_own(
             Answer::Stream(boxed(http_body_util::BodyDataStream::new(incoming)))
         }
     };
-    Ok((parts.status, content_type_of(&parts.headers), answer))
+    Ok(Answered {
+        status: parts.status,
+        content_type: content_type_of(&parts.headers),
+        retry_after: retry_after_of(&parts.headers),
+        answer,
+    })
 }
 
 /// Posts `body` with reqwest's client (an `https` upstream).
@@ -247,21 +273,29 @@ async fn send_pooled(
         .await
         .map_err(StreamableHttpError::Client)?;
     let (status, content_type) = (response.status(), content_type_of(response.headers()));
+    let retry_after = retry_after_of(response.headers());
     let answer = if is_sse(&content_type) {
         Answer::Stream(boxed(response.bytes_stream()))
     } else {
         Answer::Read(read_bounded(response, MAX_JSON).await?)
     };
-    Ok((status, content_type, answer))
+    Ok(Answered {
+        status,
+        content_type,
+        retry_after,
+        answer,
+    })
 }
 
 /// A failed response: the JSON-RPC error in its JSON body (the upstream's refusal, as rmcp
-/// gives it), else an error with its status and the start of its body.
+/// gives it); a `429`, or a `5xx` with a `Retry-After`, without one as rmcp's client reports
+/// it (the status and `Retry-After`); else an error with its status and the start of its body.
 fn failed(
     body: Bytes,
     status: reqwest::StatusCode,
     json: bool,
     session: Option<String>,
+    retry_after: Option<String>,
 ) -> Result<StreamableHttpPostResponse, HttpError> {
     if body.len() > MAX_ERROR_BODY {
         return Err(StreamableHttpError::ResponseBodyTooLarge {
@@ -278,6 +312,15 @@ fn failed(
         {
             return Ok(StreamableHttpPostResponse::Json(message, session));
         }
+    }
+    // A server error without a `Retry-After` keeps the start of its body, which says more.
+    let busy = status == reqwest::StatusCode::TOO_MANY_REQUESTS
+        || (status.is_server_error() && retry_after.is_some());
+    if busy {
+        return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(
+            status.as_u16(),
+            retry_after,
+        )));
     }
     Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
         format!("HTTP {status}: {}", quoted(&body)),

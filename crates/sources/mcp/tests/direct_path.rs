@@ -87,6 +87,17 @@ async fn plain_calls_over_http_take_the_direct_path() {
     assert_eq!(out, json!("3 steps"));
     assert_eq!(reports.lock().unwrap().len(), 3);
     assert_eq!(up.direct_calls(), 21);
+    let busy = tool(&tools, "fake.busy");
+    let sink = ProgressSink::new(|_| {});
+    let ctx =
+        ToolContext::new(Arc::from("tester"), busy.def.path.clone()).with_progress(Some(sink));
+    let refused = busy.handler.call(ctx, json!({})).await.unwrap_err();
+    assert_eq!(
+        refused.data,
+        Some(json!({"status": 429, "retryAfter": "7"})),
+        "{refused:?}"
+    );
+    assert_eq!(up.direct_calls(), 4, "that one took rmcp's path");
     up.shutdown().await;
 }
 
@@ -300,7 +311,8 @@ async fn scripted_post(
             {"name": "hasty", "inputSchema": {"type": "object"}},
             {"name": "plain", "inputSchema": {"type": "object"}},
             {"name": "refuses", "inputSchema": {"type": "object"}},
-            {"name": "broken", "inputSchema": {"type": "object"}}
+            {"name": "broken", "inputSchema": {"type": "object"}},
+            {"name": "busy", "inputSchema": {"type": "object"}}
         ]})),
         "tools/call" => {
             fake.seen.lock().unwrap().call_ids.push(msg["id"].clone());
@@ -321,6 +333,14 @@ async fn scripted_post(
                 return (
                     axum::http::StatusCode::BAD_GATEWAY,
                     "upstream of the upstream is down",
+                )
+                    .into_response();
+            }
+            if msg["params"]["name"] == "busy" {
+                return (
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    [("retry-after", "7")],
+                    "slow down",
                 )
                     .into_response();
             }
@@ -564,7 +584,21 @@ async fn json_answers_and_failed_posts_of_direct_calls() {
         broken.message.contains("502") && broken.message.contains("upstream of the upstream"),
         "{broken:?}"
     );
-    assert_eq!(up.direct_calls(), 3);
+    // Turned away as busy: the status and when to retry reach the caller, on the direct path
+    // and on rmcp's (a call relaying progress) alike.
+    let busy = call(tool(&tools, "fake.busy"), json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        busy.data,
+        Some(json!({"status": 429, "retryAfter": "7"})),
+        "{busy:?}"
+    );
+    assert!(
+        busy.message.contains("retry after 7") && busy.message.contains("did not run"),
+        "{busy:?}"
+    );
+    assert_eq!(up.direct_calls(), 4);
     let ids = fake.seen.lock().unwrap().call_ids.clone();
     assert!(
         ids.iter()
