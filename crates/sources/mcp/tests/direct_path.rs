@@ -87,17 +87,6 @@ async fn plain_calls_over_http_take_the_direct_path() {
     assert_eq!(out, json!("3 steps"));
     assert_eq!(reports.lock().unwrap().len(), 3);
     assert_eq!(up.direct_calls(), 21);
-    let busy = tool(&tools, "fake.busy");
-    let sink = ProgressSink::new(|_| {});
-    let ctx =
-        ToolContext::new(Arc::from("tester"), busy.def.path.clone()).with_progress(Some(sink));
-    let refused = busy.handler.call(ctx, json!({})).await.unwrap_err();
-    assert_eq!(
-        refused.data,
-        Some(json!({"status": 429, "retryAfter": "7"})),
-        "{refused:?}"
-    );
-    assert_eq!(up.direct_calls(), 4, "that one took rmcp's path");
     up.shutdown().await;
 }
 
@@ -605,6 +594,17 @@ async fn json_answers_and_failed_posts_of_direct_calls() {
             .all(|id| id.as_str().is_some_and(|s| s.starts_with("ts-"))),
         "{ids:?}"
     );
+    let busy = tool(&tools, "fake.busy");
+    let sink = ProgressSink::new(|_| {});
+    let ctx =
+        ToolContext::new(Arc::from("tester"), busy.def.path.clone()).with_progress(Some(sink));
+    let refused = busy.handler.call(ctx, json!({})).await.unwrap_err();
+    assert_eq!(
+        refused.data,
+        Some(json!({"status": 429, "retryAfter": "7"})),
+        "{refused:?}"
+    );
+    assert_eq!(up.direct_calls(), 4, "that one took rmcp's path");
     up.shutdown().await;
 }
 
