@@ -48,6 +48,37 @@ where
 
 mod tests {
     use super::with_postgres;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicas_renew_an_upstream_token_one_at_a_time_on_postgres() {
+        with_postgres("the upstream token lock", |store| async move {
+            let source = format!("lock-{}", uuid::Uuid::new_v4().simple());
+            store.put_upstream_token(&source, "sealed").await.unwrap();
+            let held = store.lock_upstream_token(&source).await.unwrap();
+            assert!(held.is_some(), "PostgreSQL locks");
+            // Another replica (another connection) waits for it ...
+            let other = store.clone();
+            let name = source.clone();
+            let waiting = tokio::spawn(async move { other.lock_upstream_token(&name).await });
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            assert!(!waiting.is_finished(), "the lock is held");
+            // ... and gets it once it is released; another source was never held up.
+            let elsewhere = store.lock_upstream_token("another-source").await.unwrap();
+            assert!(elsewhere.is_some());
+            drop(held);
+            let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+                .await
+                .expect("the lock is released")
+                .unwrap()
+                .unwrap();
+            assert!(got.is_some());
+            assert_eq!(
+                store.upstream_token(&source).await.unwrap().as_deref(),
+                Some("sealed")
+            );
+        })
+        .await;
+    }
     use crate::background::BackgroundTask;
     use crate::models::StoredModel;
 

@@ -1,10 +1,53 @@
 //! Tokens persons approved for upstream MCP sources, sealed by the caller before they reach the
 //! store (see `toolshed_mcp_source::person`). One row per source; removing a stored source
-//! removes its token ([`Store::delete_source`]).
+//! removes its token ([`Store::delete_source`]). Replicas sharing a PostgreSQL database renew a
+//! token one at a time ([`Store::lock_upstream_token`]).
 
 use sqlx::Row;
 
-use crate::{now_ms, Result, Store};
+use crate::{now_ms, Backend, Result, Store};
+
+/// A lock on the token of one source, held across its renewal: on PostgreSQL a session
+/// advisory lock on a connection of the pool, released when this is dropped.
+pub struct TokenLock {
+    conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
+    key: i64,
+}
+
+impl Drop for TokenLock {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let key = self.key;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+                        .bind(key)
+                        .execute(&mut *conn)
+                        .await;
+                    if unlocked.is_err() {
+                        // Closing the session releases its locks.
+                        drop(conn.detach());
+                    }
+                });
+            }
+            // No runtime to unlock on: closing the session releases its locks.
+            Err(_) => drop(conn.detach()),
+        }
+    }
+}
+
+/// The advisory lock key of `source`'s token (FNV-1a over a fixed prefix and the name).
+fn lock_key(source: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "toolshed:upstream_tokens:".bytes().chain(source.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_ne_bytes(h.to_ne_bytes())
+}
 
 impl Store {
     /// The sealed token document kept for `source`, if any.
@@ -44,6 +87,26 @@ impl Store {
         .await
         .map_err(|e| self.classify(e))?;
         Ok(r.rows_affected() > 0)
+    }
+
+    /// Waits for the lock on `source`'s token, which replicas sharing the database take around
+    /// a renewal; `None` on SQLite (one process keeps the file; within a process the caller
+    /// orders its renewals).
+    pub async fn lock_upstream_token(&self, source: &str) -> Result<Option<TokenLock>> {
+        if self.backend != Backend::Postgres {
+            return Ok(None);
+        }
+        let key = lock_key(source);
+        let mut conn = self.pool.acquire().await.map_err(|e| self.classify(e))?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(key)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| self.classify(e))?;
+        Ok(Some(TokenLock {
+            conn: Some(conn),
+            key,
+        }))
     }
 
     /// Forgets the token of `source`; whether one was kept.

@@ -34,6 +34,8 @@
 //! its key): after a restart the upstream connects with them (refreshed when they expired)
 //! instead of asking the person again. A kept token is bound to the upstream's URL and to the
 //! configured client: a source pointed elsewhere never sends it ([`VaultCredentials`]).
+//! Processes sharing the vault renew it one at a time, under the vault's lock
+//! ([`TokenVault::lock`]), each reading the newest kept token first.
 //!
 //! Anyone who opens the link authorizes Toolshed with their own account at the upstream, so the
 //! link goes only to those who run the server (its log and its source reports) and those who
@@ -47,7 +49,8 @@ use std::time::{Duration, Instant};
 
 use oauth2::TokenResponse;
 use rmcp::transport::auth::{
-    AuthError, AuthorizationCallback, AuthorizationManager, CredentialStore, StoredCredentials,
+    AuthError, AuthorizationCallback, AuthorizationManager, CredentialRefreshGuard,
+    CredentialStore, StoredCredentials,
 };
 use toolshed_core::{AuthorizationError, PendingAuthorization, SourceAuthorizations};
 use toolshed_outbound::secret::redact;
@@ -425,7 +428,16 @@ pub trait TokenVault: Send + Sync {
     async fn save(&self, upstream: &str, document: &str, create: bool) -> Result<(), String>;
     /// Forgets what is kept for `upstream`.
     async fn clear(&self, upstream: &str) -> Result<(), String>;
+    /// Waits for the lock that processes sharing this vault take around a renewal of
+    /// `upstream`'s token (released when the answer is dropped); `None` when the vault has
+    /// only one process.
+    async fn lock(&self, _upstream: &str) -> Result<Option<Box<dyn Send>>, String> {
+        Ok(None)
+    }
 }
+
+/// Longest wait for the renewal lock; past it the token is renewed without.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// What the vault keeps for one upstream: rmcp's credentials and what they are for.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -477,6 +489,16 @@ impl VaultCredentials {
             return Ok(None);
         }
         Ok(Some(kept.credentials))
+    }
+
+    /// Whether this store writes for its upstream now (or none does yet).
+    fn is_writer(&self) -> bool {
+        let current = self
+            .writers
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        current.get(&self.upstream).is_none_or(|id| *id == self.id)
     }
 
     /// Whether this store may write now, taking over from the others of its upstream with a
@@ -537,6 +559,35 @@ impl CredentialStore for VaultCredentials {
             tracing::warn!(upstream = %self.upstream, error = %e, "the token could not be kept; after a restart a person authorizes again");
         }
         Ok(())
+    }
+
+    /// Processes sharing the vault renew one at a time: under the vault's lock, the writing
+    /// store reads what is kept again, so that it renews the newest token (another process
+    /// may have renewed it, and a refresh token that rotates is good once).
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let lock = match tokio::time::timeout(LOCK_WAIT, self.vault.lock(&self.upstream)).await {
+            Ok(Ok(Some(lock))) => lock,
+            Ok(Ok(None)) => return Ok(None),
+            Ok(Err(e)) => {
+                tracing::warn!(upstream = %self.upstream, error = %e, "renewing the token without the vault's lock");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.upstream, "the vault's lock was not had within {LOCK_WAIT:?}; renewing the token without it");
+                return Ok(None);
+            }
+        };
+        if self.is_writer() {
+            match self.read().await {
+                Ok(Some(kept)) => *self.cached.write().await = Some(Some(kept)),
+                // Nothing readable kept (a write failed before): this copy stays.
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(upstream = %self.upstream, error = %e, "renewing this process's copy of the token");
+                }
+            }
+        }
+        Ok(Some(CredentialRefreshGuard::new(lock)))
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
@@ -618,6 +669,32 @@ mod tests {
             self.0.lock().unwrap().remove(upstream);
             Ok(())
         }
+        async fn lock(&self, _upstream: &str) -> Result<Option<Box<dyn Send>>, String> {
+            Ok(Some(Box::new(())))
+        }
+    }
+
+    #[tokio::test]
+    async fn under_the_renewal_lock_the_newest_kept_token_is_read() {
+        let vault = Arc::new(Memory::default());
+        let (one, two) = (
+            PersonGrants::new("http://a/cb"),
+            PersonGrants::new("http://b/cb"),
+        );
+        one.keep_tokens_in(vault.clone());
+        two.keep_tokens_in(vault.clone());
+        let first = one.credentials("up", "b".into(), true).unwrap();
+        first.save(credentials("approved")).await.unwrap();
+        // Another replica connected with what was kept then ...
+        let other = two.credentials("up", "b".into(), false).unwrap();
+        assert_eq!(other.load().await.unwrap().unwrap().client_id, "approved");
+        // ... the first renews it ...
+        first.save(credentials("renewed")).await.unwrap();
+        assert_eq!(other.load().await.unwrap().unwrap().client_id, "approved");
+        // ... and the other, about to renew, reads the newest under the lock.
+        let guard = other.acquire_refresh_guard().await.unwrap();
+        assert!(guard.is_some());
+        assert_eq!(other.load().await.unwrap().unwrap().client_id, "renewed");
     }
 
     fn credentials(client: &str) -> StoredCredentials {

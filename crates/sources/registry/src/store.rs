@@ -162,6 +162,15 @@ impl TokenVault for SourceStore {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
+
+    async fn lock(&self, upstream: &str) -> Result<Option<Box<dyn Send>>, String> {
+        let lock = self
+            .store
+            .lock_upstream_token(upstream)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(lock.map(|l| Box::new(l) as Box<dyn Send>))
+    }
 }
 
 #[cfg(test)]
