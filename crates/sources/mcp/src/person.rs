@@ -33,7 +33,9 @@
 //! one ([`PersonGrants::keep_tokens_in`]; `toolshed serve` keeps them in its store, sealed with
 //! its key): after a restart the upstream connects with them (refreshed when they expired)
 //! instead of asking the person again. A kept token is bound to the upstream's URL and to the
-//! configured client: a source pointed elsewhere never sends it ([`VaultCredentials`]).
+//! OAuth settings that decide it (grant, client, pinned issuer, scopes), and is used only with
+//! the authorization server that issued it: a source pointed elsewhere never sends it
+//! ([`VaultCredentials`]).
 //! Processes sharing the vault renew it one at a time, under the vault's lock
 //! ([`TokenVault::lock`]), each reading the newest kept token first.
 //!
