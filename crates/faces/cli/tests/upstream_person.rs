@@ -149,6 +149,15 @@ api_keys = ["k-viewer"]
             .is_some_and(|w| w.contains("a person authorizes")),
         "{added}"
     );
+    // Refreshing it here imports nothing and fails nothing: the server imports it.
+    let (code, refreshed) = cli(dir.path(), Some(&config), &["sources", "refresh", "b"]);
+    assert_eq!(code, 0, "{refreshed}");
+    assert!(
+        refreshed["sources"][0]["deferred"]
+            .as_str()
+            .is_some_and(|d| d.contains("toolshed serve")),
+        "{refreshed}"
+    );
     let front = Server::start_on(dir.path(), Some(&config), &[], front_port);
     let link = link_in(&front.startup);
     assert!(link.starts_with(issuer.as_str()), "{link}");

@@ -87,10 +87,7 @@ async fn waits_for_a_person(
     sources: &SourceStore,
     json_out: bool,
 ) -> anyhow::Result<Option<ExitCode>> {
-    let SourceSpec::Mcp(m) = spec else {
-        return Ok(None);
-    };
-    if !m.oauth.as_ref().is_some_and(|o| o.needs_a_person()) {
+    if !super::refresh::needs_a_person(spec) {
         return Ok(None);
     }
     let name = spec.name();

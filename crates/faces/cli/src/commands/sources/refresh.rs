@@ -1,4 +1,6 @@
-//! `toolshed sources refresh`: re-imports sources and reports what changed.
+//! `toolshed sources refresh`: re-imports sources and reports what changed. An upstream whose
+//! OAuth a person approves is not imported here (nobody is here to approve): a stored one is
+//! re-written, so that a running server imports it again.
 
 use super::*;
 
@@ -31,6 +33,17 @@ pub(super) async fn refresh(
     let mut failed = !unreadable.is_empty();
     for (spec, origin) in targets {
         let name = spec.name().to_string();
+        if needs_a_person(&spec) {
+            // Nobody is here to approve: the running server imports it with its kept token.
+            if origin == "store" {
+                sources.put(&spec).await?;
+            }
+            results.push(json!({
+                "name": name, "kind": spec.kind(), "origin": origin,
+                "deferred": "a person approves its OAuth: `toolshed serve` imports it (with the token kept from the last approval, or after the link it reports is approved)",
+            }));
+            continue;
+        }
         let outcome = dry_run(&spec, progress_bar(&name)).await;
         if outcome.is_ok() && origin == "store" {
             // Re-writing bumps the update time, so running servers re-import it.
@@ -56,11 +69,15 @@ pub(super) async fn refresh(
         print_json(&json!({"sources": results}))?;
     } else {
         for r in &results {
+            let name = r["name"].as_str().unwrap_or_default();
+            if let Some(why) = r.get("deferred").and_then(Value::as_str) {
+                outln!("{name}: not imported here: {why}");
+                continue;
+            }
             match r.get("error").and_then(Value::as_str) {
-                Some(e) => outln!("{}: FAILED: {e}", r["name"].as_str().unwrap_or_default()),
+                Some(e) => outln!("{name}: FAILED: {e}"),
                 None => outln!(
-                    "{} ({}): {} tools, {} warnings",
-                    r["name"].as_str().unwrap_or_default(),
+                    "{name} ({}): {} tools, {} warnings",
                     r["kind"].as_str().unwrap_or_default(),
                     r["tools"],
                     r["warnings"].as_array().map_or(0, Vec::len)
@@ -73,4 +90,9 @@ pub(super) async fn refresh(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// An upstream whose authorization code a person approves: this command cannot import it.
+pub(super) fn needs_a_person(spec: &SourceSpec) -> bool {
+    matches!(spec, SourceSpec::Mcp(m) if m.oauth.as_ref().is_some_and(|o| o.needs_a_person()))
 }
