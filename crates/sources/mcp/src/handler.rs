@@ -252,9 +252,9 @@ impl UpstreamToolHandler {
                 ToolErrorKind::Timeout,
                 format!("upstream '{ns}' did not answer within {timeout:?}"),
             )),
-            Err(e) => Err(self.waiting_for_person().unwrap_or_else(|| {
-                ToolError::upstream(format!("calling '{tool}' on upstream '{ns}' failed: {e}"))
-            })),
+            Err(e) => Err(ToolError::upstream(format!(
+                "calling '{tool}' on upstream '{ns}' failed: {e}"
+            ))),
         }
     }
 

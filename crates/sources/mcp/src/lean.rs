@@ -226,14 +226,12 @@ struct Answered {
     answer: Answer,
 }
 
-/// The first `Retry-After` value, as rmcp's client keeps it (text, bounded, not parsed).
+/// The first `Retry-After` value, as text (`HttpStatusError::new` bounds it, as rmcp's client
+/// does).
 fn retry_after_of(headers: &reqwest::header::HeaderMap) -> Option<String> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    (value.len() <= MAX_RETRY_AFTER).then(|| value.to_string())
+    Some(value.to_string())
 }
-
-/// Longest `Retry-After` kept, as rmcp's client bounds it.
-const MAX_RETRY_AFTER: usize = 128;
 
 /// Posts `body` over the session's own connections ([`crate::h1`]).
 async fn send_own(

@@ -407,9 +407,7 @@ impl OAuthSpec {
         cfg.validate()?;
         Ok(cfg)
     }
-}
 
-impl OAuthSpec {
     /// Checks the settings without reading secrets (an `env:` secret may be set only where the
     /// server runs); the error names the field.
     pub fn check(&self) -> Result<(), String> {

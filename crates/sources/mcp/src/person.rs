@@ -63,6 +63,8 @@ use crate::oauth::query_param;
 pub const LINK_TTL: Duration = Duration::from_secs(60 * 60);
 /// Most authorizations parked at once (the oldest is dropped past it).
 const MAX_PARKED: usize = 64;
+/// Longest authorization link parked (it is logged, reported and listed).
+const MAX_LINK: usize = 4096;
 /// Longest error text an authorization server's refusal is quoted with.
 const MAX_QUOTED: usize = 300;
 
@@ -226,18 +228,6 @@ impl PersonGrants {
         inner
     }
 
-    /// The authorizations waiting now: (upstream, authorization URL).
-    pub fn pending(&self) -> Vec<(String, String)> {
-        let mut out: Vec<_> = self
-            .inner()
-            .parked
-            .values()
-            .map(|p| (p.upstream.clone(), p.url.clone()))
-            .collect();
-        out.sort();
-        out
-    }
-
     /// What a call of `upstream` that failed because a person must authorize Toolshed first
     /// asks of its caller: the listing's URL (never the authorization link) and what to do
     /// there. `None` unless such an authorization waits and a listing is known.
@@ -270,6 +260,12 @@ impl PersonGrants {
         asked: Vec<String>,
         secrets: Vec<String>,
     ) -> Result<(), String> {
+        if url.len() > MAX_LINK {
+            return Err(format!(
+                "the authorization URL is {} bytes long, more than the {MAX_LINK} shown",
+                url.len()
+            ));
+        }
         let state = query_param(url, "state").ok_or("the authorization URL carries no state")?;
         let mut inner = self.inner();
         inner.parked.retain(|_, p| p.upstream != upstream);

@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
+use toolshed_core::SourceAuthorizations;
 use toolshed_mcp_source::oauth::{FollowRedirects, OAuthConfig};
 use toolshed_mcp_source::{Upstream, UpstreamConfig};
 use toolshed_outbound::secret::Secret;
@@ -439,9 +440,11 @@ async fn a_person_authorizes_through_the_callback_and_again_for_a_wider_scope() 
         .unwrap_err()
         .to_string();
     assert_eq!(link_of(&grants, &again), link);
+    let pending = grants.pending();
+    assert_eq!(pending.len(), 1);
     assert_eq!(
-        grants.pending(),
-        vec![("guarded".to_string(), link.clone())]
+        (pending[0].source.as_str(), &pending[0].url),
+        ("guarded", &link)
     );
     assert!(server.seen.lock().unwrap().token_requests.is_empty());
 
