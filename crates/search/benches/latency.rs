@@ -10,10 +10,16 @@
 //! costs the same whatever the vectors hold), and times whole searches: the query embedded by
 //! the model (no cache), the cosine scan over every tool and the fusion. It prints the memory
 //! the vectors take (f32, and the 8-bit copies a large catalog is scanned on).
+//!
+//! `-- --catalog FILE` measures a real catalog instead: FILE in the retrieval benchmark's
+//! `tools.jsonl` layout (all of APIs.guru, 125,205 operations, is written by `cargo bench -p
+//! toolshed-openapi --bench apis_guru -- /tmp/package --tools-out FILE`). There the hybrid part
+//! embeds **every** tool with the model, as the server does in the background, and prints the
+//! time it took, the rate, and the process's resident memory before and after.
 
 use std::time::{Duration, Instant};
 
-use toolshed_search::{ParamDoc, Query, SearchDoc, SearchIndex};
+use toolshed_search::{param_docs_from_schema, ParamDoc, Query, SearchDoc, SearchIndex};
 
 const NOUNS: &[&str] = &[
     "issue",
@@ -192,6 +198,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// the sorted times and the mean number of hits.
 fn run_queries(
     rounds: usize,
+    namespaces: &[String],
     mut search: impl FnMut(&Query<'_>) -> usize,
 ) -> (Vec<Duration>, usize) {
     let even = |d: usize| d & 1 == 0;
@@ -200,9 +207,9 @@ fn run_queries(
     for round in 0..rounds {
         for (qi, text) in QUERIES.iter().enumerate() {
             let mut q = Query::new(text, 10);
-            let ns = format!("service{}", (round * 7 + qi) % NAMESPACES);
+            let ns = &namespaces[(round * 7 + qi) % namespaces.len()];
             match (round + qi) % 4 {
-                1 => q.namespace = Some(&ns),
+                1 => q.namespace = Some(ns),
                 2 => q.filter = Some(&even),
                 _ => {}
             }
@@ -216,13 +223,34 @@ fn run_queries(
     (times, mean)
 }
 
-/// Tools of each catalog embedded by the model in the hybrid part.
+/// Tools of each synthetic catalog embedded by the model in the hybrid part.
 #[cfg(feature = "semantic")]
 const EMBEDDED: usize = 2_000;
 
-/// The hybrid search over `docs` (see the module docs), when a model is configured.
+/// Resident and peak memory of this process, in MB (`/proc/self/status`; zeros elsewhere).
 #[cfg(feature = "semantic")]
-fn hybrid(docs: &[SearchDoc], lexical: std::sync::Arc<SearchIndex>) {
+fn memory_mb() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The hybrid search over `docs` (see the module docs), when a model is configured: every tool
+/// embedded when `all`, else the first [`EMBEDDED`] and their vectors reused in turn.
+#[cfg(feature = "semantic")]
+fn hybrid(
+    docs: &[SearchDoc],
+    lexical: std::sync::Arc<SearchIndex>,
+    namespaces: &[String],
+    all: bool,
+) {
     use std::sync::Arc;
     use toolshed_search::{HybridConfig, HybridIndex, TextEmbedder};
     let Some(model) = toolshed_search::Embedder::from_env() else {
@@ -230,32 +258,49 @@ fn hybrid(docs: &[SearchDoc], lexical: std::sync::Arc<SearchIndex>) {
         return;
     };
     let model: Arc<dyn TextEmbedder> = Arc::new(model.expect("the model loads"));
+    let embedded = if all { docs.len() } else { EMBEDDED };
     let texts: Vec<String> = docs
         .iter()
-        .take(EMBEDDED)
+        .take(embedded)
         .map(toolshed_search::hybrid::doc_text)
         .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (rss_before, _) = memory_mb();
     let start = Instant::now();
-    let some = model.embed_texts(&refs).expect("tools embed");
-    let took = start.elapsed();
     let dim = model.dim();
+    let mut some = Vec::with_capacity(refs.len() * dim);
+    for (i, chunk) in refs.chunks(5_000).enumerate() {
+        some.extend(model.embed_texts(chunk).expect("tools embed"));
+        if all {
+            eprintln!(
+                "  {} of {} tools embedded, {:.0} s",
+                (i * 5_000 + chunk.len()),
+                refs.len(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let took = start.elapsed();
     let mut vectors = Vec::with_capacity(docs.len() * dim);
     for i in 0..docs.len() {
         let j = i % refs.len();
         vectors.extend_from_slice(&some[j * dim..(j + 1) * dim]);
     }
+    drop(some);
     let rate = refs.len() as f64 / took.as_secs_f64();
     let index = HybridIndex::from_vectors(lexical, model, vectors, HybridConfig::default());
+    let (rss_after, peak) = memory_mb();
     println!(
-        "  embedded {} tools in {:.2?} ({rate:.0} tools/s; all {} at that rate: {:.0} s); vectors in memory {:.1} MB",
+        "  embedded {} tools in {:.2?} ({rate:.0} tools/s; all {} at that rate: {:.0} s); vectors in memory {:.1} MB; resident memory {rss_before:.0} MB before embedding, {rss_after:.0} MB after (peak {peak:.0} MB)",
         refs.len(),
         took,
         docs.len(),
         docs.len() as f64 / rate,
         index.vector_bytes() as f64 / 1e6
     );
-    let (times, mean) = run_queries(10, |q| index.search(q).expect("the query embeds").total);
+    let (times, mean) = run_queries(10, namespaces, |q| {
+        index.search(q).expect("the query embeds").total
+    });
     print_times("  hybrid", &times, mean);
 }
 
@@ -269,19 +314,77 @@ fn print_times(what: &str, times: &[Duration], mean_total: usize) {
     );
 }
 
+/// A tools.jsonl row as the gateway indexes it (the retrieval benchmark's reading).
+fn to_doc(row: &serde_json::Value) -> SearchDoc {
+    let text = |key: &str| {
+        row.get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    SearchDoc {
+        path: text("id").replace("::", "."),
+        name: text("name"),
+        description: text("description"),
+        params: row
+            .get("input_schema")
+            .map(param_docs_from_schema)
+            .unwrap_or_default(),
+    }
+}
+
+/// The catalogs to measure: the file after `--catalog` (every tool embedded), or the two
+/// synthetic ones.
+fn catalogs() -> Vec<(String, Vec<SearchDoc>, bool)> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(file) = args
+        .iter()
+        .position(|a| a == "--catalog")
+        .and_then(|i| args.get(i + 1))
+    {
+        // Line by line: the file holds every tool's whole input schema (2 GB for APIs.guru).
+        use std::io::BufRead;
+        let reader = std::io::BufReader::new(
+            std::fs::File::open(file).expect("the catalog file is readable"),
+        );
+        let docs: Vec<SearchDoc> = reader
+            .lines()
+            .map(|l| l.expect("the catalog file is readable"))
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| to_doc(&serde_json::from_str(&l).expect("a JSON line")))
+            .collect();
+        return vec![(file.clone(), docs, true)];
+    }
+    [10_000, 125_000]
+        .into_iter()
+        .map(|n| (format!("{n} synthetic"), catalog(n), false))
+        .collect()
+}
+
 fn main() {
-    for n in [10_000, 125_000] {
-        let docs = catalog(n);
+    for (name, docs, all) in catalogs() {
+        let mut namespaces: Vec<String> = docs
+            .iter()
+            .filter_map(|d| d.path.split('.').next().map(str::to_string))
+            .collect();
+        namespaces.sort();
+        namespaces.dedup();
         let start = Instant::now();
         let index = std::sync::Arc::new(SearchIndex::build(&docs));
         let build = start.elapsed();
-        let (times, mean) = run_queries(40, |q| index.search(q).total);
+        let (times, mean) = run_queries(40, &namespaces, |q| index.search(q).total);
         print_times(
-            &format!("{n} tools: build {build:.2?}; lexical"),
+            &format!(
+                "{name}: {} tools, {} namespaces: build {build:.2?}; lexical",
+                docs.len(),
+                namespaces.len()
+            ),
             &times,
             mean,
         );
         #[cfg(feature = "semantic")]
-        hybrid(&docs, index.clone());
+        hybrid(&docs, index.clone(), &namespaces, all);
+        #[cfg(not(feature = "semantic"))]
+        let _ = all;
     }
 }

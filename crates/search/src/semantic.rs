@@ -14,10 +14,12 @@
 //! missing or malformed.
 //!
 //! The forward pass is this crate's own ([`encoder`]: weights packed once, by default as 8-bit
-//! integers ([`Precision`]), AVX2 kernels chosen at run time, no padding, a small spinning
-//! thread pool); candle only reads the weight files. A query reads at most [`QUERY_TOKENS`]
-//! tokens ([`Embedder::embed_query`]). On two cores a query of 16–26 tokens embeds in about
-//! 4 ms, of 26–40 tokens in about 6 ms (`benches/embed.rs`, figures in docs/benchmarks.md).
+//! integers multiplied with 8-bit inputs on AVX-512 VNNI, or with 15-bit inputs on AVX2
+//! ([`Precision`]), kernels chosen at run time, no padding, a small spinning thread pool);
+//! candle only reads the weight files. A query reads at most [`QUERY_TOKENS`] tokens of its
+//! first [`QUERY_BYTES`] ([`Embedder::embed_query`]). On two cores with VNNI a query of 16–26
+//! tokens embeds in about 1.4 ms, of 64–128 tokens in about 6 ms (`benches/embed.rs`, figures
+//! in docs/benchmarks.md).
 
 mod encoder;
 mod kernels;
@@ -36,13 +38,35 @@ use pool::Pool;
 /// Environment variable naming a model directory (used by the retrieval bench and tests).
 pub const MODEL_ENV: &str = "TOOLSHED_SEARCH_MODEL";
 
-/// Environment variable choosing the weights' precision ([`Precision`]: `f32`, `f16`, `i8`).
+/// Environment variable choosing the products' precision ([`Precision`]: `f32`, `f16`, `i8`,
+/// `q8`).
 pub const PRECISION_ENV: &str = "TOOLSHED_SEARCH_PRECISION";
 
 /// Tokens of a query the model reads at most (`[CLS]` and `[SEP]` included). A search
 /// sentence is 10–40 tokens; past this the forward pass would cost more than the latency
 /// target allows, and a query's first 64 tokens say what it looks for.
 pub const QUERY_TOKENS: usize = 128;
+
+/// Bytes of a query the tokenizer reads at most: 16 per token of [`QUERY_TOKENS`], three times
+/// what English text needs (about 5 bytes a word piece), so the cut never shortens a real query.
+pub const QUERY_BYTES: usize = QUERY_TOKENS * 16;
+
+/// The start of `text` up to [`QUERY_BYTES`], cut at the last whitespace before the limit (or at
+/// a character boundary when there is none), so no word is split.
+fn query_prefix(text: &str) -> &str {
+    if text.len() <= QUERY_BYTES {
+        return text;
+    }
+    let mut end = QUERY_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    match head.rfind(char::is_whitespace) {
+        Some(at) if at > 0 => &head[..at],
+        _ => head,
+    }
+}
 
 /// Texts embedded in one forward pass (texts are stacked, not padded).
 const BATCH: usize = 32;
@@ -78,7 +102,7 @@ pub enum SemanticError {
     #[error("embedding failed: {0}")]
     Inference(String),
     /// [`PRECISION_ENV`] names no precision.
-    #[error("{PRECISION_ENV}={0:?} is not a precision (expected f32, f16 or i8)")]
+    #[error("{PRECISION_ENV}={0:?} is not a precision (expected f32, f16, i8 or q8)")]
     Precision(String),
 }
 
@@ -90,6 +114,7 @@ impl std::str::FromStr for Precision {
             "f32" => Ok(Precision::F32),
             "f16" => Ok(Precision::F16),
             "i8" => Ok(Precision::I8),
+            "q8" => Ok(Precision::Q8),
             other => Err(SemanticError::Precision(other.to_string())),
         }
     }
@@ -256,7 +281,7 @@ impl Embedder {
     }
 
     /// Loads the model named by [`MODEL_ENV`]; `None` when the variable is unset or empty.
-    /// [`PRECISION_ENV`] (`f32`, `f16` or `i8`) chooses the weights' precision; unset, the
+    /// [`PRECISION_ENV`] (`f32`, `f16`, `i8` or `q8`) chooses the products' precision; unset, the
     /// default. Another value is an error that names it.
     pub fn from_env() -> Option<Result<Self, SemanticError>> {
         let dir = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty())?;
@@ -311,9 +336,10 @@ impl Embedder {
 
     /// The unit-length embedding of a search query: [`Embedder::embed`] of the query's first
     /// [`QUERY_TOKENS`] tokens (the final `[SEP]` kept), so a pasted paragraph costs no more
-    /// than a sentence.
+    /// than a sentence. Only the text's first [`QUERY_BYTES`] are tokenized: a query carrying a
+    /// pasted file (an 18 KB base64 image, say) would spend 20–30 ms in the tokenizer alone.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
-        let mut ids = self.ids(text)?;
+        let mut ids = self.ids(query_prefix(text))?;
         if ids.len() > QUERY_TOKENS {
             let sep = ids[ids.len() - 1];
             ids.truncate(QUERY_TOKENS - 1);
@@ -464,7 +490,32 @@ mod tests {
     }
 
     #[test]
+    fn a_long_query_is_tokenized_from_its_start_only() {
+        // Short texts are kept whole; a long one is cut at its last space before the limit.
+        assert_eq!(query_prefix("create an issue"), "create an issue");
+        let words = "word ".repeat(QUERY_BYTES);
+        let cut = query_prefix(&words);
+        assert!(
+            cut.len() < QUERY_BYTES && cut.ends_with("word"),
+            "{}",
+            cut.len()
+        );
+        // Without a space, at a character boundary (é is two bytes).
+        let accents = "é".repeat(QUERY_BYTES);
+        let cut = query_prefix(&accents);
+        assert!(cut.len() <= QUERY_BYTES && cut.chars().all(|c| c == 'é'));
+        // A question followed by a pasted blob embeds as its prefix does.
+        let Some(m) = model() else { return };
+        let blob = format!("What does this image mean? {}", "iVBORw0KGgo".repeat(2000));
+        assert_eq!(
+            m.embed_query(&blob).unwrap(),
+            m.embed_query(query_prefix(&blob)).unwrap()
+        );
+    }
+
+    #[test]
     fn the_precision_is_named_and_a_wrong_one_is_refused() {
+        assert_eq!("q8".parse::<Precision>().unwrap(), Precision::Q8);
         assert_eq!("i8".parse::<Precision>().unwrap(), Precision::I8);
         assert_eq!("f32".parse::<Precision>().unwrap(), Precision::F32);
         let err = "int4".parse::<Precision>().unwrap_err();

@@ -4,7 +4,10 @@
 //! Every kernel has a portable body, compiled twice: as is, and inside a function that enables
 //! AVX2 and FMA, chosen at run time ([`Simd::detect`]). The matrix product has an explicit AVX2
 //! micro-kernel (6 rows × 16 columns in twelve accumulators), the rest is left to the compiler's
-//! vectoriser.
+//! vectoriser. Where the CPU has AVX-512 VNNI, the default precision ([`Precision::Q8`]) takes
+//! the 8-bit products of [`q8`] instead.
+
+mod q8;
 
 /// Output columns per packed panel (two 8-lane vectors).
 pub(crate) const NR: usize = 16;
@@ -69,11 +72,17 @@ pub enum Precision {
     /// traffic: a short query's forward pass reads every weight once, so on a small machine it
     /// is bound by memory bandwidth as much as by arithmetic.
     F16,
-    /// The default. 8-bit integers with one scale per output column, multiplied with the input quantised to
-    /// 15-bit integers with one scale per row (`vpmaddwd`, exact 32-bit sums): a quarter of the
-    /// f32 memory traffic and about twice the multiply-adds per instruction.
-    #[default]
+    /// 8-bit integers with one scale per output column and group of inputs, multiplied with
+    /// the input quantised to 15-bit integers with one scale per row (`vpmaddwd`, exact 32-bit
+    /// sums): a quarter of the f32 memory traffic and about twice the multiply-adds per
+    /// instruction. The default where the CPU lacks AVX-512 VNNI.
     I8,
+    /// The default. The weights as in [`Precision::I8`], the input quantised to 8 bits too, with
+    /// one scale per row and group of 32 inputs, multiplied on AVX-512 VNNI (`vpdpbusd`: 64
+    /// products per instruction; see `kernels/q8.rs`). Where the CPU lacks VNNI it is
+    /// [`Precision::I8`].
+    #[default]
+    Q8,
 }
 
 enum Store {
@@ -89,6 +98,9 @@ enum Store {
         /// Per panel, group of [`I8_GROUP`] inputs and column: the weight is `data · scale`.
         scales: Vec<f32>,
     },
+    /// Only where [`q8::available`].
+    #[cfg(target_arch = "x86_64")]
+    Q8(q8::Weights),
 }
 
 /// Integer weights have one scale per column and group of this many inputs (even). Each group's
@@ -107,6 +119,8 @@ pub(crate) enum Input<'a> {
         scales: Vec<f32>,
         stride: usize,
     },
+    /// Rows quantised to 8 bits for [`Store::Q8`] weights.
+    U8(q8::Rows),
 }
 
 /// The weights of one linear layer `y = x·Wᵀ + b` (`W` is `n × k`, PyTorch's layout), packed in
@@ -139,7 +153,16 @@ impl Packed {
         padded.resize(panels * NR, 0.0);
         let _ = (simd, precision);
         #[cfg(target_arch = "x86_64")]
-        if simd == Simd::Avx2 && precision == Precision::I8 {
+        if simd == Simd::Avx2 && precision == Precision::Q8 && q8::available() {
+            return Self {
+                n,
+                k,
+                data: Store::Q8(q8::Weights::pack(w, n, k, panels)),
+                bias: padded,
+            };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if simd == Simd::Avx2 && matches!(precision, Precision::I8 | Precision::Q8) {
             let kp = k.div_ceil(2) * 2;
             let groups = kp.div_ceil(I8_GROUP);
             let mut data = vec![0i8; panels * kp * NR];
@@ -202,6 +225,8 @@ impl Packed {
             Store::F16(_) => Precision::F16,
             #[cfg(target_arch = "x86_64")]
             Store::I8 { .. } => Precision::I8,
+            #[cfg(target_arch = "x86_64")]
+            Store::Q8(_) => Precision::Q8,
         }
     }
 
@@ -244,6 +269,11 @@ impl Packed {
                     scales,
                     stride,
                 }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Store::Q8(ref w) => {
+                let (k, kq) = (self.k, w.kq);
+                Input::U8(dispatch!(simd, q8::Rows::quantize(x, m, k, kq)))
             }
             _ => Input::F32(x),
         }
@@ -310,6 +340,16 @@ impl Packed {
                             dst,
                             ldy,
                         )
+                    })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Store::Q8(w), Input::U8(x)) => {
+                // SAFETY: Q8 weights exist only where `q8::available`; the caller vouches for
+                // `y` and the rows of `x`.
+                unsafe {
+                    tiles(n, n, rows, panels, y, |r, rr, p, dst, ldy| {
+                        q8::tile(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, ldy)
                     })
                 }
             }
@@ -939,6 +979,7 @@ mod tests {
             kinds.push((Simd::detect(), Precision::F32));
             kinds.push((Simd::detect(), Precision::F16));
             kinds.push((Simd::detect(), Precision::I8));
+            kinds.push((Simd::detect(), Precision::Q8));
         }
         for (simd, precision) in kinds {
             // f16 weights: a relative error of 2⁻¹¹ each, on sums of up to 384 terms below 1.
@@ -947,6 +988,8 @@ mod tests {
                 Precision::F32 => 1e-4,
                 Precision::F16 => 2e-2,
                 Precision::I8 => 1e-1,
+                // and 8-bit inputs: 1/254 of their group's largest value each.
+                Precision::Q8 => 2e-1,
             };
             for (n, k, m) in [
                 (48, 40, 13),
@@ -974,5 +1017,13 @@ mod tests {
             Precision::F16,
         );
         assert_eq!(p.precision(), Precision::F32);
+        // 8-bit inputs are 8-bit only on VNNI; elsewhere the 15-bit path takes them.
+        let p = Packed::new(&[1.0; 16], &[0.0; 16], 16, 1, Simd::detect(), Precision::Q8);
+        let want = match Simd::detect() {
+            Simd::Portable => Precision::F32,
+            _ if q8::available() => Precision::Q8,
+            _ => Precision::I8,
+        };
+        assert_eq!(p.precision(), want);
     }
 }

@@ -6,6 +6,11 @@
 //! or `.yml` file under the folder (the package keeps them under `api/`, older layouts under
 //! `APIs/`) is parsed and imported on two threads; a panic in one description is caught and
 //! reported. Target: all 2,639 descriptions within 2 minutes.
+//!
+//! `--tools-out FILE` also writes every imported tool as a line of the retrieval benchmark's
+//! `tools.jsonl` layout (`{"id", "name", "description", "input_schema"}`, the id being
+//! `<description file>.<tool path>`), the catalog that `cargo bench -p toolshed-search --bench
+//! latency -- --catalog FILE` searches at scale.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -19,6 +24,8 @@ enum Outcome {
     Imported {
         ops: usize,
         tools: usize,
+        /// The tools as `tools.jsonl` lines, when asked for.
+        lines: Vec<String>,
         skipped: Vec<String>,
     },
     Failed(String),
@@ -55,7 +62,24 @@ fn group(reason: &str) -> String {
     cut.trim().to_string()
 }
 
-fn run(path: &Path) -> Outcome {
+/// One `tools.jsonl` line per tool, ids prefixed with the description's `stem` so that tools of
+/// different APIs never share one.
+fn tool_lines(stem: &str, tools: &[toolshed_core::Tool]) -> Vec<String> {
+    tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "id": format!("{stem}.{}", t.def.path),
+                "name": t.def.name,
+                "description": t.def.description,
+                "input_schema": t.def.input_schema,
+            })
+            .to_string()
+        })
+        .collect()
+}
+
+fn run(path: &Path, root: &Path, lines: bool) -> Outcome {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return Outcome::Failed(format!("read: {e}")),
@@ -74,6 +98,12 @@ fn run(path: &Path) -> Outcome {
         Ok(imp) => Outcome::Imported {
             ops,
             tools: imp.tools.len(),
+            lines: if lines {
+                let stem = path.strip_prefix(root).unwrap_or(path).with_extension("");
+                tool_lines(&stem.to_string_lossy().replace('/', "_"), &imp.tools)
+            } else {
+                Vec::new()
+            },
             skipped: imp.skipped.into_iter().map(|(_, r)| r).collect(),
         },
         Err(e) => Outcome::Failed(e.to_string()),
@@ -81,9 +111,17 @@ fn run(path: &Path) -> Outcome {
 }
 
 fn main() {
-    let root = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let tools_out = args
+        .iter()
+        .position(|a| a == "--tools-out")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
+    let root = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--tools-out"))
+        .map(|(_, a)| a.clone())
         .unwrap_or_else(|| "/tmp/package".to_string());
     let mut files = Vec::new();
     for sub in ["api", "APIs"] {
@@ -105,14 +143,16 @@ fn main() {
         .par_iter()
         .map(|p| {
             let started = Instant::now();
-            let out = catch_unwind(AssertUnwindSafe(|| run(p))).unwrap_or_else(|e| {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panic".into());
-                Outcome::Panicked(msg)
-            });
+            let lines = tools_out.is_some();
+            let out = catch_unwind(AssertUnwindSafe(|| run(p, Path::new(&root), lines)))
+                .unwrap_or_else(|e| {
+                    let msg = e
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panic".into());
+                    Outcome::Panicked(msg)
+                });
             (p.clone(), out, started.elapsed())
         })
         .collect();
@@ -127,6 +167,7 @@ fn main() {
                 ops,
                 tools,
                 skipped,
+                ..
             } => {
                 imported += 1;
                 ops_total += ops;
@@ -145,6 +186,19 @@ fn main() {
                 println!("PANIC in {}: {m}", path.display());
             }
         }
+    }
+    if let Some(out) = &tools_out {
+        let mut text = String::new();
+        for (_, o, _) in &results {
+            if let Outcome::Imported { lines, .. } = o {
+                for l in lines {
+                    text.push_str(l);
+                    text.push('\n');
+                }
+            }
+        }
+        std::fs::write(out, text).expect("the tools file is written");
+        println!("tools written to {}", out.display());
     }
     println!("descriptions: {}", results.len());
     println!("imported: {imported}, failed: {failed}, panicked: {panicked}");

@@ -1,0 +1,236 @@
+//! Products with 8-bit weights *and* 8-bit inputs on AVX-512 VNNI (`vpdpbusd`).
+//!
+//! One `vpdpbusd` on 512 bits multiplies 64 unsigned input bytes by 64 signed weight bytes and
+//! adds each run of four products to one of 16 32-bit sums: the 16 columns of a panel
+//! ([`NR`]), four inputs each, in one instruction, where the 15-bit path of
+//! [`super::Precision::I8`] needs a widening of the weights, two `vpmaddwd` and two additions on
+//! 256 bits for two inputs.
+//!
+//! Both sides are quantised in groups of [`GROUP`] inputs: the weights once at load time, one
+//! scale per column and group; the inputs per product, one scale per row and group, so that a
+//! few large hidden dimensions (BERT has some) coarsen only their own group. An input `x` is
+//! stored as the byte `round(x / s) + 128`; the 128 each byte carries is taken back by starting
+//! each column's group sum at `−128 · Σ w` (the group's quantised weights, summed at load time).
+//! A group's sum is exact in 32 bits (at most 32 · 255 · 127), then scaled and added in f32.
+
+use super::NR;
+
+/// Inputs per quantisation group (a multiple of 4, the inputs one `vpdpbusd` lane takes).
+pub(super) const GROUP: usize = 32;
+
+/// Whether this CPU has the instructions of [`tile`] (AVX-512 F, BW and VNNI), detected once.
+pub(super) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Weights `W` (`n × k`) packed in panels of [`NR`] columns: per panel and run of four inputs
+/// `4t..4t+4`, 64 bytes, column `j`'s four weights at bytes `4j..4j+4`; `k` padded with zeros to
+/// whole groups.
+pub(super) struct Weights {
+    /// `k` rounded up to a whole number of groups.
+    pub(super) kq: usize,
+    data: Vec<i8>,
+    /// Per panel, group and column: the weight is `data · scale`.
+    scales: Vec<f32>,
+    /// Per panel, group and column: `−128 ·` the sum of the group's quantised weights.
+    offsets: Vec<i32>,
+}
+
+impl Weights {
+    /// Quantises and packs `w` (`n × k`, row-major) into `panels` panels.
+    pub(super) fn pack(w: &[f32], n: usize, k: usize, panels: usize) -> Self {
+        let kq = k.div_ceil(GROUP) * GROUP;
+        let groups = kq / GROUP;
+        let mut data = vec![0i8; panels * kq * NR];
+        let mut scales = vec![1f32; panels * groups * NR];
+        let mut offsets = vec![0i32; panels * groups * NR];
+        for (c, row) in w.chunks_exact(k).enumerate().take(n) {
+            let (p, j) = (c / NR, c % NR);
+            for (g, group) in row.chunks(GROUP).enumerate() {
+                let max = group.iter().fold(0f32, |m, x| m.max(x.abs()));
+                let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+                let at = (p * groups + g) * NR + j;
+                scales[at] = scale;
+                let mut sum = 0i32;
+                for (i, &v) in group.iter().enumerate() {
+                    let kk = g * GROUP + i;
+                    let q = (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8;
+                    sum += i32::from(q);
+                    data[p * kq * NR + (kk / 4) * 64 + j * 4 + kk % 4] = q;
+                }
+                offsets[at] = -128 * sum;
+            }
+        }
+        Self {
+            kq,
+            data,
+            scales,
+            offsets,
+        }
+    }
+}
+
+/// The rows of an input quantised for [`tile`]: `x[r][c] ≈ (values[r·kq + c] − 128) ·
+/// scales[r·groups + c / GROUP]`.
+pub(crate) struct Rows {
+    values: Vec<u8>,
+    scales: Vec<f32>,
+    kq: usize,
+}
+
+impl Rows {
+    /// Quantises the `m` rows of `x` (`m × k`, row-major) for weights with `kq` inputs.
+    pub(super) fn quantize(x: &[f32], m: usize, k: usize, kq: usize) -> Self {
+        let groups = kq / GROUP;
+        let mut values = vec![128u8; m * kq];
+        let mut scales = vec![1f32; m * groups];
+        for (r, row) in x.chunks_exact(k).take(m).enumerate() {
+            for (g, group) in row.chunks(GROUP).enumerate() {
+                let out = &mut values[r * kq + g * GROUP..][..group.len()];
+                #[cfg(target_arch = "x86_64")]
+                if group.len() == GROUP && available() {
+                    // SAFETY: AVX-512 F is available; both slices hold GROUP values.
+                    scales[r * groups + g] = unsafe { quantize_group(group, out) };
+                    continue;
+                }
+                let max = group.iter().fold(0f32, |m, x| m.max(x.abs()));
+                if max == 0.0 {
+                    continue;
+                }
+                let scale = max / 127.0;
+                scales[r * groups + g] = scale;
+                let inv = 1.0 / scale;
+                // Round to nearest, ties to even, by the 1.5·2²³ trick (|v · inv| ≤ 127).
+                const MAGIC: f32 = 12_582_912.0;
+                for (q, &v) in out.iter_mut().zip(group) {
+                    *q = (((v * inv + MAGIC) - MAGIC) as i32 + 128) as u8;
+                }
+            }
+        }
+        Self { values, scales, kq }
+    }
+}
+
+/// Quantises one whole group (`from` and `to` [`GROUP`] long) and returns its scale.
+///
+/// # Safety
+/// The CPU must have AVX-512 F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn quantize_group(from: &[f32], to: &mut [u8]) -> f32 {
+    use std::arch::x86_64::*;
+    debug_assert!(from.len() == GROUP && to.len() == GROUP);
+    // SAFETY: 32 values read from `from`, 32 bytes written to `to`.
+    unsafe {
+        let a = _mm512_loadu_ps(from.as_ptr());
+        let b = _mm512_loadu_ps(from.as_ptr().add(16));
+        let max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        if max == 0.0 {
+            return 1.0;
+        }
+        let scale = max / 127.0;
+        let inv = _mm512_set1_ps(1.0 / scale);
+        let zero = _mm512_set1_epi32(128);
+        for (v, at) in [(a, 0), (b, 16)] {
+            // Conversion rounds as MXCSR says: to nearest, ties to even.
+            let q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v, inv)), zero);
+            _mm_storeu_si128(to.as_mut_ptr().add(at).cast(), _mm512_cvtusepi32_epi8(q));
+        }
+        scale
+    }
+}
+
+/// `rr` (1..=6) rows from row `r` of `x` × the 16 columns of panel `p` of `w`: `dst[i][j] =
+/// Σ x[r+i][c]·W[p·NR+j][c] + bias[j]`, `dst` with row stride `ldy`.
+///
+/// # Safety
+/// [`available`] must have said yes; `x` must hold rows `r..r+rr`, `w` panel `p`, `bias` 16
+/// values, and `dst` must point to `rr` rows of 16 writable values, row stride `ldy`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn tile(
+    rr: usize,
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+) {
+    debug_assert_eq!(x.kq, w.kq);
+    // SAFETY: as the caller vouches.
+    unsafe {
+        match rr {
+            6 => tile_rows::<6>(x, r, w, p, bias, dst, ldy),
+            5 => tile_rows::<5>(x, r, w, p, bias, dst, ldy),
+            4 => tile_rows::<4>(x, r, w, p, bias, dst, ldy),
+            3 => tile_rows::<3>(x, r, w, p, bias, dst, ldy),
+            2 => tile_rows::<2>(x, r, w, p, bias, dst, ldy),
+            _ => tile_rows::<1>(x, r, w, p, bias, dst, ldy),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+#[inline]
+unsafe fn tile_rows<const R: usize>(
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+) {
+    use std::arch::x86_64::*;
+    let kq = w.kq;
+    let groups = kq / GROUP;
+    debug_assert!(x.values.len() >= (r + R) * kq && w.data.len() >= (p + 1) * kq * NR);
+    // SAFETY (whole body): rows r..r+R of x (kq bytes and `groups` scales each), panel p of w
+    // (kq · 16 bytes, groups · 16 scales and offsets), 16 biases and R × 16 destination values
+    // exist, as the debug assertion and the caller's promise say.
+    unsafe {
+        let panel = w.data.as_ptr().add(p * kq * NR);
+        let w_scales = w.scales.as_ptr().add(p * groups * NR);
+        let offsets = w.offsets.as_ptr().add(p * groups * NR);
+        let xs = x.values.as_ptr().add(r * kq);
+        let x_scales = x.scales.as_ptr().add(r * groups);
+        let mut f = [_mm512_setzero_ps(); R];
+        for g in 0..groups {
+            let start = _mm512_loadu_si512(offsets.add(g * NR).cast());
+            let mut acc = [start; R];
+            for t in g * GROUP / 4..(g + 1) * GROUP / 4 {
+                let wp = panel.add(t * 64);
+                // Fetch the next panel while this one is multiplied: the weights are read once
+                // per query and stream in behind the arithmetic.
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(kq * NR).cast());
+                let wv = _mm512_loadu_si512(wp.cast());
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let quad = xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned();
+                    *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(quad), wv);
+                }
+            }
+            let ws = _mm512_loadu_ps(w_scales.add(g * NR));
+            for (i, (fi, a)) in f.iter_mut().zip(acc).enumerate() {
+                let s = _mm512_mul_ps(ws, _mm512_set1_ps(*x_scales.add(i * groups + g)));
+                *fi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), s, *fi);
+            }
+        }
+        let b = _mm512_loadu_ps(bias);
+        for (i, fi) in f.iter().enumerate() {
+            _mm512_storeu_ps(dst.add(i * ldy), _mm512_add_ps(*fi, b));
+        }
+    }
+}
