@@ -3,11 +3,12 @@
 //! `TOOLSHED_SEARCH_MODEL=$(scripts/search-model.sh) cargo bench -p toolshed-search --features
 //! semantic --bench embed -- DIR [QUERIES_PER_SET]` takes up to `QUERIES_PER_SET` (default 300)
 //! queries, evenly spread, from every `DIR/<set>/queries.jsonl`, embeds each one once (uncached,
-//! one text at a time, as a search does) after a warm-up, and prints p50/p99/max per set, per
-//! token-length bucket, and the tokenizer's share. `EMBED_THREADS` sets the threads of the
-//! forward pass (default: the embedder's own choice), `TOOLSHED_SEARCH_PRECISION` the weights'
-//! precision (`i8` by default, `f16`, `f32`), and `EMBED_COMPARE=1` prints the cosine of each
-//! query's vector to the f32 forward pass's.
+//! one query at a time, as a search does: the request's clauses, or the request whole when it
+//! has one clause; `EMBED_WHOLE=1` always the whole) after a warm-up, and prints p50/p99/max per
+//! set, per token-length bucket, and the tokenizer's share. `EMBED_THREADS` sets the threads of
+//! the forward pass (default: the embedder's own choice), `TOOLSHED_SEARCH_PRECISION` the
+//! precision (`q8` by default, `i8`, `f16`, `f32`), and `EMBED_COMPARE=1` prints the cosine of
+//! each query's whole vector to the f32 forward pass's.
 //!
 //! Without the `semantic` feature or the model variable it prints a note and measures nothing.
 
@@ -90,7 +91,13 @@ fn main() {
             let n = model.token_count(q).expect("tokenizes");
             tok_times.push(t.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
-            let v = model.embed_query(q).expect("embeds");
+            // What a search embeds: the request, or its clauses (`EMBED_WHOLE=1`: the
+            // request's sentence alone).
+            let v = if std::env::var_os("EMBED_WHOLE").is_some() {
+                model.embed_query(q).expect("embeds")
+            } else {
+                model.embed_query_clauses(q).expect("embeds").whole
+            };
             let ms = t.elapsed().as_secs_f64() * 1e3;
             std::hint::black_box(v);
             times.push(ms);

@@ -187,6 +187,9 @@ const QUERIES: &[&str] = &[
     "upload an image to a folder",
     "qzxv nonsense",
     "schedule a meeting event on the calendar for every member of the project",
+    // Requests of several clauses: each clause is embedded and scanned too.
+    "find the unpaid invoices of a customer, send them an email with the payment link, and schedule a meeting",
+    "export the weather forecast as a chart; then share the report with my team",
 ];
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

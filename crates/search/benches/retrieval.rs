@@ -10,7 +10,8 @@
 //!
 //! Hybrid ranking: built with `--features semantic` and given a model directory in
 //! `TOOLSHED_SEARCH_MODEL` (an all-MiniLM-L6-v2 sentence-transformers folder), it also embeds
-//! every tool and query and prints, per set, the lexical, semantic-only and hybrid figures with
+//! every tool and query (a query as a search embeds it: its clauses, when it has several) and
+//! prints, per set, the lexical, semantic-only (the whole query's vector) and hybrid figures with
 //! the embedding cost. `--fusion rrf,K,W,DEPTH` or `--fusion convex,W,DEPTH` overrides the fusion
 //! (`W` the semantic share, `DEPTH` taken from each side).
 
@@ -291,18 +292,18 @@ fn evaluate_hybrid(
         lex.add(&ranked(&r), rel);
 
         let t = Instant::now();
-        let v = embedder.embed_query(qtext).expect("query embeds");
+        let v = embedder.embed_query_clauses(qtext).expect("query embeds");
         let e = t.elapsed().as_secs_f64();
         t_embed += e;
         embed_times.push(e);
 
         let t = Instant::now();
-        let r = index.search_semantic(&q, &v);
+        let r = index.search_semantic(&q, &v.whole);
         t_sem += t.elapsed().as_secs_f64();
         sem.add(&ranked(&r), rel);
 
         let t = Instant::now();
-        let r = index.search_embedded(&q, &v);
+        let r = index.search_clauses(&q, &v);
         t_hyb += t.elapsed().as_secs_f64();
         let r = ranked(&r);
         debug_miss(set, qtext, &r, rel);
@@ -320,14 +321,14 @@ fn evaluate_hybrid(
     // model.
     let cached = toolshed_search::CachedEmbedder::new(embedder.clone(), set.queries.len());
     for (qtext, _) in &set.queries {
-        let _ = toolshed_search::TextEmbedder::embed_query(&cached, qtext);
+        let _ = toolshed_search::TextEmbedder::embed_query_clauses(&cached, qtext);
     }
     let mut repeat: Vec<f64> = set
         .queries
         .iter()
         .map(|(qtext, _)| {
             let t = Instant::now();
-            let _ = toolshed_search::TextEmbedder::embed_query(&cached, qtext);
+            let _ = toolshed_search::TextEmbedder::embed_query_clauses(&cached, qtext);
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();

@@ -47,6 +47,31 @@ pub trait TextEmbedder: Send + Sync + std::fmt::Debug {
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         self.embed_text(text)
     }
+
+    /// The vectors a search compares the tools' vectors with: by default the query's
+    /// ([`TextEmbedder::embed_query`]) and no clauses. A model may also give one vector per
+    /// clause of a request that asks for several things (see [`crate::clauses`]).
+    fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, EmbedError> {
+        Ok(QueryVectors {
+            whole: self.embed_query(text)?,
+            clauses: Vec::new(),
+        })
+    }
+}
+
+/// A search's query vectors: the request's, and one per clause when it has several. A tool's
+/// similarity to the query is its best similarity to any of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryVectors {
+    pub whole: Vec<f32>,
+    pub clauses: Vec<Vec<f32>>,
+}
+
+impl QueryVectors {
+    /// The whole and then each clause.
+    pub fn all(&self) -> impl Iterator<Item = &[f32]> {
+        std::iter::once(self.whole.as_slice()).chain(self.clauses.iter().map(Vec::as_slice))
+    }
 }
 
 /// Dot product; equal to the cosine for unit vectors.
@@ -225,20 +250,33 @@ impl HybridIndex {
         &self.config
     }
 
-    /// Embeds the query text and runs [`HybridIndex::search_embedded`].
+    /// Embeds the query text (and its clauses, [`TextEmbedder::embed_query_clauses`]) and
+    /// runs [`HybridIndex::search_clauses`].
     ///
     /// A query without text (only a namespace) is answered by the lexical index alone.
     pub fn search(&self, q: &Query<'_>) -> Result<SearchResult, EmbedError> {
         if q.text.trim().is_empty() {
             return Ok(self.lexical.search(q));
         }
-        let v = self.embedder.embed_query(q.text)?;
-        Ok(self.search_embedded(q, &v))
+        let v = self.embedder.embed_query_clauses(q.text)?;
+        Ok(self.search_clauses(q, &v))
     }
 
     /// Fuses the lexical ranking of `q` with the cosine ranking of `query_vector` (the
     /// query's embedding). `total` counts the fused candidates (the union of both tops).
     pub fn search_embedded(&self, q: &Query<'_>, query_vector: &[f32]) -> SearchResult {
+        self.search_clauses(
+            q,
+            &QueryVectors {
+                whole: query_vector.to_vec(),
+                clauses: Vec::new(),
+            },
+        )
+    }
+
+    /// [`HybridIndex::search_embedded`] with several query vectors: the semantic candidates
+    /// are the nearest tools to each, and a tool's cosine is its best one.
+    pub fn search_clauses(&self, q: &Query<'_>, vectors: &QueryVectors) -> SearchResult {
         if q.text.trim().is_empty() {
             return self.lexical.search(q);
         }
@@ -246,13 +284,17 @@ impl HybridIndex {
             limit: self.config.lexical_depth.max(q.limit),
             ..*q
         });
-        let semantic = self.nearest(q, query_vector, self.config.semantic_depth.max(q.limit));
-        let candidates = fuse(
-            &lexical.hits,
-            &semantic,
-            |d| dot(self.vector(d), query_vector),
-            &self.config,
-        );
+        let depth = self.config.semantic_depth.max(q.limit);
+        let cosine = |d: usize| {
+            vectors
+                .all()
+                .map(|v| dot(self.vector(d), v))
+                .fold(f32::NEG_INFINITY, f32::max)
+        };
+        let all: Vec<&[f32]> = vectors.all().collect();
+        // As many candidates as each vector would bring on its own.
+        let semantic = self.nearest(q, &all, depth * all.len());
+        let candidates = fuse(&lexical.hits, &semantic, cosine, &self.config);
         let total = candidates.len();
         SearchResult {
             hits: top_k(candidates, q.limit),
@@ -263,7 +305,7 @@ impl HybridIndex {
     /// Ranks by cosine alone (no lexical evidence), honouring the query's namespace and
     /// filter; for comparison and diagnostics. `total` counts the visible documents.
     pub fn search_semantic(&self, q: &Query<'_>, query_vector: &[f32]) -> SearchResult {
-        let hits = self.nearest(q, query_vector, self.lexical.len());
+        let hits = self.nearest(q, &[query_vector], self.lexical.len());
         let total = hits.len();
         SearchResult {
             hits: hits.into_iter().take(q.limit).collect(),
@@ -276,16 +318,20 @@ impl HybridIndex {
         &self.vectors[doc * dim..(doc + 1) * dim]
     }
 
-    /// The `k` visible documents nearest to `v` by cosine, best first. A large catalog is
-    /// scanned on its 8-bit copies first and the best candidates re-scored exactly.
-    fn nearest(&self, q: &Query<'_>, v: &[f32], k: usize) -> Vec<Hit> {
+    /// The `k` visible documents nearest to any of `vs` by cosine (a document's score is its
+    /// best), best first. A large catalog is scanned on its 8-bit copies first (all of `vs` in
+    /// one pass) and the best candidates re-scored exactly.
+    fn nearest(&self, q: &Query<'_>, vs: &[&[f32]], k: usize) -> Vec<Hit> {
         let Some(visible) = self.lexical.visibility(q) else {
             return Vec::new();
         };
         let dim = self.embedder.dim();
         let exact = |doc: usize| Hit {
             doc,
-            score: dot(self.vector(doc), v),
+            score: vs
+                .iter()
+                .map(|v| dot(self.vector(doc), v))
+                .fold(f32::NEG_INFINITY, f32::max),
         };
         if self.codes.is_empty() || scan::candidates(k) >= self.codes.len() {
             let hits: Vec<Hit> = (0..self.vectors.len() / dim.max(1))
@@ -296,7 +342,7 @@ impl HybridIndex {
         }
         let rough: Vec<Hit> = self
             .codes
-            .scores(v, visible)
+            .best_scores(vs, visible)
             .into_iter()
             .map(|(doc, score)| Hit { doc, score })
             .collect();
@@ -402,11 +448,11 @@ mod tests {
             vectors.clone(),
             HybridConfig::default(),
         );
-        assert_eq!(index.vector_bytes(), n * 48 * 4 + n * 48 + n * 4);
+        assert_eq!(index.vector_bytes(), n * 48 * 4 + n * 48 + n * 8);
         for probe in [3usize, 777, n - 1] {
             let v = &vectors[probe * 48..(probe + 1) * 48];
             let q = Query::new("anything", 10);
-            let got: Vec<usize> = index.nearest(&q, v, 10).iter().map(|h| h.doc).collect();
+            let got: Vec<usize> = index.nearest(&q, &[v], 10).iter().map(|h| h.doc).collect();
             let mut exact: Vec<(usize, f32)> = (0..n)
                 .map(|d| (d, dot(&vectors[d * 48..(d + 1) * 48], v)))
                 .collect();
@@ -560,6 +606,53 @@ mod tests {
 
         // A query without text is lexical; an embedding failure is an error, not a panic.
         assert!(index.search(&Query::new("FAIL now", 3)).is_err());
+    }
+
+    #[test]
+    fn a_tool_that_matches_one_clause_of_a_request_ranks_with_its_best_similarity() {
+        let docs = [
+            doc("clock.now", "one"),
+            doc("sky.outlook", "two"),
+            doc("both.blend", "three"),
+        ];
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        // Tool 2 sits between the request's two clauses, tools 0 and 1 on one each.
+        let vectors = vec![
+            1.0, 0.0, 0.0, 0.0, //
+            0.0, 1.0, 0.0, 0.0, //
+            0.6, 0.6, 0.0, 0.529_15,
+        ];
+        let index = HybridIndex::from_vectors(
+            lexical,
+            Arc::new(Concepts),
+            vectors,
+            HybridConfig::default(),
+        );
+        let half = std::f32::consts::FRAC_1_SQRT_2;
+        let whole = vec![half, half, 0.0, 0.0];
+        let q = Query::new("xyzzy plugh", 2);
+        let sorted = |r: SearchResult| {
+            let mut d: Vec<usize> = r.hits.iter().map(|h| h.doc).collect();
+            d.sort_unstable();
+            d
+        };
+        // The sentence alone: the blend first.
+        assert_eq!(index.search_embedded(&q, &whole).hits[0].doc, 2);
+        // With its clauses: each clause's own tool.
+        let request = QueryVectors {
+            whole,
+            clauses: vec![vec![1.0, 0.0, 0.0, 0.0], vec![0.0, 1.0, 0.0, 0.0]],
+        };
+        assert_eq!(sorted(index.search_clauses(&q, &request)), [0, 1]);
+        // A namespace still limits every clause's candidates.
+        let scoped = Query {
+            namespace: Some("both"),
+            ..Query::new("xyzzy plugh", 2)
+        };
+        assert_eq!(sorted(index.search_clauses(&scoped, &request)), [2]);
+        // An embedder without clauses searches with the sentence.
+        let r = index.search(&Query::new("clock weather", 1)).unwrap();
+        assert_eq!(r.hits.len(), 1);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! assert_eq!(result.hits[0].doc, 0);
 //! ```
 
+pub mod clauses;
 pub mod expand;
 pub mod hybrid;
 pub mod index;
@@ -31,7 +32,7 @@ pub mod stem;
 pub mod tokenize;
 pub mod vectors;
 
-pub use hybrid::{EmbedError, Fusion, HybridConfig, HybridIndex, TextEmbedder};
+pub use hybrid::{EmbedError, Fusion, HybridConfig, HybridIndex, QueryVectors, TextEmbedder};
 pub use index::{
     Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
 };

@@ -1,11 +1,12 @@
 //! Repeated queries cost nothing: [`CachedEmbedder`] wraps an embedder and keeps the vectors
-//! of the last queries it embedded ([`TextEmbedder::embed_query`]; tool texts pass through),
-//! so an agent that searches again with the same words skips the model.
+//! of the last queries it embedded ([`TextEmbedder::embed_query_clauses`], what a search asks
+//! for; tool texts and single query vectors pass through), so an agent that searches again
+//! with the same words skips the model.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::hybrid::{EmbedError, TextEmbedder};
+use crate::hybrid::{EmbedError, QueryVectors, TextEmbedder};
 
 /// Texts kept by default.
 pub const DEFAULT_QUERY_CACHE: usize = 1024;
@@ -22,7 +23,7 @@ pub struct CachedEmbedder {
 
 #[derive(Debug, Default)]
 struct Kept {
-    vectors: HashMap<String, Arc<[f32]>>,
+    vectors: HashMap<String, Arc<QueryVectors>>,
     /// Insertion order, oldest first, for eviction.
     order: VecDeque<String>,
 }
@@ -37,11 +38,11 @@ impl CachedEmbedder {
         }
     }
 
-    fn lookup(&self, text: &str) -> Option<Arc<[f32]>> {
+    fn lookup(&self, text: &str) -> Option<Arc<QueryVectors>> {
         self.kept.lock().ok()?.vectors.get(text).cloned()
     }
 
-    fn keep(&self, text: &str, vector: &[f32]) {
+    fn keep(&self, text: &str, vectors: &QueryVectors) {
         let Ok(mut k) = self.kept.lock() else {
             return;
         };
@@ -57,7 +58,8 @@ impl CachedEmbedder {
             }
         }
         k.order.push_back(text.to_string());
-        k.vectors.insert(text.to_string(), Arc::from(vector));
+        k.vectors
+            .insert(text.to_string(), Arc::new(vectors.clone()));
     }
 }
 
@@ -75,13 +77,17 @@ impl TextEmbedder for CachedEmbedder {
     }
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.inner.embed_query(text)
+    }
+
+    fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, EmbedError> {
         if self.capacity == 0 || text.len() > MAX_CACHED_TEXT {
-            return self.inner.embed_query(text);
+            return self.inner.embed_query_clauses(text);
         }
         if let Some(v) = self.lookup(text) {
-            return Ok(v.to_vec());
+            return Ok(QueryVectors::clone(&v));
         }
-        let v = self.inner.embed_query(text)?;
+        let v = self.inner.embed_query_clauses(text)?;
         self.keep(text, &v);
         Ok(v)
     }
@@ -106,12 +112,45 @@ mod tests {
         }
     }
 
+    /// Gives every request two clauses.
+    #[derive(Debug)]
+    struct Clausing;
+
+    impl TextEmbedder for Clausing {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            Ok(texts.iter().map(|t| t.len() as f32).collect())
+        }
+        fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, EmbedError> {
+            Ok(QueryVectors {
+                whole: vec![text.len() as f32],
+                clauses: vec![vec![1.0], vec![2.0]],
+            })
+        }
+    }
+
+    #[test]
+    fn a_kept_request_keeps_its_clauses() {
+        let c = CachedEmbedder::new(Arc::new(Clausing), 4);
+        let first = c
+            .embed_query_clauses("find a flight, book a hotel")
+            .unwrap();
+        assert_eq!(first.clauses.len(), 2);
+        assert_eq!(
+            c.embed_query_clauses("find a flight, book a hotel")
+                .unwrap(),
+            first
+        );
+    }
+
     #[test]
     fn queries_are_kept_texts_pass_through_and_the_oldest_go_first() {
         let inner = Arc::new(Counting::default());
         let c = CachedEmbedder::new(inner.clone(), 2);
-        assert_eq!(c.embed_query("ab").unwrap(), [2.0]);
-        assert_eq!(c.embed_query("ab").unwrap(), [2.0]);
+        assert_eq!(c.embed_query_clauses("ab").unwrap().whole, [2.0]);
+        assert_eq!(c.embed_query_clauses("ab").unwrap().whole, [2.0]);
         assert_eq!(inner.0.load(Ordering::SeqCst), 1, "the second was kept");
         // Tool texts (batches or one) always reach the model and are not kept.
         c.embed_texts(&["x", "yy"]).unwrap();
@@ -119,14 +158,14 @@ mod tests {
         c.embed_text("ab").unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 6);
         // Two more queries: "ab" is evicted.
-        c.embed_query("c").unwrap();
-        c.embed_query("dd").unwrap();
-        c.embed_query("ab").unwrap();
+        c.embed_query_clauses("c").unwrap();
+        c.embed_query_clauses("dd").unwrap();
+        c.embed_query_clauses("ab").unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 9);
         // A long query is never kept.
         let long = "z".repeat(MAX_CACHED_TEXT + 1);
-        c.embed_query(&long).unwrap();
-        c.embed_query(&long).unwrap();
+        c.embed_query_clauses(&long).unwrap();
+        c.embed_query_clauses(&long).unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 11);
     }
 }

@@ -20,6 +20,8 @@ pub struct Codes {
     dim: usize,
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// Per vector, the sum of its codes (the VNNI scan's correction, see [`vnni`]).
+    sums: Vec<i32>,
 }
 
 impl Codes {
@@ -31,7 +33,16 @@ impl Codes {
             .zip(codes.chunks_exact_mut(dim.max(1)))
             .map(|(v, c)| quantize(v, c))
             .collect();
-        Self { dim, codes, scales }
+        let sums = codes
+            .chunks_exact(dim.max(1))
+            .map(|c| c.iter().map(|&x| i32::from(x)).sum())
+            .collect();
+        Self {
+            dim,
+            codes,
+            scales,
+            sums,
+        }
     }
 
     /// Vectors held.
@@ -46,21 +57,138 @@ impl Codes {
 
     /// Bytes the copies take.
     pub fn bytes(&self) -> usize {
-        self.codes.len() + self.scales.len() * 4
+        self.codes.len() + self.scales.len() * 4 + self.sums.len() * 4
     }
 
     /// The approximate dot product of every vector `d` with `query` for which `keep(d)`, as
     /// `(d, score)`.
     pub fn scores(&self, query: &[f32], keep: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
-        let mut q = vec![0i8; self.dim];
-        let qs = quantize(query, &mut q);
+        self.best_scores(&[query], keep)
+    }
+
+    /// For every vector `d` for which `keep(d)`, its best approximate dot product with any of
+    /// `queries`, as `(d, score)`: one pass over the codes, however many queries (a request's
+    /// clauses are scanned together).
+    pub fn best_scores(
+        &self,
+        queries: &[&[f32]],
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        let quantized: Vec<(Vec<i8>, f32)> = queries
+            .iter()
+            .map(|q| {
+                let mut codes = vec![0i8; self.dim];
+                let scale = quantize(q, &mut codes);
+                (codes, scale)
+            })
+            .collect();
+        #[cfg(target_arch = "x86_64")]
+        if vnni::available() && self.dim.is_multiple_of(64) {
+            // SAFETY: AVX-512 F, BW and VNNI were detected; dim is a multiple of 64.
+            return unsafe { vnni::best_scores(self, &quantized, keep) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            return unsafe { self.best_scores_avx2(&quantized, keep) };
+        }
+        self.best_scores_body(&quantized, keep)
+    }
+
+    /// [`Codes::best_scores_body`] compiled with AVX2 (32 byte products per instruction instead
+    /// of the baseline's 16).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn best_scores_avx2(
+        &self,
+        queries: &[(Vec<i8>, f32)],
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        self.best_scores_body(queries, keep)
+    }
+
+    #[inline(always)]
+    fn best_scores_body(
+        &self,
+        queries: &[(Vec<i8>, f32)],
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
         self.codes
             .chunks_exact(self.dim.max(1))
             .zip(&self.scales)
             .enumerate()
             .filter(|(d, _)| keep(*d))
-            .map(|(d, (c, s))| (d, dot_i8(c, &q) as f32 * s * qs))
+            .map(|(d, (c, s))| {
+                let best = queries
+                    .iter()
+                    .map(|(q, qs)| dot_i8(c, q) as f32 * s * qs)
+                    .fold(f32::NEG_INFINITY, f32::max);
+                (d, best)
+            })
             .collect()
+    }
+}
+
+/// The scan on AVX-512 VNNI: `vpdpbusd` multiplies 64 unsigned bytes by 64 signed ones, so the
+/// query is shifted to `q + 128` (1..=255) and each vector's `128 · Σ codes` taken back.
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::Codes;
+
+    /// Whether this CPU has AVX-512 F, BW and VNNI, detected once.
+    pub(super) fn available() -> bool {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+        })
+    }
+
+    /// [`Codes::best_scores`] on VNNI.
+    ///
+    /// # Safety
+    /// [`available`] must have said yes and `codes.dim` be a multiple of 64.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn best_scores(
+        codes: &Codes,
+        queries: &[(Vec<i8>, f32)],
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
+        use std::arch::x86_64::*;
+        let dim = codes.dim;
+        let shifted: Vec<Vec<u8>> = queries
+            .iter()
+            .map(|(q, _)| q.iter().map(|&x| (i16::from(x) + 128) as u8).collect())
+            .collect();
+        let mut out = Vec::with_capacity(codes.len());
+        for (d, ((c, s), sum)) in codes
+            .codes
+            .chunks_exact(dim)
+            .zip(&codes.scales)
+            .zip(&codes.sums)
+            .enumerate()
+        {
+            if !keep(d) {
+                continue;
+            }
+            let mut best = f32::NEG_INFINITY;
+            for ((_, qs), q) in queries.iter().zip(&shifted) {
+                // SAFETY: c and q hold dim bytes, a multiple of 64.
+                let dot = unsafe {
+                    let mut acc = _mm512_setzero_si512();
+                    for i in (0..dim).step_by(64) {
+                        let cv = _mm512_loadu_si512(c.as_ptr().add(i).cast());
+                        let qv = _mm512_loadu_si512(q.as_ptr().add(i).cast());
+                        acc = _mm512_dpbusd_epi32(acc, qv, cv);
+                    }
+                    _mm512_reduce_add_epi32(acc) - 128 * sum
+                };
+                best = best.max(dot as f32 * s * qs);
+            }
+            out.push((d, best));
+        }
+        out
     }
 }
 
@@ -85,6 +213,7 @@ fn quantize(v: &[f32], out: &mut [i8]) -> f32 {
 
 /// Integer dot product, summed in 16 independent lanes so that it compiles to vector
 /// multiply-adds.
+#[inline(always)]
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     let mut lanes = [0i32; 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
@@ -126,7 +255,7 @@ mod tests {
         let vectors: Vec<f32> = (0..200).flat_map(|i| unit(i, dim)).collect();
         let codes = Codes::new(&vectors, dim);
         assert_eq!(codes.len(), 200);
-        assert_eq!(codes.bytes(), 200 * dim + 200 * 4);
+        assert_eq!(codes.bytes(), 200 * dim + 200 * 8);
         let q = unit(7, dim);
         let scores = codes.scores(&q, |d| d % 2 == 1);
         assert_eq!(scores.len(), 100, "only the kept vectors are scored");
@@ -141,6 +270,41 @@ mod tests {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap();
         assert_eq!(best.0, 7);
+    }
+
+    #[test]
+    fn several_queries_give_each_vector_its_best_score() {
+        let dim = 384;
+        let vectors: Vec<f32> = (0..50).flat_map(|i| unit(i, dim)).collect();
+        let codes = Codes::new(&vectors, dim);
+        let (a, b) = (unit(3, dim), unit(40, dim));
+        let both = codes.best_scores(&[&a, &b], |_| true);
+        let (sa, sb) = (codes.scores(&a, |_| true), codes.scores(&b, |_| true));
+        for ((d, s), ((_, x), (_, y))) in both.iter().zip(sa.iter().zip(&sb)) {
+            assert_eq!(*s, x.max(*y), "doc {d}");
+        }
+        let top: Vec<usize> = {
+            let mut by = both.clone();
+            by.sort_by(|p, q| q.1.total_cmp(&p.1));
+            by.iter().take(2).map(|h| h.0).collect()
+        };
+        assert!(top.contains(&3) && top.contains(&40), "{top:?}");
+        // Whichever kernel ran, the scores are the plain integer products.
+        for (d, s) in &both {
+            let c = &codes.codes[d * dim..(d + 1) * dim];
+            let plain = [&a, &b]
+                .iter()
+                .map(|q| {
+                    let mut qc = vec![0i8; dim];
+                    let qs = quantize(q, &mut qc);
+                    dot_i8(c, &qc) as f32 * codes.scales[*d] * qs
+                })
+                .fold(f32::NEG_INFINITY, f32::max);
+            assert!(
+                (s - plain).abs() <= 1e-6 * plain.abs().max(1.0),
+                "doc {d}: {s} vs {plain}"
+            );
+        }
     }
 
     #[test]

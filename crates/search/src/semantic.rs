@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{Device, Tensor};
 use tokenizers::Tokenizer;
 
+use crate::hybrid::QueryVectors;
 use encoder::{Config, Encoder};
 pub use kernels::Precision;
 use pool::Pool;
@@ -339,17 +340,67 @@ impl Embedder {
     /// than a sentence. Only the text's first [`QUERY_BYTES`] are tokenized: a query carrying a
     /// pasted file (an 18 KB base64 image, say) would spend 20–30 ms in the tokenizer alone.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
-        let mut ids = self.ids(query_prefix(text))?;
-        if ids.len() > QUERY_TOKENS {
-            let sep = ids[ids.len() - 1];
-            ids.truncate(QUERY_TOKENS - 1);
-            ids.push(sep);
-        }
+        let ids = self.query_ids(query_prefix(text))?;
         let mut out = vec![0f32; self.dim];
         self.encoder
             .embed(&[&ids], self.pool.as_ref(), &mut out)
             .map_err(SemanticError::Inference)?;
         Ok(out)
+    }
+
+    /// The vectors a search compares tools with. A request of several clauses
+    /// ([`crate::clauses::clauses`]) gives each clause's vector, every clause embedded as a
+    /// query of its own in one forward pass (stacked, not padded; the clauses that fit in
+    /// [`QUERY_TOKENS`] tokens together), and as the whole the unit mean of those vectors:
+    /// about the cost of [`Embedder::embed_query`], where embedding the sentence too would
+    /// double it. A request of one clause (or whose second clause does not fit) is embedded
+    /// whole, without clauses.
+    pub fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, SemanticError> {
+        let text = query_prefix(text);
+        let mut seqs = Vec::new();
+        let mut budget = QUERY_TOKENS;
+        for range in crate::clauses::clauses(text) {
+            let ids = self.query_ids(&text[range])?;
+            if ids.len() > budget {
+                break;
+            }
+            budget -= ids.len();
+            seqs.push(ids);
+        }
+        if seqs.len() < 2 {
+            return Ok(QueryVectors {
+                whole: self.embed_query(text)?,
+                clauses: Vec::new(),
+            });
+        }
+        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+        let mut out = vec![0f32; refs.len() * self.dim];
+        self.encoder
+            .embed(&refs, self.pool.as_ref(), &mut out)
+            .map_err(SemanticError::Inference)?;
+        let mut whole = vec![0f32; self.dim];
+        for v in out.chunks_exact(self.dim) {
+            for (w, x) in whole.iter_mut().zip(v) {
+                *w += x;
+            }
+        }
+        let norm = crate::hybrid::dot(&whole, &whole).sqrt().max(1e-12);
+        whole.iter_mut().for_each(|w| *w /= norm);
+        Ok(QueryVectors {
+            whole,
+            clauses: out.chunks_exact(self.dim).map(<[f32]>::to_vec).collect(),
+        })
+    }
+
+    /// The ids of a query's first [`QUERY_TOKENS`] tokens (the final `[SEP]` kept).
+    fn query_ids(&self, text: &str) -> Result<Vec<u32>, SemanticError> {
+        let mut ids = self.ids(text)?;
+        if ids.len() > QUERY_TOKENS {
+            let sep = ids[ids.len() - 1];
+            ids.truncate(QUERY_TOKENS - 1);
+            ids.push(sep);
+        }
+        Ok(ids)
     }
 
     /// The unit-length embeddings of `texts`, concatenated: text `i` is
@@ -402,6 +453,11 @@ impl crate::hybrid::TextEmbedder for Embedder {
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, crate::hybrid::EmbedError> {
         Embedder::embed_query(self, text).map_err(|e| crate::hybrid::EmbedError(e.to_string()))
+    }
+
+    fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, crate::hybrid::EmbedError> {
+        Embedder::embed_query_clauses(self, text)
+            .map_err(|e| crate::hybrid::EmbedError(e.to_string()))
     }
 }
 
@@ -510,6 +566,43 @@ mod tests {
         assert_eq!(
             m.embed_query(&blob).unwrap(),
             m.embed_query(query_prefix(&blob)).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_request_of_several_clauses_is_embedded_clause_by_clause() {
+        let Some(m) = model() else { return };
+        let request =
+            "Find flights from Boston to Paris next week, then book a hotel near the Louvre";
+        let v = m.embed_query_clauses(request).unwrap();
+        assert_eq!(v.clauses.len(), 2);
+        // Each clause as a query of its own (the batch changes nothing).
+        for (clause, text) in v.clauses.iter().zip([
+            "Find flights from Boston to Paris next week",
+            "book a hotel near the Louvre",
+        ]) {
+            assert!(
+                dot(clause, &m.embed_query(text).unwrap()) > 0.9999,
+                "{text}"
+            );
+        }
+        // The whole is their unit mean.
+        let mut mean: Vec<f32> = v.clauses[0]
+            .iter()
+            .zip(&v.clauses[1])
+            .map(|(a, b)| a + b)
+            .collect();
+        let n = dot(&mean, &mean).sqrt();
+        mean.iter_mut().for_each(|x| *x /= n);
+        assert!(dot(&mean, &v.whole) > 0.9999);
+        // A request of one clause is the query's own vector, without clauses.
+        let one = m
+            .embed_query_clauses("create an issue in a repository")
+            .unwrap();
+        assert!(one.clauses.is_empty());
+        assert_eq!(
+            one.whole,
+            m.embed_query("create an issue in a repository").unwrap()
         );
     }
 
