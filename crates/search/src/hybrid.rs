@@ -7,7 +7,9 @@
 //! feature. A search embeds the query, takes the lexical top `lexical_depth` and the semantic
 //! (cosine) top `semantic_depth` among the documents the query may see, and fuses the two
 //! rankings over their union (see [`Fusion`]). Lexical evidence keeps exact identifiers and
-//! rare words strong; the embedding finds tools that the query describes in other words.
+//! rare words strong; the embedding finds tools that the query describes in other words. A
+//! request of several clauses ([`crate::clauses`]) is compared clause by clause as well
+//! ([`QueryVectors`]): a tool's cosine is its best against the request or any of its clauses.
 //!
 //! The lexical path is untouched: [`SearchIndex::search`] ranks exactly as without the feature.
 
