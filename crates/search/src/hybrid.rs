@@ -243,7 +243,7 @@ impl HybridIndex {
         &self.embedder
     }
 
-    /// The document vectors, [`Embedder::dim`] values each, in document order.
+    /// The document vectors, [`TextEmbedder::dim`] values each, in document order.
     pub fn vectors(&self) -> &[f32] {
         &self.vectors
     }

@@ -13,7 +13,7 @@
 //! [`Embedder::load`]) at the files. Errors are [`SemanticError`]s that name the file that is
 //! missing or malformed.
 //!
-//! The forward pass is this crate's own ([`encoder`]: weights packed once, by default as 8-bit
+//! The forward pass is this crate's own (`encoder`: weights packed once, by default as 8-bit
 //! integers multiplied with 8-bit inputs on AVX-512 VNNI, or with 15-bit inputs on AVX2
 //! ([`Precision`]), kernels chosen at run time, no padding, a small spinning thread pool);
 //! candle only reads the weight files. A query reads at most [`QUERY_TOKENS`] tokens of its
