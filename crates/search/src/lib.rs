@@ -20,6 +20,7 @@
 //! ```
 
 pub mod clauses;
+mod cpu;
 pub mod expand;
 pub mod hybrid;
 pub mod index;

@@ -83,7 +83,7 @@ impl Codes {
             })
             .collect();
         #[cfg(target_arch = "x86_64")]
-        if vnni::available() && self.dim.is_multiple_of(64) {
+        if crate::cpu::avx512_vnni() && self.dim.is_multiple_of(64) {
             // SAFETY: AVX-512 F, BW and VNNI were detected; dim is a multiple of 64.
             return unsafe { vnni::best_scores(self, &quantized, keep) };
         }
@@ -135,20 +135,10 @@ impl Codes {
 mod vnni {
     use super::Codes;
 
-    /// Whether this CPU has AVX-512 F, BW and VNNI, detected once.
-    pub(super) fn available() -> bool {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vnni")
-        })
-    }
-
     /// [`Codes::best_scores`] on VNNI.
     ///
     /// # Safety
-    /// [`available`] must have said yes and `codes.dim` be a multiple of 64.
+    /// [`crate::cpu::avx512_vnni`] must have said yes and `codes.dim` be a multiple of 64.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn best_scores(
         codes: &Codes,

@@ -7,6 +7,39 @@
 //! vectoriser. Where the CPU has AVX-512 VNNI, the default precision ([`Precision::Q8`]) takes
 //! the 8-bit products of [`q8`] instead.
 
+/// Runs `$body` with the constant `$R` (a micro-tile's row count, a const generic of the tile
+/// kernels) set to `$rr`, 1 to [`MR`] = 6.
+macro_rules! by_rows {
+    ($rr:expr, $R:ident => $body:expr) => {
+        match $rr {
+            6 => {
+                const $R: usize = 6;
+                $body
+            }
+            5 => {
+                const $R: usize = 5;
+                $body
+            }
+            4 => {
+                const $R: usize = 4;
+                $body
+            }
+            3 => {
+                const $R: usize = 3;
+                $body
+            }
+            2 => {
+                const $R: usize = 2;
+                $body
+            }
+            _ => {
+                const $R: usize = 1;
+                $body
+            }
+        }
+    };
+}
+
 mod q8;
 
 /// Output columns per packed panel (two 8-lane vectors).
@@ -472,16 +505,7 @@ unsafe fn tile_avx2<const HALF: bool>(
     ldy: usize,
 ) {
     // SAFETY: as the caller vouches.
-    unsafe {
-        match rr {
-            6 => tile_f::<6, HALF>(x, k, w, bias, dst, ldy),
-            5 => tile_f::<5, HALF>(x, k, w, bias, dst, ldy),
-            4 => tile_f::<4, HALF>(x, k, w, bias, dst, ldy),
-            3 => tile_f::<3, HALF>(x, k, w, bias, dst, ldy),
-            2 => tile_f::<2, HALF>(x, k, w, bias, dst, ldy),
-            _ => tile_f::<1, HALF>(x, k, w, bias, dst, ldy),
-        }
-    }
+    unsafe { by_rows!(rr, R => tile_f::<R, HALF>(x, k, w, bias, dst, ldy)) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -549,16 +573,7 @@ unsafe fn tile_i8(
     ldy: usize,
 ) {
     // SAFETY: as the caller vouches.
-    unsafe {
-        match rr {
-            6 => tile_q::<6>(x, x_scales, kp, w, w_scales, bias, dst, ldy),
-            5 => tile_q::<5>(x, x_scales, kp, w, w_scales, bias, dst, ldy),
-            4 => tile_q::<4>(x, x_scales, kp, w, w_scales, bias, dst, ldy),
-            3 => tile_q::<3>(x, x_scales, kp, w, w_scales, bias, dst, ldy),
-            2 => tile_q::<2>(x, x_scales, kp, w, w_scales, bias, dst, ldy),
-            _ => tile_q::<1>(x, x_scales, kp, w, w_scales, bias, dst, ldy),
-        }
-    }
+    unsafe { by_rows!(rr, R => tile_q::<R>(x, x_scales, kp, w, w_scales, bias, dst, ldy)) }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -18,19 +18,9 @@ use super::NR;
 /// Inputs per quantisation group (a multiple of 4, the inputs one `vpdpbusd` lane takes).
 pub(super) const GROUP: usize = 32;
 
-/// Whether this CPU has the instructions of [`tile`] (AVX-512 F, BW and VNNI), detected once.
+/// Whether this CPU has the instructions of [`tile`] (AVX-512 F, BW and VNNI).
 pub(super) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vnni")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    crate::cpu::avx512_vnni()
 }
 
 /// Weights `W` (`n × k`) packed in panels of [`NR`] columns: per panel and run of four inputs
@@ -170,16 +160,7 @@ pub(super) unsafe fn tile(
 ) {
     debug_assert_eq!(x.kq, w.kq);
     // SAFETY: as the caller vouches.
-    unsafe {
-        match rr {
-            6 => tile_rows::<6>(x, r, w, p, bias, dst, ldy),
-            5 => tile_rows::<5>(x, r, w, p, bias, dst, ldy),
-            4 => tile_rows::<4>(x, r, w, p, bias, dst, ldy),
-            3 => tile_rows::<3>(x, r, w, p, bias, dst, ldy),
-            2 => tile_rows::<2>(x, r, w, p, bias, dst, ldy),
-            _ => tile_rows::<1>(x, r, w, p, bias, dst, ldy),
-        }
-    }
+    unsafe { by_rows!(rr, R => tile_rows::<R>(x, r, w, p, bias, dst, ldy)) }
 }
 
 #[cfg(target_arch = "x86_64")]
