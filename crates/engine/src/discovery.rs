@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolshed_core::{Catalog, EntryKind, ToolDef};
-use toolshed_search::hybrid::doc_text;
+use toolshed_search::hybrid::EmbedTexts;
 use toolshed_search::vectors;
 use toolshed_search::{
     param_docs_from_schema, HybridConfig, HybridIndex, Query, SearchDoc, SearchIndex, TextEmbedder,
@@ -173,7 +173,7 @@ fn embed_snapshot(
     if !current(slot) {
         return; // a newer snapshot's thread will embed (and report) instead
     }
-    let texts: Vec<String> = docs.iter().map(doc_text).collect();
+    let EmbedTexts { texts, extra_of } = EmbedTexts::of(docs);
     let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
     let dim = semantic.embedder.dim();
     let missing: Vec<(u64, &str)> = {
@@ -219,10 +219,11 @@ fn embed_snapshot(
     });
     let error = match outcome {
         Ok(vectors) => {
-            let hybrid = HybridIndex::from_vectors(
+            let hybrid = HybridIndex::from_rows(
                 lexical,
                 semantic.embedder.clone(),
                 vectors,
+                extra_of,
                 HybridConfig::default(),
             );
             let mut slot = slot.lock();

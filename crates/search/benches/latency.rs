@@ -262,12 +262,8 @@ fn hybrid(
     };
     let model: Arc<dyn TextEmbedder> = Arc::new(model.expect("the model loads"));
     let embedded = if all { docs.len() } else { EMBEDDED };
-    let texts: Vec<String> = docs
-        .iter()
-        .take(embedded)
-        .map(toolshed_search::hybrid::doc_text)
-        .collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let texts = toolshed_search::hybrid::EmbedTexts::of(&docs[..embedded.min(docs.len())]);
+    let refs: Vec<&str> = texts.texts.iter().map(String::as_str).collect();
     let (rss_before, _) = memory_mb();
     let start = Instant::now();
     let dim = model.dim();
@@ -284,17 +280,31 @@ fn hybrid(
         }
     }
     let took = start.elapsed();
-    let mut vectors = Vec::with_capacity(docs.len() * dim);
+    // Every tool past the embedded ones reuses the vectors (and lead vector) of tool
+    // `i % embedded`.
+    let embedded = embedded.min(docs.len());
+    let mut lead_row = vec![None; embedded];
+    for (i, &d) in texts.extra_of.iter().enumerate() {
+        lead_row[d as usize] = Some(embedded + i);
+    }
+    let row = |r: usize| &some[r * dim..(r + 1) * dim];
+    let mut vectors = Vec::with_capacity((docs.len() + texts.extra_of.len()) * dim);
     for i in 0..docs.len() {
-        let j = i % refs.len();
-        vectors.extend_from_slice(&some[j * dim..(j + 1) * dim]);
+        vectors.extend_from_slice(row(i % embedded));
+    }
+    let mut extra_of = Vec::new();
+    for i in 0..docs.len() {
+        if let Some(r) = lead_row[i % embedded] {
+            vectors.extend_from_slice(row(r));
+            extra_of.push(i as u32);
+        }
     }
     drop(some);
-    let rate = refs.len() as f64 / took.as_secs_f64();
-    let index = HybridIndex::from_vectors(lexical, model, vectors, HybridConfig::default());
+    let rate = embedded as f64 / took.as_secs_f64();
+    let index = HybridIndex::from_rows(lexical, model, vectors, extra_of, HybridConfig::default());
     let (rss_after, peak) = memory_mb();
     println!(
-        "  embedded {} tools in {:.2?} ({rate:.0} tools/s; all {} at that rate: {:.0} s); vectors in memory {:.1} MB; resident memory {rss_before:.0} MB before embedding, {rss_after:.0} MB after (peak {peak:.0} MB)",
+        "  embedded {embedded} tools ({} texts with the lead sentences) in {:.2?} ({rate:.0} tools/s; all {} at that rate: {:.0} s); vectors in memory {:.1} MB; resident memory {rss_before:.0} MB before embedding, {rss_after:.0} MB after (peak {peak:.0} MB)",
         refs.len(),
         took,
         docs.len(),

@@ -2,7 +2,9 @@
 //!
 //! A [`HybridIndex`] holds a lexical [`SearchIndex`], a [`TextEmbedder`] and one unit vector per
 //! tool, computed once when the index is built from [`doc_text`] (name, description and path
-//! words). The embedder is a trait so that the fusion is always built and tested; the real
+//! words), plus a second one from [`lead_text`] for a tool whose description goes on past its
+//! first sentence ([`EmbedTexts`]): a tool's cosine is its best of the two, so a long
+//! description's details do not hide what its first sentence says the tool does. The embedder is a trait so that the fusion is always built and tested; the real
 //! sentence-transformers model ([`crate::semantic::Embedder`]) comes with the `semantic`
 //! feature. A search embeds the query, takes the lexical top `lexical_depth` and the semantic
 //! (cosine) top `semantic_depth` among the documents the query may see, and fuses the two
@@ -157,13 +159,74 @@ pub fn doc_text(doc: &SearchDoc) -> String {
     text
 }
 
+/// The first sentence of a description, when the description goes on past it: up to the first
+/// line break, or the first `.`, `!` or `?` followed by white space after at least 20 bytes (so
+/// that "e.g. " near the start does not end it).
+fn first_sentence(description: &str) -> Option<&str> {
+    let d = description.trim();
+    let end = d.char_indices().find_map(|(i, c)| {
+        if c == '\n' {
+            return Some(i);
+        }
+        let ends = matches!(c, '.' | '!' | '?') && d[i + 1..].starts_with(char::is_whitespace);
+        (ends && i > 20).then_some(i + 1)
+    })?;
+    let lead = d[..end].trim_end();
+    (!lead.is_empty() && lead.len() < d.len()).then_some(lead)
+}
+
+/// The text of a tool's second vector: [`doc_text`] with only the first sentence of the
+/// description; `None` when the description is one sentence (the tool has one vector).
+pub fn lead_text(doc: &SearchDoc) -> Option<String> {
+    let lead = first_sentence(&doc.description)?;
+    Some(doc_text(&SearchDoc {
+        path: doc.path.clone(),
+        name: doc.name.clone(),
+        description: lead.to_string(),
+        params: Vec::new(),
+    }))
+}
+
+/// No lead row (see [`HybridIndex`]).
+const NO_ROW: u32 = u32::MAX;
+
+/// The texts a catalog's tools are embedded from, in the order of the rows that
+/// [`HybridIndex::from_rows`] takes: [`doc_text`] of every tool in tool order, then
+/// [`lead_text`] of every tool that has one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EmbedTexts {
+    pub texts: Vec<String>,
+    /// The tool (document index) of each text after the first one per tool.
+    pub extra_of: Vec<u32>,
+}
+
+impl EmbedTexts {
+    pub fn of(docs: &[SearchDoc]) -> Self {
+        let mut texts: Vec<String> = docs.iter().map(doc_text).collect();
+        let mut extra_of = Vec::new();
+        for (d, doc) in docs.iter().enumerate() {
+            if let Some(lead) = lead_text(doc) {
+                texts.push(lead);
+                extra_of.push(d as u32);
+            }
+        }
+        Self { texts, extra_of }
+    }
+}
+
 /// A lexical index plus tool embeddings; searches fuse both rankings.
 #[derive(Debug, Clone)]
 pub struct HybridIndex {
     lexical: Arc<SearchIndex>,
     embedder: Arc<dyn TextEmbedder>,
-    /// Unit vectors, `dim` per document, in document order.
+    /// Unit vectors, `dim` each, in the order of [`EmbedTexts`]: one per document in document
+    /// order, then the extra rows.
     vectors: Vec<f32>,
+    /// Per document, the row of its lead vector ([`lead_text`]) or [`NO_ROW`]; empty when
+    /// there are no extra rows.
+    lead: Vec<u32>,
+    /// The document of each row after the first one per document.
+    extra_of: Vec<u32>,
     /// Their 8-bit copies, scanned first in catalogs over [`scan::EXACT_UP_TO`] tools.
     codes: Arc<Codes>,
     config: HybridConfig,
@@ -192,31 +255,63 @@ impl HybridIndex {
             lexical.len(),
             "lexical index built from other docs"
         );
-        let texts: Vec<String> = docs.iter().map(doc_text).collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let texts = EmbedTexts::of(docs);
+        let refs: Vec<&str> = texts.texts.iter().map(String::as_str).collect();
         let vectors = embedder.embed_texts(&refs)?;
-        Ok(Self::from_vectors(lexical, embedder, vectors, config))
+        Ok(Self::from_rows(
+            lexical,
+            embedder,
+            vectors,
+            texts.extra_of,
+            config,
+        ))
     }
 
-    /// Reuses embeddings computed before (e.g. [`HybridIndex::vectors`] of an earlier index
-    /// over the same docs): `vectors` holds `embedder.dim()` values per document.
+    /// Reuses embeddings computed before: `vectors` holds one vector (`embedder.dim()`
+    /// values) per document of `lexical`, and no lead vectors.
     ///
     /// # Panics
-    /// When `vectors` does not hold one vector per document of `lexical`.
+    /// When `vectors` does not hold one vector per document.
     pub fn from_vectors(
         lexical: Arc<SearchIndex>,
         embedder: Arc<dyn TextEmbedder>,
         vectors: Vec<f32>,
         config: HybridConfig,
     ) -> Self {
+        Self::from_rows(lexical, embedder, vectors, Vec::new(), config)
+    }
+
+    /// Reuses embeddings computed before (e.g. [`HybridIndex::vectors`] of an earlier index
+    /// over the same docs): `vectors` holds the rows of [`EmbedTexts`], one vector per
+    /// document then one per entry of `extra_of` (the document whose lead it is).
+    ///
+    /// # Panics
+    /// When `vectors` does not hold those rows, or `extra_of` names a document that does not
+    /// exist or one twice.
+    pub fn from_rows(
+        lexical: Arc<SearchIndex>,
+        embedder: Arc<dyn TextEmbedder>,
+        vectors: Vec<f32>,
+        extra_of: Vec<u32>,
+        config: HybridConfig,
+    ) -> Self {
+        let (docs, dim) = (lexical.len(), embedder.dim());
         assert_eq!(
             vectors.len(),
-            lexical.len() * embedder.dim(),
-            "one {}-value vector per document",
-            embedder.dim()
+            (docs + extra_of.len()) * dim,
+            "one {dim}-value vector per document and per extra row",
         );
-        let codes = if lexical.len() > scan::EXACT_UP_TO {
-            Codes::new(&vectors, embedder.dim())
+        let mut lead = Vec::new();
+        if !extra_of.is_empty() {
+            lead = vec![NO_ROW; docs];
+            for (i, &d) in extra_of.iter().enumerate() {
+                let slot = &mut lead[d as usize];
+                assert_eq!(*slot, NO_ROW, "document {d} has two lead rows");
+                *slot = (docs + i) as u32;
+            }
+        }
+        let codes = if docs > scan::EXACT_UP_TO {
+            Codes::new(&vectors, dim)
         } else {
             Codes::default()
         };
@@ -224,6 +319,8 @@ impl HybridIndex {
             lexical,
             embedder,
             vectors,
+            lead,
+            extra_of,
             codes: Arc::new(codes),
             config,
         }
@@ -243,7 +340,8 @@ impl HybridIndex {
         &self.embedder
     }
 
-    /// The document vectors, [`TextEmbedder::dim`] values each, in document order.
+    /// The vectors, [`TextEmbedder::dim`] values each: one per document in document order,
+    /// then the lead vectors (the rows of [`EmbedTexts`]).
     pub fn vectors(&self) -> &[f32] {
         &self.vectors
     }
@@ -290,7 +388,7 @@ impl HybridIndex {
         let cosine = |d: usize| {
             vectors
                 .all()
-                .map(|v| dot(self.vector(d), v))
+                .map(|v| self.similarity(d, v))
                 .fold(f32::NEG_INFINITY, f32::max)
         };
         let all: Vec<&[f32]> = vectors.all().collect();
@@ -315,9 +413,28 @@ impl HybridIndex {
         }
     }
 
-    fn vector(&self, doc: usize) -> &[f32] {
+    fn row(&self, row: usize) -> &[f32] {
         let dim = self.embedder.dim();
-        &self.vectors[doc * dim..(doc + 1) * dim]
+        &self.vectors[row * dim..(row + 1) * dim]
+    }
+
+    /// A document's cosine with `v`: the best of its vector's and its lead vector's.
+    fn similarity(&self, doc: usize, v: &[f32]) -> f32 {
+        let own = dot(self.row(doc), v);
+        match self.lead.get(doc) {
+            Some(&row) if row != NO_ROW => own.max(dot(self.row(row as usize), v)),
+            _ => own,
+        }
+    }
+
+    /// The document a row of [`HybridIndex::vectors`] belongs to.
+    fn owner(&self, row: usize) -> usize {
+        let docs = self.lexical.len();
+        if row < docs {
+            row
+        } else {
+            self.extra_of[row - docs] as usize
+        }
     }
 
     /// The `k` visible documents nearest to any of `vs` by cosine (a document's score is its
@@ -327,27 +444,32 @@ impl HybridIndex {
         let Some(visible) = self.lexical.visibility(q) else {
             return Vec::new();
         };
-        let dim = self.embedder.dim();
+        let docs = self.lexical.len();
         let exact = |doc: usize| Hit {
             doc,
             score: vs
                 .iter()
-                .map(|v| dot(self.vector(doc), v))
+                .map(|v| self.similarity(doc, v))
                 .fold(f32::NEG_INFINITY, f32::max),
         };
-        if self.codes.is_empty() || scan::candidates(k) >= self.codes.len() {
-            let hits: Vec<Hit> = (0..self.vectors.len() / dim.max(1))
-                .filter(|&d| visible(d))
-                .map(exact)
-                .collect();
+        if self.codes.is_empty() || scan::candidates(k) >= docs {
+            let hits: Vec<Hit> = (0..docs).filter(|&d| visible(d)).map(exact).collect();
             return top_k(hits, k);
         }
-        let rough: Vec<Hit> = self
-            .codes
-            .best_scores(vs, visible)
-            .into_iter()
-            .map(|(doc, score)| Hit { doc, score })
-            .collect();
+        let scores = self.codes.best_scores(vs, |row| visible(self.owner(row)));
+        let rough: Vec<Hit> = if self.extra_of.is_empty() {
+            let hit = |(doc, score)| Hit { doc, score };
+            scores.into_iter().map(hit).collect()
+        } else {
+            // A document's rough score is its best row's.
+            let mut best = vec![f32::NEG_INFINITY; docs];
+            for (row, score) in scores {
+                let b = &mut best[self.owner(row)];
+                *b = b.max(score);
+            }
+            let seen = best.into_iter().enumerate().filter(|(_, s)| s.is_finite());
+            seen.map(|(doc, score)| Hit { doc, score }).collect()
+        };
         let hits = top_k(rough, scan::candidates(k))
             .into_iter()
             .map(|h| exact(h.doc))
@@ -408,28 +530,19 @@ fn fuse(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_large_catalog_scanned_on_8_bit_copies_finds_the_exact_nearest() {
-        #[derive(Debug)]
-        struct Unused;
-        impl TextEmbedder for Unused {
-            fn dim(&self) -> usize {
-                48
-            }
-            fn embed_texts(&self, _: &[&str]) -> Result<Vec<f32>, EmbedError> {
-                Err(EmbedError("not used".into()))
-            }
+    #[derive(Debug)]
+    struct Unused;
+    impl TextEmbedder for Unused {
+        fn dim(&self) -> usize {
+            48
         }
-        let n = scan::EXACT_UP_TO + 500;
-        let docs: Vec<SearchDoc> = (0..n)
-            .map(|i| SearchDoc {
-                path: format!("s.t{i}"),
-                name: format!("t{i}"),
-                description: String::new(),
-                params: Vec::new(),
-            })
-            .collect();
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        fn embed_texts(&self, _: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            Err(EmbedError("not used".into()))
+        }
+    }
+
+    /// `n` pseudo-random unit vectors of 48 values.
+    fn random_unit_vectors(n: usize, mut seed: u64) -> Vec<f32> {
         let mut vectors = Vec::with_capacity(n * 48);
         for _ in 0..n {
             let v: Vec<f32> = (0..48)
@@ -443,6 +556,25 @@ mod tests {
             let norm = dot(&v, &v).sqrt();
             vectors.extend(v.iter().map(|x| x / norm));
         }
+        vectors
+    }
+
+    fn nameless_docs(n: usize) -> Vec<SearchDoc> {
+        (0..n)
+            .map(|i| SearchDoc {
+                path: format!("s.t{i}"),
+                name: format!("t{i}"),
+                description: String::new(),
+                params: Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_catalog_scanned_on_8_bit_copies_finds_the_exact_nearest() {
+        let n = scan::EXACT_UP_TO + 500;
+        let docs = nameless_docs(n);
+        let vectors = random_unit_vectors(n, 0x2545_F491_4F6C_DD1D);
         let lexical = Arc::new(SearchIndex::build(&docs));
         let index = HybridIndex::from_vectors(
             lexical,
@@ -461,6 +593,47 @@ mod tests {
             exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let want: Vec<usize> = exact.iter().take(10).map(|e| e.0).collect();
             assert_eq!(got, want, "probe {probe}");
+        }
+    }
+
+    #[test]
+    fn a_large_catalog_scan_scores_a_tool_by_its_best_row() {
+        let n = scan::EXACT_UP_TO + 500;
+        let docs = nameless_docs(n);
+        // Every seventh tool has a lead vector.
+        let extra_of: Vec<u32> = (0..n as u32).step_by(7).collect();
+        let rows = random_unit_vectors(n + extra_of.len(), 0x9E37_79B9_7F4A_7C15);
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        let index = HybridIndex::from_rows(
+            lexical,
+            Arc::new(Unused),
+            rows.clone(),
+            extra_of.clone(),
+            HybridConfig::default(),
+        );
+        let row = |r: usize| &rows[r * 48..(r + 1) * 48];
+        let best = |d: usize, v: &[f32]| {
+            let own = dot(row(d), v);
+            match extra_of.iter().position(|&e| e as usize == d) {
+                Some(i) => own.max(dot(row(n + i), v)),
+                None => own,
+            }
+        };
+        // Probe with lead vectors (their tool must come first) and with a tool's own vector.
+        for probe_row in [n, n + 100, n + extra_of.len() - 1, 12_345] {
+            let v = row(probe_row);
+            let q = Query::new("anything", 10);
+            let got: Vec<usize> = index.nearest(&q, &[v], 10).iter().map(|h| h.doc).collect();
+            let mut exact: Vec<(usize, f32)> = (0..n).map(|d| (d, best(d, v))).collect();
+            exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let want: Vec<usize> = exact.iter().take(10).map(|e| e.0).collect();
+            assert_eq!(got, want, "probe row {probe_row}");
+            let owner = if probe_row >= n {
+                extra_of[probe_row - n] as usize
+            } else {
+                probe_row
+            };
+            assert_eq!(got[0], owner, "probe row {probe_row}");
         }
     }
 
@@ -491,6 +664,79 @@ mod tests {
             doc_text(&doc),
             "create issue (github issues create issue): Open a new issue."
         );
+    }
+
+    #[test]
+    fn a_description_of_several_sentences_gets_a_lead_text() {
+        let with = |description: &str| SearchDoc {
+            path: "mail.send".into(),
+            name: "send".into(),
+            description: description.into(),
+            params: Vec::new(),
+        };
+        // One sentence, or none: one vector.
+        assert_eq!(lead_text(&with("")), None);
+        assert_eq!(lead_text(&with("  Send an email message.  ")), None);
+        // A sentence ends at . ! ? followed by white space, after 20 bytes at least.
+        assert_eq!(
+            lead_text(&with("Send an email message. Retries twice on errors.")).as_deref(),
+            Some("send (mail send): Send an email message.")
+        );
+        assert_eq!(
+            lead_text(&with(
+                "Sends mail, e.g. to a contact you name! Then logs it."
+            ))
+            .as_deref(),
+            Some("send (mail send): Sends mail, e.g. to a contact you name!")
+        );
+        // Or at a line break; a dot inside a word or a version does not end it.
+        assert_eq!(
+            lead_text(&with(
+                "Send mail via smtp.example.com v1.2\n\nArgs: to, body"
+            ))
+            .as_deref(),
+            Some("send (mail send): Send mail via smtp.example.com v1.2")
+        );
+        let docs = [
+            with("One sentence only."),
+            with("Send an email message. Retries twice on errors."),
+        ];
+        let texts = EmbedTexts::of(&docs);
+        assert_eq!(texts.texts.len(), 3);
+        assert_eq!(texts.texts[2], "send (mail send): Send an email message.");
+        assert_eq!(texts.extra_of, [1]);
+    }
+
+    #[test]
+    fn a_long_description_does_not_hide_what_its_first_sentence_says() {
+        // The first tool's first sentence is about mail, the rest of its description is not:
+        // its whole text is far from a mail request, its lead sentence close to it.
+        let docs = [
+            doc(
+                "post.deliver",
+                "Send an email message. Accepts plain or rich bodies, attachments up to a \
+                 size limit, several recipients, copies, and reply addresses.",
+            ),
+            doc("mail.digest", "Read a box."),
+        ];
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        let index = HybridIndex::build(&docs, lexical.clone(), Arc::new(Concepts)).unwrap();
+        assert_eq!(
+            index.vectors().len(),
+            3 * 4,
+            "two tools and one lead vector"
+        );
+        let v = Concepts.embed_query("inbox").unwrap();
+        let q = Query::new("inbox", 2);
+        let first = |index: &HybridIndex| index.search_semantic(&q, &v).hits[0].doc;
+        assert_eq!(first(&index), 0);
+        // The same tools with their whole texts only: the other tool comes first.
+        let whole = index.vectors()[..2 * 4].to_vec();
+        let single =
+            HybridIndex::from_vectors(lexical, Arc::new(Concepts), whole, HybridConfig::default());
+        assert_eq!(first(&single), 1);
+        // The fused ranking uses the lead vector too.
+        assert_eq!(index.search(&q).unwrap().hits[0].doc, 0);
     }
 
     fn ranking(docs: &[usize]) -> Vec<Hit> {
