@@ -13,7 +13,8 @@
 //! every tool and query (a query as a search embeds it: its clauses, when it has several) and
 //! prints, per set, the lexical, semantic-only (the whole query's vector) and hybrid figures with
 //! the embedding cost. `--fusion rrf,K,W,DEPTH` or `--fusion convex,W,DEPTH` overrides the fusion
-//! (`W` the semantic share, `DEPTH` taken from each side).
+//! (`W` the semantic share, `DEPTH` taken from each side). `--one-vector` embeds each tool's
+//! whole text only, without the second vector of its description's first sentence.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -270,6 +271,7 @@ fn evaluate_hybrid(
     config: Bm25fConfig,
     embedder: &std::sync::Arc<toolshed_search::Embedder>,
     hybrid_config: toolshed_search::HybridConfig,
+    one_vector: bool,
 ) {
     use toolshed_search::HybridIndex;
 
@@ -277,8 +279,20 @@ fn evaluate_hybrid(
     let lexical = std::sync::Arc::new(SearchIndex::build_with(&set.docs, config));
     let lexical_build = start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let index = HybridIndex::build_with(&set.docs, lexical, embedder.clone(), hybrid_config)
-        .expect("tools embed");
+    let index = if one_vector {
+        let texts: Vec<String> = set
+            .docs
+            .iter()
+            .map(toolshed_search::hybrid::doc_text)
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = toolshed_search::TextEmbedder::embed_texts(embedder.as_ref(), &refs)
+            .expect("tools embed");
+        HybridIndex::from_vectors(lexical, embedder.clone(), vectors, hybrid_config)
+    } else {
+        HybridIndex::build_with(&set.docs, lexical, embedder.clone(), hybrid_config)
+            .expect("tools embed")
+    };
     let embed_build = start.elapsed().as_secs_f64();
 
     let (mut lex, mut sem, mut hyb) = (Metrics::default(), Metrics::default(), Metrics::default());
@@ -384,7 +398,12 @@ fn main() {
     #[cfg(feature = "semantic")]
     let mut hybrid_config = toolshed_search::HybridConfig::default();
     let mut it = args[1..].iter();
+    let mut one_vector = false;
     while let Some(flag) = it.next() {
+        if flag == "--one-vector" {
+            one_vector = true;
+            continue;
+        }
         let value = it.next().expect("flag value");
         match flag.as_str() {
             "--k1" => config.k1 = value.parse().expect("k1"),
@@ -452,6 +471,8 @@ fn main() {
         .collect();
     sets.sort();
     println!("{config:?}");
+    #[cfg(not(feature = "semantic"))]
+    let _ = one_vector;
     #[cfg(feature = "semantic")]
     let embedder = match toolshed_search::Embedder::from_env() {
         Some(model) => {
@@ -492,7 +513,7 @@ fn main() {
         );
         #[cfg(feature = "semantic")]
         if let Some(embedder) = &embedder {
-            evaluate_hybrid(&name, &data, config, embedder, hybrid_config);
+            evaluate_hybrid(&name, &data, config, embedder, hybrid_config, one_vector);
             continue;
         }
         let start = Instant::now();

@@ -3,8 +3,9 @@
 //! A [`HybridIndex`] holds a lexical [`SearchIndex`], a [`TextEmbedder`] and one unit vector per
 //! tool, computed once when the index is built from [`doc_text`] (name, description and path
 //! words), plus a second one from [`lead_text`] for a tool whose description goes on past its
-//! first sentence ([`EmbedTexts`]): a tool's cosine is its best of the two, so a long
-//! description's details do not hide what its first sentence says the tool does. The embedder is a trait so that the fusion is always built and tested; the real
+//! first sentence ([`EmbedTexts`]): where the lead sentence is nearer a request, it lifts the
+//! tool's cosine half-way ([`lead_similarity`]), so a long description's details do not hide
+//! what its first sentence says the tool does. The embedder is a trait so that the fusion is always built and tested; the real
 //! sentence-transformers model ([`crate::semantic::Embedder`]) comes with the `semantic`
 //! feature. A search embeds the query, takes the lexical top `lexical_depth` and the semantic
 //! (cosine) top `semantic_depth` among the documents the query may see, and fuses the two
@@ -185,6 +186,15 @@ pub fn lead_text(doc: &SearchDoc) -> Option<String> {
         description: lead.to_string(),
         params: Vec::new(),
     }))
+}
+
+/// The cosine of a tool that has a lead vector, from its whole text's (`own`) and its lead's:
+/// half of each of `own` and the better of the two. A lead sentence that matches a request
+/// better than the whole text lifts the tool, but only half-way: a short text is more often
+/// near a request by chance than a long one, and taking the better of the two outright lost
+/// points on a set of long requests (docs/benchmarks.md).
+pub fn lead_similarity(own: f32, lead: f32) -> f32 {
+    0.5 * own + 0.5 * own.max(lead)
 }
 
 /// No lead row (see [`HybridIndex`]).
@@ -418,11 +428,11 @@ impl HybridIndex {
         &self.vectors[row * dim..(row + 1) * dim]
     }
 
-    /// A document's cosine with `v`: the best of its vector's and its lead vector's.
+    /// A document's cosine with `v`, its lead vector's counted as [`lead_similarity`] says.
     fn similarity(&self, doc: usize, v: &[f32]) -> f32 {
         let own = dot(self.row(doc), v);
         match self.lead.get(doc) {
-            Some(&row) if row != NO_ROW => own.max(dot(self.row(row as usize), v)),
+            Some(&row) if row != NO_ROW => lead_similarity(own, dot(self.row(row as usize), v)),
             _ => own,
         }
     }
@@ -461,7 +471,8 @@ impl HybridIndex {
             let hit = |(doc, score)| Hit { doc, score };
             scores.into_iter().map(hit).collect()
         } else {
-            // A document's rough score is its best row's.
+            // A document's rough score is its best row's: never below its exact similarity
+            // (lead_similarity), so a tool lifted by its lead stays a candidate.
             let mut best = vec![f32::NEG_INFINITY; docs];
             for (row, score) in scores {
                 let b = &mut best[self.owner(row)];
@@ -530,22 +541,28 @@ fn fuse(
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct Unused;
+    /// A model that is never asked to embed: the tests give it vectors of 48 values, or of
+    /// `Unused(dim)` values.
+    #[derive(Debug, Default)]
+    struct Unused(usize);
     impl TextEmbedder for Unused {
         fn dim(&self) -> usize {
-            48
+            if self.0 == 0 {
+                48
+            } else {
+                self.0
+            }
         }
         fn embed_texts(&self, _: &[&str]) -> Result<Vec<f32>, EmbedError> {
             Err(EmbedError("not used".into()))
         }
     }
 
-    /// `n` pseudo-random unit vectors of 48 values.
-    fn random_unit_vectors(n: usize, mut seed: u64) -> Vec<f32> {
-        let mut vectors = Vec::with_capacity(n * 48);
+    /// `n` pseudo-random unit vectors of `dim` values.
+    fn random_unit_vectors(n: usize, dim: usize, mut seed: u64) -> Vec<f32> {
+        let mut vectors = Vec::with_capacity(n * dim);
         for _ in 0..n {
-            let v: Vec<f32> = (0..48)
+            let v: Vec<f32> = (0..dim)
                 .map(|_| {
                     seed ^= seed << 13;
                     seed ^= seed >> 7;
@@ -574,11 +591,11 @@ mod tests {
     fn a_large_catalog_scanned_on_8_bit_copies_finds_the_exact_nearest() {
         let n = scan::EXACT_UP_TO + 500;
         let docs = nameless_docs(n);
-        let vectors = random_unit_vectors(n, 0x2545_F491_4F6C_DD1D);
+        let vectors = random_unit_vectors(n, 48, 0x2545_F491_4F6C_DD1D);
         let lexical = Arc::new(SearchIndex::build(&docs));
         let index = HybridIndex::from_vectors(
             lexical,
-            Arc::new(Unused),
+            Arc::new(Unused::default()),
             vectors.clone(),
             HybridConfig::default(),
         );
@@ -597,44 +614,62 @@ mod tests {
     }
 
     #[test]
-    fn a_large_catalog_scan_scores_a_tool_by_its_best_row() {
+    fn a_large_catalog_scan_keeps_a_tool_its_lead_vector_lifts() {
+        const DIM: usize = 256;
         let n = scan::EXACT_UP_TO + 500;
         let docs = nameless_docs(n);
         // Every seventh tool has a lead vector.
         let extra_of: Vec<u32> = (0..n as u32).step_by(7).collect();
-        let rows = random_unit_vectors(n + extra_of.len(), 0x9E37_79B9_7F4A_7C15);
+        let mut rows = random_unit_vectors(n + extra_of.len(), DIM, 0x9E37_79B9_7F4A_7C15);
+        // Three tools whose own vector is far from their lead (cosine about 0.1): only the lead
+        // can bring them up.
+        let probes = [0usize, 700, 7 * (extra_of.len() - 1)];
+        for &d in &probes {
+            let lead = n + d / 7;
+            let l: Vec<f32> = rows[lead * DIM..(lead + 1) * DIM].to_vec();
+            let own = &mut rows[d * DIM..(d + 1) * DIM];
+            for (o, l) in own.iter_mut().zip(&l) {
+                *o = 0.995 * *o + 0.1 * l;
+            }
+            let norm = dot(own, own).sqrt();
+            own.iter_mut().for_each(|x| *x /= norm);
+        }
         let lexical = Arc::new(SearchIndex::build(&docs));
         let index = HybridIndex::from_rows(
             lexical,
-            Arc::new(Unused),
+            Arc::new(Unused(DIM)),
             rows.clone(),
             extra_of.clone(),
             HybridConfig::default(),
         );
-        let row = |r: usize| &rows[r * 48..(r + 1) * 48];
-        let best = |d: usize, v: &[f32]| {
+        let row = |r: usize| &rows[r * DIM..(r + 1) * DIM];
+        let exact = |d: usize, v: &[f32]| {
             let own = dot(row(d), v);
             match extra_of.iter().position(|&e| e as usize == d) {
-                Some(i) => own.max(dot(row(n + i), v)),
+                Some(i) => lead_similarity(own, dot(row(n + i), v)),
                 None => own,
             }
         };
-        // Probe with lead vectors (their tool must come first) and with a tool's own vector.
-        for probe_row in [n, n + 100, n + extra_of.len() - 1, 12_345] {
-            let v = row(probe_row);
+        for &d in &probes {
+            let v = row(n + d / 7);
+            assert!(
+                dot(row(d), v) < 0.3,
+                "tool {d}'s own vector is far from its lead"
+            );
             let q = Query::new("anything", 10);
             let got: Vec<usize> = index.nearest(&q, &[v], 10).iter().map(|h| h.doc).collect();
-            let mut exact: Vec<(usize, f32)> = (0..n).map(|d| (d, best(d, v))).collect();
-            exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            let want: Vec<usize> = exact.iter().take(10).map(|e| e.0).collect();
-            assert_eq!(got, want, "probe row {probe_row}");
-            let owner = if probe_row >= n {
-                extra_of[probe_row - n] as usize
-            } else {
-                probe_row
-            };
-            assert_eq!(got[0], owner, "probe row {probe_row}");
+            let mut want: Vec<(usize, f32)> = (0..n).map(|t| (t, exact(t, v))).collect();
+            want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let want: Vec<usize> = want.iter().take(10).map(|e| e.0).collect();
+            assert_eq!(got, want, "probe {d}");
+            assert_eq!(got[0], d, "the tool whose lead the probe is comes first");
         }
+    }
+
+    #[test]
+    fn a_lead_sentence_lifts_a_tool_half_way() {
+        assert_eq!(lead_similarity(0.4, 0.2), 0.4);
+        assert_eq!(lead_similarity(0.2, 0.8), 0.5);
     }
 
     #[test]
