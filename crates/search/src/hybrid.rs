@@ -5,14 +5,15 @@
 //! words), plus a second one from [`lead_text`] for a tool whose description goes on past its
 //! first sentence ([`EmbedTexts`]): where the lead sentence is nearer a request, it lifts the
 //! tool's cosine half-way ([`lead_similarity`]), so a long description's details do not hide
-//! what its first sentence says the tool does. The embedder is a trait so that the fusion is always built and tested; the real
-//! sentence-transformers model ([`crate::semantic::Embedder`]) comes with the `semantic`
-//! feature. A search embeds the query, takes the lexical top `lexical_depth` and the semantic
-//! (cosine) top `semantic_depth` among the documents the query may see, and fuses the two
-//! rankings over their union (see [`Fusion`]). Lexical evidence keeps exact identifiers and
-//! rare words strong; the embedding finds tools that the query describes in other words. A
-//! request of several clauses ([`crate::clauses`]) is compared clause by clause as well
-//! ([`QueryVectors`]): a tool's cosine is its best against the request or any of its clauses.
+//! what its first sentence says the tool does. The embedder is a trait so that the fusion is
+//! always built and tested; the real sentence-transformers model ([`crate::semantic::Embedder`])
+//! comes with the `semantic` feature. A search embeds the query, takes the lexical top
+//! `lexical_depth` and the semantic (cosine) top `semantic_depth` among the documents the query
+//! may see, and fuses the two rankings over their union (see [`Fusion`]). Lexical evidence keeps
+//! exact identifiers and rare words strong; the embedding finds tools that the query describes
+//! in other words. A request of several clauses ([`crate::clauses`]) is compared clause by
+//! clause as well ([`QueryVectors`]): a tool's cosine is its best against the request or any of
+//! its clauses.
 //!
 //! The lexical path is untouched: [`SearchIndex::search`] ranks exactly as without the feature.
 
