@@ -245,12 +245,12 @@ impl Embedder {
             .map_err(|e| malformed(&weights_path, e))?;
         drop(tensors);
         let weights_len = std::fs::metadata(&weights_path).map_or(0, |m| m.len());
-        // The precision is part of the id: stored vectors are reused only with the same kernels.
+        // The kernels' tag is part of the id: stored vectors are reused only with the same kernels.
         let id = format!(
-            "{} dim={} weights={weights_len} precision={:?}",
+            "{} dim={} weights={weights_len} precision={}",
             dir.display(),
             config.hidden_size,
-            encoder.precision()
+            kernels::kernel_tag(encoder.precision())
         );
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -523,10 +523,11 @@ mod tests {
         // A batch gives the same vectors as one text at a time.
         let one = exact.embed(texts[2]).unwrap();
         assert!(dot(&one, &all[2 * m.dim()..]) > 0.9999);
-        // The default (8-bit weights) points the same way.
+        // The default (8-bit weights, and on VNNI 8-bit inputs in groups of 64) points the same
+        // way. A text of a few tokens averages the least rounding away: "hello" is at 0.9986.
         for (text, r) in texts.iter().zip(all.chunks(m.dim())) {
             let cos = dot(&m.embed(text).unwrap(), r);
-            assert!(cos > 0.999, "{text}: cosine {cos} to the f32 vector");
+            assert!(cos > 0.998, "{text}: cosine {cos} to the f32 vector");
         }
     }
 

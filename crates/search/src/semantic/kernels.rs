@@ -111,7 +111,7 @@ pub enum Precision {
     /// instruction. The default where the CPU lacks AVX-512 VNNI.
     I8,
     /// The default. The weights as in [`Precision::I8`], the input quantised to 8 bits too, with
-    /// one scale per row and group of 32 inputs, multiplied on AVX-512 VNNI (`vpdpbusd`: 64
+    /// one scale per row and group of 64 inputs, multiplied on AVX-512 VNNI (`vpdpbusd`: 64
     /// products per instruction; see `kernels/q8.rs`). Where the CPU lacks VNNI it is
     /// [`Precision::I8`].
     #[default]
@@ -141,6 +141,16 @@ enum Store {
 /// added in f32.
 #[cfg(target_arch = "x86_64")]
 const I8_GROUP: usize = 32;
+
+/// What decides a vector's exact values besides the model: the precision, and for
+/// [`Precision::Q8`] its quantisation group. Stored vectors are reused only under the same tag.
+pub(crate) fn kernel_tag(precision: Precision) -> String {
+    match precision {
+        #[cfg(target_arch = "x86_64")]
+        Precision::Q8 => format!("{precision:?}/{}", q8::GROUP),
+        _ => format!("{precision:?}"),
+    }
+}
 
 /// The input of a product, as the weights' storage needs it (see [`Packed::input`]).
 pub(crate) enum Input<'a> {
