@@ -82,11 +82,23 @@ impl QueryVectors {
 
 /// Dot product; equal to the cosine for unit vectors.
 ///
-/// Sums in eight independent lanes, so the compiler turns it into vector instructions (a
-/// search scans every tool's vector with it: 125,000 × 384 products per query).
+/// A search of a catalog under 20,000 tools takes it for every tool's vectors and each query
+/// vector (the request's and its clauses'): millions of products per query. Where the CPU has
+/// AVX2 and FMA it runs four independent 8-wide fused multiply-add chains; elsewhere it sums
+/// in eight lanes the compiler can vectorise.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::avx2_fma() {
+        // SAFETY: AVX2 and FMA were detected; both slices hold n values.
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_lanes(a, b)
+}
+
+/// [`dot`] in eight lanes of portable code.
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca
@@ -101,6 +113,49 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     lanes.iter().sum::<f32>() + tail
+}
+
+/// [`dot`] with AVX2 and FMA: 32 products per step in four chains, then 8 at a time, then the
+/// rest one by one.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `a` and `b` must have the same length.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    debug_assert_eq!(a.len(), b.len());
+    let n = a.len();
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: every load reads 8 values at an offset i with i + 8 ≤ n.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (j, s) in acc.iter_mut().enumerate() {
+                let at = i + 8 * j;
+                *s = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(at)), _mm256_loadu_ps(pb.add(at)), *s);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            acc[0] = _mm256_fmadd_ps(
+                _mm256_loadu_ps(pa.add(i)),
+                _mm256_loadu_ps(pb.add(i)),
+                acc[0],
+            );
+            i += 8;
+        }
+        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
+        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        let q = _mm_add_ss(q, _mm_shuffle_ps::<1>(q, q));
+        let mut total = _mm_cvtss_f32(q);
+        for k in i..n {
+            total += a[k] * b[k];
+        }
+        total
+    }
 }
 
 /// How the lexical and semantic rankings are combined.
@@ -675,14 +730,17 @@ mod tests {
 
     #[test]
     fn dot_sums_every_product_whatever_the_length() {
-        for n in [0usize, 1, 7, 8, 9, 17, 384] {
+        // Lengths around the AVX2 path's steps of 32 and 8, in both paths.
+        for n in [0usize, 1, 7, 8, 9, 17, 31, 32, 33, 40, 384, 389] {
             let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
             let b: Vec<f32> = (0..n).map(|i| 1.0 - i as f32 * 0.25).collect();
-            let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-            assert!(
-                (dot(&a, &b) - plain).abs() <= 1e-3 * plain.abs().max(1.0),
-                "n={n}"
-            );
+            let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
+            for got in [dot(&a, &b), dot_lanes(&a, &b)] {
+                assert!(
+                    (f64::from(got) - plain).abs() <= 1e-5 * plain.abs().max(1.0),
+                    "n={n}: {got} vs {plain}"
+                );
+            }
         }
         // Unequal lengths: the shorter decides.
         assert_eq!(dot(&[1.0, 2.0, 3.0], &[1.0, 1.0]), 3.0);
