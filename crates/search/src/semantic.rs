@@ -14,8 +14,8 @@
 //! missing or malformed.
 //!
 //! The forward pass is this crate's own (`encoder`: weights packed once, by default as 8-bit
-//! integers multiplied with 8-bit inputs on AVX-512 VNNI, or with 15-bit inputs on AVX2
-//! ([`Precision`]), kernels chosen at run time, no padding, a small spinning thread pool);
+//! integers multiplied with 8-bit inputs, on AVX-512 VNNI or AVX2 ([`Precision`]), kernels
+//! chosen at run time, no padding, a small spinning thread pool);
 //! candle only reads the weight files. A query reads at most [`QUERY_TOKENS`] tokens of its
 //! first [`QUERY_BYTES`] ([`Embedder::embed_query`]). On two cores with VNNI a query of 16–26
 //! tokens embeds in about 1.4 ms, of 64–128 tokens in about 6 ms (`benches/embed.rs`, figures
@@ -523,11 +523,17 @@ mod tests {
         // A batch gives the same vectors as one text at a time.
         let one = exact.embed(texts[2]).unwrap();
         assert!(dot(&one, &all[2 * m.dim()..]) > 0.9999);
-        // The default (8-bit weights, and on VNNI 8-bit inputs in groups of 64) points the same
-        // way. A text of a few tokens averages the least rounding away: "hello" is at 0.9986.
+        // The default (8-bit weights and 8-bit inputs in groups of 64) points the same way. A
+        // text of a few tokens averages the least rounding away: "hello" is at 0.9986 on VNNI,
+        // at 0.9977 on AVX2 alone, whose weights keep 7 bits (kernels/q8.rs).
+        let bound = if crate::cpu::avx512_vnni() {
+            0.998
+        } else {
+            0.997
+        };
         for (text, r) in texts.iter().zip(all.chunks(m.dim())) {
             let cos = dot(&m.embed(text).unwrap(), r);
-            assert!(cos > 0.998, "{text}: cosine {cos} to the f32 vector");
+            assert!(cos > bound, "{text}: cosine {cos} to the f32 vector");
         }
     }
 

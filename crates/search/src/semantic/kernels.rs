@@ -4,8 +4,8 @@
 //! Every kernel has a portable body, compiled twice: as is, and inside a function that enables
 //! AVX2 and FMA, chosen at run time ([`Simd::detect`]). The matrix product has an explicit AVX2
 //! micro-kernel (6 rows × 16 columns in twelve accumulators), the rest is left to the compiler's
-//! vectoriser. Where the CPU has AVX-512 VNNI, the default precision ([`Precision::Q8`]) takes
-//! the 8-bit products of [`q8`] instead.
+//! vectoriser. The default precision ([`Precision::Q8`]) takes the 8-bit products of [`q8`]
+//! instead: `vpdpbusd` where the CPU has AVX-512 VNNI, `vpmaddubsw` elsewhere.
 
 /// Runs `$body` with the constant `$R` (a micro-tile's row count, a const generic of the tile
 /// kernels) set to `$rr`, 1 to [`MR`] = 6.
@@ -108,12 +108,12 @@ pub enum Precision {
     /// 8-bit integers with one scale per output column and group of inputs, multiplied with
     /// the input quantised to 15-bit integers with one scale per row (`vpmaddwd`, exact 32-bit
     /// sums): a quarter of the f32 memory traffic and about twice the multiply-adds per
-    /// instruction. The default where the CPU lacks AVX-512 VNNI.
+    /// instruction.
     I8,
     /// The default. The weights as in [`Precision::I8`], the input quantised to 8 bits too, with
     /// one scale per row and group of 64 inputs, multiplied on AVX-512 VNNI (`vpdpbusd`: 64
-    /// products per instruction; see `kernels/q8.rs`). Where the CPU lacks VNNI it is
-    /// [`Precision::I8`].
+    /// products per instruction) or, without it, on AVX2 (`vpmaddubsw`, the weights in 7 bits;
+    /// see `kernels/q8.rs`).
     #[default]
     Q8,
 }
@@ -131,7 +131,7 @@ enum Store {
         /// Per panel, group of [`I8_GROUP`] inputs and column: the weight is `data · scale`.
         scales: Vec<f32>,
     },
-    /// Only where [`q8::available`].
+    /// Only with [`Simd::Avx2`] (`vpdpbusd` where [`q8::vnni`], `vpmaddubsw` elsewhere).
     #[cfg(target_arch = "x86_64")]
     Q8(q8::Weights),
 }
@@ -147,7 +147,9 @@ const I8_GROUP: usize = 32;
 pub(crate) fn kernel_tag(precision: Precision) -> String {
     match precision {
         #[cfg(target_arch = "x86_64")]
-        Precision::Q8 => format!("{precision:?}/{}", q8::GROUP),
+        Precision::Q8 if q8::vnni() => format!("{precision:?}/{}", q8::GROUP),
+        #[cfg(target_arch = "x86_64")]
+        Precision::Q8 => format!("{precision:?}/{}/w7", q8::GROUP),
         _ => format!("{precision:?}"),
     }
 }
@@ -196,7 +198,7 @@ impl Packed {
         padded.resize(panels * NR, 0.0);
         let _ = (simd, precision);
         #[cfg(target_arch = "x86_64")]
-        if simd == Simd::Avx2 && precision == Precision::Q8 && q8::available() {
+        if simd == Simd::Avx2 && precision == Precision::Q8 {
             return Self {
                 n,
                 k,
@@ -388,7 +390,7 @@ impl Packed {
             }
             #[cfg(target_arch = "x86_64")]
             (Store::Q8(w), Input::U8(x)) => {
-                // SAFETY: Q8 weights exist only where `q8::available`; the caller vouches for
+                // SAFETY: Q8 weights exist only with `Simd::Avx2`; the caller vouches for
                 // `y` and the rows of `x`.
                 unsafe {
                     tiles(n, n, rows, panels, y, |r, rr, p, dst, ldy| {
@@ -997,6 +999,28 @@ mod tests {
         (y, want)
     }
 
+    /// Inputs and weights all at their groups' largest magnitude, of the same and of opposite
+    /// signs: the 8-bit products' 16-bit pairs (`vpmaddubsw` on AVX2) must not saturate.
+    #[test]
+    fn the_largest_8_bit_products_sum_exactly() {
+        if Simd::detect() == Simd::Portable {
+            return;
+        }
+        let simd = Simd::detect();
+        let (n, k) = (16, 128);
+        for (w, x) in [(1.0f32, 1.0f32), (1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0)] {
+            let packed = Packed::new(&vec![w; n * k], &[0.0; 16], n, k, simd, Precision::Q8);
+            let (xs, mut y) = (vec![x; k], vec![f32::NAN; n]);
+            // SAFETY: y is 1 × n.
+            unsafe {
+                let input = packed.input(simd, &xs, 1);
+                packed.apply(simd, &input, 0..1, 0..1, y.as_mut_ptr());
+            }
+            let want = w * x * k as f32;
+            assert!(y.iter().all(|v| (v - want).abs() < 1e-3), "{w}·{x}: {y:?}");
+        }
+    }
+
     #[test]
     fn packed_products_match_a_plain_product() {
         let mut kinds = vec![(Simd::Portable, Precision::F32)];
@@ -1042,12 +1066,11 @@ mod tests {
             Precision::F16,
         );
         assert_eq!(p.precision(), Precision::F32);
-        // 8-bit inputs are 8-bit only on VNNI; elsewhere the 15-bit path takes them.
+        // 8-bit inputs wherever AVX2 is (VNNI or not).
         let p = Packed::new(&[1.0; 16], &[0.0; 16], 16, 1, Simd::detect(), Precision::Q8);
         let want = match Simd::detect() {
             Simd::Portable => Precision::F32,
-            _ if q8::available() => Precision::Q8,
-            _ => Precision::I8,
+            _ => Precision::Q8,
         };
         assert_eq!(p.precision(), want);
     }
