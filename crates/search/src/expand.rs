@@ -167,21 +167,12 @@ fn classify(chunk: &str) -> Chunk<'_> {
 /// Adjacent plain words also yield their joined compound (`word cloud` →
 /// `wordcloud`), which only counts if some document has it.
 pub fn query_terms(text: &str, w: ExpansionWeights) -> Vec<(String, f32)> {
-    let mut direct: Vec<(String, f32)> = Vec::new();
-    let add = |out: &mut Vec<(String, f32)>, term: String, weight: f32| {
-        if weight <= 0.0 {
-            return;
-        }
-        match out.iter_mut().find(|(t, _)| *t == term) {
-            Some(e) => e.1 += weight,
-            None => out.push((term, weight)),
-        }
-    };
+    let mut direct = Terms::default();
     let mut plain: Vec<String> = Vec::new();
-    let flush_plain = |plain: &mut Vec<String>, out: &mut Vec<(String, f32)>| {
+    let flush_plain = |plain: &mut Vec<String>, out: &mut Terms| {
         for pair in plain.windows(2) {
             if let Some(t) = term_of(&format!("{}{}", pair[0], pair[1])) {
-                add(out, t, 1.0);
+                out.add(t, 1.0);
             }
         }
         plain.clear();
@@ -191,11 +182,11 @@ pub fn query_terms(text: &str, w: ExpansionWeights) -> Vec<(String, f32)> {
             Chunk::Text(t) => {
                 for word in split_words(t) {
                     if let Some(term) = term_of(&word) {
-                        add(&mut direct, term, 1.0);
+                        direct.add(term, 1.0);
                         if let Some(fmt) = format_words(&word) {
                             for f in fmt {
                                 if let Some(ft) = term_of(f) {
-                                    add(&mut direct, ft, w.synonym);
+                                    direct.add(ft, w.synonym);
                                 }
                             }
                         }
@@ -205,23 +196,23 @@ pub fn query_terms(text: &str, w: ExpansionWeights) -> Vec<(String, f32)> {
             }
             Chunk::Url(u) => {
                 flush_plain(&mut plain, &mut direct);
-                add(&mut direct, "url".into(), w.format);
+                direct.add("url".into(), w.format);
                 for word in split_words(u) {
                     if URL_NOISE.contains(&word.as_str()) {
                         continue;
                     }
                     if let Some(term) = term_of(&word) {
-                        add(&mut direct, term, w.path_word);
+                        direct.add(term, w.path_word);
                     }
                 }
             }
             Chunk::File { text, ext } => {
                 flush_plain(&mut plain, &mut direct);
-                add(&mut direct, "file".into(), w.format);
+                direct.add("file".into(), w.format);
                 if let Some(fmt) = ext.and_then(format_words) {
                     for f in fmt {
                         if let Some(ft) = term_of(f) {
-                            add(&mut direct, ft, w.format);
+                            direct.add(ft, w.format);
                         }
                     }
                 }
@@ -231,7 +222,7 @@ pub fn query_terms(text: &str, w: ExpansionWeights) -> Vec<(String, f32)> {
                 };
                 for word in split_words(body) {
                     if let Some(term) = term_of(&word) {
-                        add(&mut direct, term, w.path_word);
+                        direct.add(term, w.path_word);
                     }
                 }
             }
@@ -240,22 +231,51 @@ pub fn query_terms(text: &str, w: ExpansionWeights) -> Vec<(String, f32)> {
     flush_plain(&mut plain, &mut direct);
 
     if w.synonym > 0.0 {
-        let mut derived: Vec<(String, f32)> = Vec::new();
-        for (term, weight) in &direct {
+        let mut derived = Terms::default();
+        for (term, weight) in &direct.list {
             for syn in synonyms_of(term) {
-                if direct.iter().any(|(t, _)| *t == syn) {
-                    continue;
-                }
-                let sw = w.synonym * weight.min(1.0);
-                match derived.iter_mut().find(|(t, _)| *t == syn) {
-                    Some(e) => e.1 = e.1.max(sw),
-                    None => derived.push((syn, sw)),
+                if !direct.index.contains_key(&syn) {
+                    derived.raise(syn, w.synonym * weight.min(1.0));
                 }
             }
         }
-        direct.extend(derived);
+        direct.list.extend(derived.list);
     }
-    direct
+    direct.list
+}
+
+/// Terms in the order first seen, each once: an index beside the list keeps a query of
+/// thousands of distinct words (a pasted blob) linear rather than quadratic.
+#[derive(Default)]
+struct Terms {
+    list: Vec<(String, f32)>,
+    index: HashMap<String, usize>,
+}
+
+impl Terms {
+    /// Adds `weight` to the term's (a weight of zero or less adds nothing).
+    fn add(&mut self, term: String, weight: f32) {
+        if weight > 0.0 {
+            let i = self.slot(term);
+            self.list[i].1 += weight;
+        }
+    }
+
+    /// Raises the term's weight to at least `weight`.
+    fn raise(&mut self, term: String, weight: f32) {
+        let i = self.slot(term);
+        self.list[i].1 = self.list[i].1.max(weight);
+    }
+
+    /// The term's place in the list, appended with weight 0 when new.
+    fn slot(&mut self, term: String) -> usize {
+        if let Some(&i) = self.index.get(&term) {
+            return i;
+        }
+        self.list.push((term.clone(), 0.0));
+        self.index.insert(term, self.list.len() - 1);
+        self.list.len() - 1
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +290,28 @@ mod tests {
 
     fn weight(terms: &[(String, f32)], t: &str) -> Option<f32> {
         terms.iter().find(|(x, _)| x == t).map(|(_, w)| *w)
+    }
+
+    #[test]
+    fn every_term_comes_once_in_the_order_first_seen_with_its_weights_summed() {
+        let t = query_terms("alpha beta alpha gamma beta alpha", W);
+        let plain: Vec<(&str, f32)> = t
+            .iter()
+            .filter(|(x, _)| ["alpha", "beta", "gamma"].contains(&x.as_str()))
+            .map(|(x, w)| (x.as_str(), *w))
+            .collect();
+        assert_eq!(plain, [("alpha", 3.0), ("beta", 2.0), ("gamma", 1.0)]);
+        // A pasted blob of thousands of distinct words: each once.
+        let letters = |i: usize| -> String {
+            (0..3)
+                .map(|d| (b'a' + (i / 26usize.pow(d) % 26) as u8) as char)
+                .collect()
+        };
+        let blob: Vec<String> = (0..5000).map(|i| format!("zq{}", letters(i))).collect();
+        let t = query_terms(&blob.join(" "), W);
+        let mut seen = std::collections::HashSet::new();
+        assert!(t.iter().all(|(x, _)| seen.insert(x.clone())));
+        assert!(t.len() >= 5000, "{} terms", t.len());
     }
 
     #[test]
