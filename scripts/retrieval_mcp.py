@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Retrieval through the gateway's MCP face, for scripts/retrieval-mcp.sh.
+
+  retrieval_mcp.py config SETDIR PYTHON     print a toolshed.toml: one upstream MCP source per
+                                            namespace of the set (ids `ns::tool`), or one named
+                                            `bench`, each served by `PYTHON retrieval_mcp.py serve`
+  retrieval_mcp.py serve SETDIR NS         a stdio MCP server listing the set's tools of one
+                                            namespace (JSON-RPC by hand); a call answers "ok"
+  retrieval_mcp.py measure URL SETDIR       every query of the set through `search_tools` (limit
+                                            10) over streamable HTTP: R@5 and R@10 as the
+                                            retrieval bench computes them, and the calls' latency
+
+A set is in the retrieval benchmark's layout (tools.jsonl, queries.jsonl, qrels.tsv). A tool's
+MCP name is its id (after the namespace) as a path segment, so that the path the gateway gives it
+is known here; its title is the row's `name`, its description and input schema the row's own.
+Every tool is read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def segment(text: str) -> str:
+    """snake_case, lower case, [a-z0-9_]: a path segment the gateway keeps as it is."""
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", text)
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "x"
+
+
+def catalog(setdir: str) -> dict[str, list[tuple[str, dict]]]:
+    """Namespace → [(tool segment, row)], every segment unique within its namespace."""
+    spaces: dict[str, list[tuple[str, dict]]] = {}
+    names: dict[str, str] = {}
+    taken: dict[str, set[str]] = {}
+    for line in open(Path(setdir) / "tools.jsonl", encoding="utf-8"):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        prefix, sep, local = row["id"].partition("::")
+        if not sep:
+            prefix, local = "", row["id"]
+        if prefix not in names:
+            ns = segment(prefix) if prefix else "bench"
+            ns = f"n_{ns}" if ns[0].isdigit() else ns
+            while ns in names.values():
+                ns += "_2"
+            names[prefix] = ns
+        ns = names[prefix]
+        base = seg = segment(local)
+        n = 2
+        while seg in taken.setdefault(ns, set()):
+            seg, n = f"{base}_{n}", n + 1
+        taken[ns].add(seg)
+        spaces.setdefault(ns, []).append((seg, row))
+    return spaces
+
+
+def paths(setdir: str) -> dict[str, str]:
+    """Tool id → the gateway's path."""
+    return {row["id"]: f"{ns}.{seg}" for ns, tools in catalog(setdir).items() for seg, row in tools}
+
+
+def config(setdir: str, python: str) -> None:
+    me = str(Path(__file__).resolve())
+    for ns in catalog(setdir):
+        print("[[sources]]")
+        print('kind = "mcp"')
+        print(f"name = {json.dumps(ns)}")
+        print(f"command = {json.dumps(python)}")
+        print(f"args = {json.dumps([me, 'serve', str(Path(setdir).resolve()), ns])}\n")
+
+
+def serve(setdir: str, ns: str) -> None:
+    """The MCP server side by hand (newline-delimited JSON-RPC on stdio): it starts in
+    milliseconds, so a set of many namespaces can start all its upstreams at once."""
+    tools = []
+    for seg, row in catalog(setdir)[ns]:
+        schema = row.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            schema = {"type": "object", "properties": {}}
+        tool = {"name": seg, "description": row.get("description") or "", "inputSchema": schema}
+        tool["annotations"] = {"readOnlyHint": True}
+        if row.get("name"):
+            tool["title"] = row["name"]
+        tools.append(tool)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        if "id" not in msg or "method" not in msg:
+            continue  # a notification or a response
+        method, params = msg["method"], msg.get("params") or {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "retrieval-catalog", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": tools}
+        elif method == "tools/call":
+            result = {"content": [{"type": "text", "text": "ok"}]}
+        elif method == "ping":
+            result = {}
+        else:
+            reply = {"code": -32601, "message": f"method not found: {method}"}
+            print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": reply}), flush=True)
+            continue
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+
+
+def measure(url: str, setdir: str) -> None:
+    import anyio
+    from mcp import Client
+
+    where = paths(setdir)
+    relevant: dict[str, set[str]] = {}
+    for line in (Path(setdir) / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        cols = line.split("\t")
+        if len(cols) >= 3 and cols[2].strip() != "0" and cols[1] in where:
+            relevant.setdefault(cols[0], set()).add(where[cols[1]])
+    queries = [json.loads(l) for l in open(Path(setdir) / "queries.jsonl", encoding="utf-8") if l.strip()]
+    queries = [q for q in queries if q["id"] in relevant]
+
+    async def run() -> tuple[list[float], list[float], list[float]]:
+        r5, r10, ms = [], [], []
+        async with Client(url) as client:
+            for q in queries:
+                start = time.perf_counter()
+                result = await client.call_tool("search_tools", {"query": q["text"], "limit": 10})
+                ms.append((time.perf_counter() - start) * 1000)
+                text = next(c.text for c in result.content if c.type == "text")
+                if result.is_error:
+                    sys.exit(f"search_tools failed for {q['id']}: {text[:300]}")
+                # The compact answer: a summary line, then `path — summary` per hit.
+                hits = [l.split(" — ")[0].strip() for l in text.splitlines()[1:] if l.strip()]
+                want = relevant[q["id"]]
+                r5.append(len(want & set(hits[:5])) / len(want))
+                r10.append(len(want & set(hits[:10])) / len(want))
+        return r5, r10, ms
+
+    r5, r10, ms = anyio.run(run)
+    ms.sort()
+    pct = lambda f: ms[min(len(ms) - 1, int(f * len(ms)))]  # noqa: E731
+    print(
+        f"{Path(setdir).name:<18} {len(r5):>6} queries  R@5 {100 * statistics.mean(r5):5.1f}  "
+        f"R@10 {100 * statistics.mean(r10):5.1f}  call p50 {pct(0.5):6.2f} ms  p99 {pct(0.99):6.2f} ms"
+    )
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1] if len(sys.argv) > 1 else "", sys.argv[2:]
+    if cmd == "config" and len(args) == 2:
+        config(*args)
+    elif cmd == "serve" and len(args) == 2:
+        serve(*args)
+    elif cmd == "measure" and len(args) == 2:
+        measure(*args)
+    else:
+        sys.exit(__doc__)
