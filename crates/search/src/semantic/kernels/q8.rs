@@ -19,8 +19,8 @@
 //! Groups of 64 rather than 32 halve that scaling, which costs a `vpdpbusd` tile almost as much
 //! as its products: a query embeds about a quarter faster on AMD Zen 4, for a cosine to the f32
 //! pass of 0.99956 on average instead of 0.99972 (docs/benchmarks.md). On AVX2 the weights keep
-//! 7 bits ([`vnni`] says why): a cosine of 0.9990 on average, for a query embedded 10–25 %
-//! faster than on the 15-bit path on AMD Zen 3.
+//! 7 bits ([`vnni`] says why): a cosine of 0.9990 on average, for a query embedded about 15 %
+//! faster at the median than on the 15-bit path on AMD Zen 3.
 
 use super::NR;
 
@@ -253,6 +253,40 @@ pub(super) unsafe fn tile(
     }
 }
 
+/// Where a tile of `rows` rows from row `r` and panel `p` starts: the panel's weights, their
+/// scales and offsets (per group and column), the rows' input bytes and their scales (per row
+/// and group).
+#[cfg(target_arch = "x86_64")]
+struct Start {
+    panel: *const i8,
+    w_scales: *const f32,
+    offsets: *const i32,
+    xs: *const u8,
+    x_scales: *const f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Start {
+    /// # Safety
+    /// Rows `r..r + rows` of `x` and panel `p` of `w` must exist.
+    #[inline(always)]
+    unsafe fn of(x: &Rows, r: usize, rows: usize, w: &Weights, p: usize) -> Self {
+        let (kq, groups) = (w.kq, w.kq / GROUP);
+        debug_assert_eq!(x.kq, kq);
+        debug_assert!(x.values.len() >= (r + rows) * kq && w.data.len() >= (p + 1) * kq * NR);
+        // SAFETY: within the rows and the panel, as the caller promises.
+        unsafe {
+            Self {
+                panel: w.data.as_ptr().add(p * kq * NR),
+                w_scales: w.scales.as_ptr().add(p * groups * NR),
+                offsets: w.offsets.as_ptr().add(p * groups * NR),
+                xs: x.values.as_ptr().add(r * kq),
+                x_scales: x.scales.as_ptr().add(r * groups),
+            }
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 #[inline]
@@ -266,18 +300,17 @@ unsafe fn tile_rows<const R: usize>(
     ldy: usize,
 ) {
     use std::arch::x86_64::*;
-    let kq = w.kq;
-    let groups = kq / GROUP;
-    debug_assert!(x.values.len() >= (r + R) * kq && w.data.len() >= (p + 1) * kq * NR);
-    // SAFETY (whole body): rows r..r+R of x (kq bytes and `groups` scales each), panel p of w
-    // (kq · 16 bytes, groups · 16 scales and offsets), 16 biases and R × 16 destination values
-    // exist, as the debug assertion and the caller's promise say.
+    let (kq, groups) = (w.kq, w.kq / GROUP);
+    // SAFETY (whole body): the pointers of `Start::of` (R rows, panel p), 16 biases and R × 16
+    // destination values exist, as the caller promises.
     unsafe {
-        let panel = w.data.as_ptr().add(p * kq * NR);
-        let w_scales = w.scales.as_ptr().add(p * groups * NR);
-        let offsets = w.offsets.as_ptr().add(p * groups * NR);
-        let xs = x.values.as_ptr().add(r * kq);
-        let x_scales = x.scales.as_ptr().add(r * groups);
+        let Start {
+            panel,
+            w_scales,
+            offsets,
+            xs,
+            x_scales,
+        } = Start::of(x, r, R, w, p);
         let mut f = [_mm512_setzero_ps(); R];
         for g in 0..groups {
             let start = _mm512_loadu_si512(offsets.add(g * NR).cast());
@@ -322,16 +355,16 @@ unsafe fn tile_rows_avx2<const R: usize>(
     ldy: usize,
 ) {
     use std::arch::x86_64::*;
-    let kq = w.kq;
-    let groups = kq / GROUP;
-    debug_assert!(x.values.len() >= (r + R) * kq && w.data.len() >= (p + 1) * kq * NR);
+    let (kq, groups) = (w.kq, w.kq / GROUP);
     // SAFETY (whole body): as in `tile_rows`.
     unsafe {
-        let panel = w.data.as_ptr().add(p * kq * NR);
-        let w_scales = w.scales.as_ptr().add(p * groups * NR);
-        let offsets = w.offsets.as_ptr().add(p * groups * NR);
-        let xs = x.values.as_ptr().add(r * kq);
-        let x_scales = x.scales.as_ptr().add(r * groups);
+        let Start {
+            panel,
+            w_scales,
+            offsets,
+            xs,
+            x_scales,
+        } = Start::of(x, r, R, w, p);
         let ones = _mm256_set1_epi16(1);
         let mut flo = [_mm256_setzero_ps(); R];
         let mut fhi = [_mm256_setzero_ps(); R];
