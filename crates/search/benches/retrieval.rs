@@ -280,12 +280,8 @@ fn evaluate_hybrid(
     let lexical_build = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let index = if one_vector {
-        let texts: Vec<String> = set
-            .docs
-            .iter()
-            .map(toolshed_search::hybrid::doc_text)
-            .collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let texts = toolshed_search::hybrid::EmbedTexts::of(&set.docs).texts;
+        let refs: Vec<&str> = texts[..set.docs.len()].iter().map(String::as_str).collect();
         let vectors = toolshed_search::TextEmbedder::embed_texts(embedder.as_ref(), &refs)
             .expect("tools embed");
         HybridIndex::from_vectors(lexical, embedder.clone(), vectors, hybrid_config)

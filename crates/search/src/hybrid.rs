@@ -1,19 +1,19 @@
 //! Hybrid ranking: BM25F fused with sentence-embedding similarity.
 //!
 //! A [`HybridIndex`] holds a lexical [`SearchIndex`], a [`TextEmbedder`] and one unit vector per
-//! tool, computed once when the index is built from [`doc_text`] (name, description and path
-//! words), plus a second one from [`lead_text`] for a tool whose description goes on past its
-//! first sentence ([`EmbedTexts`]): where the lead sentence is nearer a request, it lifts the
-//! tool's cosine half-way ([`lead_similarity`]), so a long description's details do not hide
-//! what its first sentence says the tool does. The embedder is a trait so that the fusion is
+//! tool, computed once when the index is built from [`doc_text`] (name, description and path words;
+//! the path without its namespace where that holds most of the catalog, see
+//! [`crowded_namespaces`]), plus a second one from [`lead_text`] for a tool whose description goes
+//! on past its first sentence ([`EmbedTexts`]): where the lead sentence is nearer a request, it
+//! lifts the tool's cosine half-way ([`lead_similarity`]), so a long description's details do not
+//! hide what its first sentence says the tool does. The embedder is a trait so that the fusion is
 //! always built and tested; the real sentence-transformers model ([`crate::semantic::Embedder`])
 //! comes with the `semantic` feature. A search embeds the query, takes the lexical top
-//! `lexical_depth` and the semantic (cosine) top `semantic_depth` among the documents the query
-//! may see, and fuses the two rankings over their union (see [`Fusion`]). Lexical evidence keeps
-//! exact identifiers and rare words strong; the embedding finds tools that the query describes
-//! in other words. A request of several clauses ([`crate::clauses`]) is compared clause by
-//! clause as well ([`QueryVectors`]): a tool's cosine is its best against the request or any of
-//! its clauses.
+//! `lexical_depth` and the semantic (cosine) top `semantic_depth` among the documents the query may
+//! see, and fuses the two rankings over their union (see [`Fusion`]). Lexical evidence keeps exact
+//! identifiers and rare words strong; the embedding finds tools that the query describes in other
+//! words. A request of several clauses ([`crate::clauses`]) is compared clause by clause as well
+//! ([`QueryVectors`]): a tool's cosine is its best against the request or any of its clauses.
 //!
 //! The lexical path is untouched: [`SearchIndex::search`] ranks exactly as without the feature.
 
@@ -200,20 +200,56 @@ impl Default for HybridConfig {
 
 /// The text a tool is embedded from: its name and path as words, then its description.
 pub fn doc_text(doc: &SearchDoc) -> String {
-    let name = split_words(&doc.name).join(" ");
-    let path = split_words(&doc.path).join(" ");
-    let mut text = String::with_capacity(name.len() + path.len() + doc.description.len() + 8);
+    embed_text(&doc.name, &doc.path, &doc.description)
+}
+
+/// [`doc_text`] from parts: `path` is the path as it is to be spelled out (perhaps without its
+/// namespace, see [`crowded_namespaces`]).
+fn embed_text(name: &str, path: &str, description: &str) -> String {
+    let name = split_words(name).join(" ");
+    let path = split_words(path).join(" ");
+    let mut text = String::with_capacity(name.len() + path.len() + description.len() + 8);
     text.push_str(&name);
     if !path.is_empty() && path != name {
         text.push_str(" (");
         text.push_str(&path);
         text.push(')');
     }
-    if !doc.description.trim().is_empty() {
+    if !description.trim().is_empty() {
         text.push_str(": ");
-        text.push_str(doc.description.trim());
+        text.push_str(description.trim());
     }
     text
+}
+
+/// The namespaces that hold more than half of a catalog's tools, such as the one upstream a
+/// whole catalog comes from. A word shared by most tools cannot tell them apart (classic BM25
+/// gives a word in more than half the documents a negative weight), yet in the text of a short
+/// tool it pulls the tool's vector towards the word: a catalog served under one arbitrary
+/// namespace ranked 2 points lower at R@5 than the same tools without it (docs/benchmarks.md).
+/// So the text a tool is embedded from leaves out such a namespace ([`EmbedTexts::of`]); the
+/// lexical index keeps it, so a request that names it still finds its tools.
+pub fn crowded_namespaces(docs: &[SearchDoc]) -> std::collections::HashSet<&str> {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for doc in docs {
+        if let Some((ns, _)) = doc.path.split_once('.') {
+            *count.entry(ns).or_default() += 1;
+        }
+    }
+    count
+        .into_iter()
+        .filter(|&(_, n)| 2 * n > docs.len())
+        .map(|(ns, _)| ns)
+        .collect()
+}
+
+/// The path of `doc` as its embedded text spells it: without its namespace when that is one of
+/// `crowded`.
+fn embedded_path<'a>(doc: &'a SearchDoc, crowded: &std::collections::HashSet<&str>) -> &'a str {
+    match doc.path.split_once('.') {
+        Some((ns, rest)) if crowded.contains(ns) => rest,
+        _ => &doc.path,
+    }
 }
 
 /// The first sentence of a description, when the description goes on past it: up to the first
@@ -235,13 +271,12 @@ fn first_sentence(description: &str) -> Option<&str> {
 /// The text of a tool's second vector: [`doc_text`] with only the first sentence of the
 /// description; `None` when the description is one sentence (the tool has one vector).
 pub fn lead_text(doc: &SearchDoc) -> Option<String> {
+    lead_text_with(doc, &doc.path)
+}
+
+fn lead_text_with(doc: &SearchDoc, path: &str) -> Option<String> {
     let lead = first_sentence(&doc.description)?;
-    Some(doc_text(&SearchDoc {
-        path: doc.path.clone(),
-        name: doc.name.clone(),
-        description: lead.to_string(),
-        params: Vec::new(),
-    }))
+    Some(embed_text(&doc.name, path, lead))
 }
 
 /// The cosine of a tool that has a lead vector, from its whole text's (`own`) and its lead's:
@@ -267,11 +302,19 @@ pub struct EmbedTexts {
 }
 
 impl EmbedTexts {
+    /// The texts of a catalog's tools: [`doc_text`] and [`lead_text`], each without its
+    /// namespace when that is one of the catalog's [`crowded_namespaces`].
     pub fn of(docs: &[SearchDoc]) -> Self {
-        let mut texts: Vec<String> = docs.iter().map(doc_text).collect();
+        let crowded = crowded_namespaces(docs);
+        let paths: Vec<&str> = docs.iter().map(|d| embedded_path(d, &crowded)).collect();
+        let mut texts: Vec<String> = docs
+            .iter()
+            .zip(&paths)
+            .map(|(d, path)| embed_text(&d.name, path, &d.description))
+            .collect();
         let mut extra_of = Vec::new();
-        for (d, doc) in docs.iter().enumerate() {
-            if let Some(lead) = lead_text(doc) {
+        for (d, (doc, path)) in docs.iter().zip(&paths).enumerate() {
+            if let Some(lead) = lead_text_with(doc, path) {
                 texts.push(lead);
                 extra_of.push(d as u32);
             }
@@ -761,6 +804,50 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_of_most_of_the_catalog_is_left_out_of_the_embedded_texts() {
+        let tool = |path: &str, description: &str| SearchDoc {
+            path: path.into(),
+            name: path.rsplit('.').next().unwrap().into(),
+            description: description.into(),
+            params: Vec::new(),
+        };
+        // Three of four tools come from `bench`: its name says nothing about any of them.
+        let docs = [
+            tool("bench.send_mail", "Send an email message. Retries twice."),
+            tool("bench.read_mail", "Read a box."),
+            tool("bench.github.create_issue", "Open an issue."),
+            tool("tables.query", "Query a table."),
+        ];
+        assert_eq!(
+            crowded_namespaces(&docs),
+            std::collections::HashSet::from(["bench"])
+        );
+        let texts = EmbedTexts::of(&docs).texts;
+        assert_eq!(
+            texts,
+            [
+                "send mail: Send an email message. Retries twice.",
+                "read mail: Read a box.",
+                "create issue (github create issue): Open an issue.",
+                "query (tables query): Query a table.",
+                "send mail: Send an email message.",
+            ]
+        );
+        // Half is not most: two namespaces of two tools each keep their names.
+        let even = [
+            tool("mail.send", "Send."),
+            tool("mail.read", "Read."),
+            tool("chat.post", "Post."),
+            tool("chat.read", "Read."),
+        ];
+        assert!(crowded_namespaces(&even).is_empty());
+        assert_eq!(EmbedTexts::of(&even).texts[0], "send (mail send): Send.");
+        // A path of one segment has no namespace, however many tools share it.
+        let flat = [tool("send", "Send."), tool("send", "Send again.")];
+        assert!(crowded_namespaces(&flat).is_empty());
+    }
+
+    #[test]
     fn a_description_of_several_sentences_gets_a_lead_text() {
         let with = |description: &str| SearchDoc {
             path: "mail.send".into(),
@@ -794,10 +881,18 @@ mod tests {
         let docs = [
             with("One sentence only."),
             with("Send an email message. Retries twice on errors."),
+            SearchDoc {
+                path: "chat.post".into(),
+                ..with("Post a message.")
+            },
+            SearchDoc {
+                path: "files.put".into(),
+                ..with("Store a file.")
+            },
         ];
         let texts = EmbedTexts::of(&docs);
-        assert_eq!(texts.texts.len(), 3);
-        assert_eq!(texts.texts[2], "send (mail send): Send an email message.");
+        assert_eq!(texts.texts.len(), 5);
+        assert_eq!(texts.texts[4], "send (mail send): Send an email message.");
         assert_eq!(texts.extra_of, [1]);
     }
 
