@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::index::{top_k, Hit, Query, SearchDoc, SearchIndex, SearchResult};
+use crate::index::{split_namespace, top_k, Hit, Query, SearchDoc, SearchIndex, SearchResult};
 use crate::scan::{self, Codes};
 use crate::tokenize::split_words;
 
@@ -198,7 +198,8 @@ impl Default for HybridConfig {
     }
 }
 
-/// The text a tool is embedded from: its name and path as words, then its description.
+/// The text a tool is embedded from: its name and path as words, then its description. In a
+/// catalog the path may go without its namespace ([`EmbedTexts::of`]).
 pub fn doc_text(doc: &SearchDoc) -> String {
     embed_text(&doc.name, &doc.path, &doc.description)
 }
@@ -232,7 +233,7 @@ fn embed_text(name: &str, path: &str, description: &str) -> String {
 pub fn crowded_namespaces(docs: &[SearchDoc]) -> std::collections::HashSet<&str> {
     let mut count: HashMap<&str, usize> = HashMap::new();
     for doc in docs {
-        if let Some((ns, _)) = doc.path.split_once('.') {
+        if let Some((ns, _)) = split_namespace(&doc.path) {
             *count.entry(ns).or_default() += 1;
         }
     }
@@ -246,7 +247,7 @@ pub fn crowded_namespaces(docs: &[SearchDoc]) -> std::collections::HashSet<&str>
 /// The path of `doc` as its embedded text spells it: without its namespace when that is one of
 /// `crowded`.
 fn embedded_path<'a>(doc: &'a SearchDoc, crowded: &std::collections::HashSet<&str>) -> &'a str {
-    match doc.path.split_once('.') {
+    match split_namespace(&doc.path) {
         Some((ns, rest)) if crowded.contains(ns) => rest,
         _ => &doc.path,
     }

@@ -165,9 +165,14 @@ pub struct SearchIndex {
     namespace_docs: Vec<Vec<u32>>,
 }
 
-/// The namespace of a path: its first dot-separated segment.
+/// The namespace of a path: its first dot-separated segment (the whole path when it has one).
 fn namespace_of(path: &str) -> &str {
-    path.split('.').next().unwrap_or("")
+    split_namespace(path).map_or(path, |(ns, _)| ns)
+}
+
+/// A path of more than one segment as its namespace and the rest; `None` for one segment.
+pub(crate) fn split_namespace(path: &str) -> Option<(&str, &str)> {
+    path.split_once('.')
 }
 
 impl SearchIndex {
