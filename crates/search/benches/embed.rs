@@ -5,7 +5,8 @@
 //! queries, evenly spread, from every `DIR/<set>/queries.jsonl`, embeds each one once (uncached,
 //! one query at a time, as a search does: the request's clauses, or the request whole when it
 //! has one clause; `EMBED_WHOLE=1` always the whole) after a warm-up, and prints p50/p99/max per
-//! set, per token-length bucket, and the tokenizer's share. `EMBED_THREADS` sets the threads of
+//! set, per token-length bucket (the request's tokens), the tokens the model reads (its clauses,
+//! without letterless words), and the tokenizer's share. `EMBED_THREADS` sets the threads of
 //! the forward pass (default: the embedder's own choice), `TOOLSHED_SEARCH_PRECISION` the
 //! precision (`q8` by default, `i8`, `f16`, `f32`), and `EMBED_COMPARE=1` prints the cosine of
 //! each query's whole vector to the f32 forward pass's.
@@ -86,7 +87,9 @@ fn main() {
         let mut times = Vec::with_capacity(picked.len());
         let mut tok_times = Vec::with_capacity(picked.len());
         let mut lens = Vec::with_capacity(picked.len());
+        let mut read = Vec::with_capacity(picked.len());
         for q in &picked {
+            read.push(model.query_token_count(q).expect("tokenizes"));
             let t = Instant::now();
             let n = model.token_count(q).expect("tokenizes");
             tok_times.push(t.elapsed().as_secs_f64() * 1e3);
@@ -125,12 +128,14 @@ fn main() {
         times.sort_by(f64::total_cmp);
         tok_times.sort_by(f64::total_cmp);
         lens.sort_unstable();
+        read.sort_unstable();
         println!(
-            "{:<18} {:>4} queries, tokens p50 {:>3} max {:>3}: embed p50 {:>7.2} ms, p99 {:>7.2} ms, max {:>7.2} ms; tokenizer p50 {:.3} ms",
+            "{:<18} {:>4} queries, tokens p50 {:>3} max {:>3} (read p50 {:>3}): embed p50 {:>7.2} ms, p99 {:>7.2} ms, max {:>7.2} ms; tokenizer p50 {:.3} ms",
             set.file_name().unwrap_or_default().to_string_lossy(),
             picked.len(),
             lens[lens.len() / 2],
             lens[lens.len() - 1],
+            read[read.len() / 2],
             pct(&times, 0.5),
             pct(&times, 0.99),
             times[times.len() - 1],

@@ -52,6 +52,23 @@ pub const QUERY_TOKENS: usize = 128;
 /// what English text needs (about 5 bytes a word piece), so the cut never shortens a real query.
 pub const QUERY_BYTES: usize = QUERY_TOKENS * 16;
 
+/// `text` without its words (runs of non-space) that hold no letter: the values a request
+/// carries (amounts, dates, times, phone numbers, ids in digits, a lone dash) say nothing of
+/// which tool it needs, and each costs the model several word pieces. A word with a letter
+/// ("5th", "24-hour", "iPhone15", "$USD") is kept whole. A text without such a word is kept
+/// as it is.
+fn words_with_letters(text: &str) -> std::borrow::Cow<'_, str> {
+    let has_letter = |w: &&str| w.chars().any(char::is_alphabetic);
+    if text.split_whitespace().all(|w| has_letter(&w)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let kept: Vec<&str> = text.split_whitespace().filter(has_letter).collect();
+    if kept.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(kept.join(" "))
+}
+
 /// The start of `text` up to [`QUERY_BYTES`], cut at the last whitespace before the limit (or at
 /// a character boundary when there is none), so no word is split.
 fn query_prefix(text: &str) -> &str {
@@ -327,25 +344,24 @@ impl Embedder {
 
     /// The unit-length embedding of one text.
     pub fn embed(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
-        let ids = self.ids(text)?;
+        self.embed_ids(&self.ids(text)?)
+    }
+
+    /// The unit-length embedding of one sequence of token ids.
+    fn embed_ids(&self, ids: &[u32]) -> Result<Vec<f32>, SemanticError> {
         let mut out = vec![0f32; self.dim];
         self.encoder
-            .embed(&[&ids], self.pool.as_ref(), &mut out)
+            .embed(&[ids], self.pool.as_ref(), &mut out)
             .map_err(SemanticError::Inference)?;
         Ok(out)
     }
 
     /// The unit-length embedding of a search query: [`Embedder::embed`] of the query's first
-    /// [`QUERY_TOKENS`] tokens (the final `[SEP]` kept), so a pasted paragraph costs no more
-    /// than a sentence. Only the text's first [`QUERY_BYTES`] are tokenized: a query carrying a
+    /// [`QUERY_TOKENS`] tokens (the final `[SEP]` kept) of its words that hold a letter
+    /// ([`words_with_letters`]), so a pasted paragraph costs no more than a sentence. Only the text's first [`QUERY_BYTES`] are tokenized: a query carrying a
     /// pasted file (an 18 KB base64 image, say) would spend 20–30 ms in the tokenizer alone.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
-        let ids = self.query_ids(query_prefix(text))?;
-        let mut out = vec![0f32; self.dim];
-        self.encoder
-            .embed(&[&ids], self.pool.as_ref(), &mut out)
-            .map_err(SemanticError::Inference)?;
-        Ok(out)
+        self.embed_ids(&self.query_ids(query_prefix(text))?)
     }
 
     /// The vectors a search compares tools with. A request of several clauses
@@ -356,20 +372,10 @@ impl Embedder {
     /// double it. A request of one clause (or whose second clause does not fit) is embedded
     /// whole, without clauses.
     pub fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, SemanticError> {
-        let text = query_prefix(text);
-        let mut seqs = Vec::new();
-        let mut budget = QUERY_TOKENS;
-        for range in crate::clauses::clauses(text) {
-            let ids = self.query_ids(&text[range])?;
-            if ids.len() > budget {
-                break;
-            }
-            budget -= ids.len();
-            seqs.push(ids);
-        }
-        if seqs.len() < 2 {
+        let seqs = self.query_sequences(text)?;
+        if let [one] = seqs.as_slice() {
             return Ok(QueryVectors {
-                whole: self.embed_query(text)?,
+                whole: self.embed_ids(one)?,
                 clauses: Vec::new(),
             });
         }
@@ -392,9 +398,36 @@ impl Embedder {
         })
     }
 
-    /// The ids of a query's first [`QUERY_TOKENS`] tokens (the final `[SEP]` kept).
+    /// Tokens the model reads for a search query: those of its clauses, or of the whole
+    /// request when it has one clause ([`Embedder::embed_query_clauses`]).
+    pub fn query_token_count(&self, text: &str) -> Result<usize, SemanticError> {
+        Ok(self.query_sequences(text)?.iter().map(Vec::len).sum())
+    }
+
+    /// The token ids [`Embedder::embed_query_clauses`] embeds: one sequence per clause when
+    /// at least two clauses fit in [`QUERY_TOKENS`] together, else the request's own.
+    fn query_sequences(&self, text: &str) -> Result<Vec<Vec<u32>>, SemanticError> {
+        let text = query_prefix(text);
+        let mut seqs = Vec::new();
+        let mut budget = QUERY_TOKENS;
+        for range in crate::clauses::clauses(text) {
+            let ids = self.query_ids(&text[range])?;
+            if ids.len() > budget {
+                break;
+            }
+            budget -= ids.len();
+            seqs.push(ids);
+        }
+        if seqs.len() < 2 {
+            seqs = vec![self.query_ids(text)?];
+        }
+        Ok(seqs)
+    }
+
+    /// The ids of a query's first [`QUERY_TOKENS`] tokens (the final `[SEP]` kept), read
+    /// from its words that carry a letter ([`words_with_letters`]).
     fn query_ids(&self, text: &str) -> Result<Vec<u32>, SemanticError> {
-        let mut ids = self.ids(text)?;
+        let mut ids = self.ids(&words_with_letters(text))?;
         if ids.len() > QUERY_TOKENS {
             let sep = ids[ids.len() - 1];
             ids.truncate(QUERY_TOKENS - 1);
@@ -550,6 +583,34 @@ mod tests {
         // A short query is read whole: the same vector as the text's.
         let short = "create an issue";
         assert!(dot(&m.embed_query(short).unwrap(), &m.embed(short).unwrap()) > 0.99999);
+    }
+
+    #[test]
+    fn a_query_is_read_without_its_letterless_words() {
+        assert_eq!(
+            words_with_letters("book 2 rooms from 2024-05-01 to 2024-05-03, $450 max"),
+            "book rooms from to max"
+        );
+        // Words with a letter stay whole, spacing of an untouched text too.
+        let kept = "rent a car for a 24-hour trip on the 5th  (iPhone15)";
+        assert_eq!(words_with_letters(kept), kept);
+        // Only values: the text as it is.
+        assert_eq!(words_with_letters("42 + 7 = ?"), "42 + 7 = ?");
+        assert_eq!(words_with_letters(""), "");
+        let Some(m) = model() else { return };
+        let with = "call +1 (555) 010-2030 and read the 3 latest messages";
+        let without = "call and read the latest messages";
+        assert_eq!(
+            m.embed_query(with).unwrap(),
+            m.embed_query(without).unwrap()
+        );
+        assert_eq!(
+            m.query_token_count(with).unwrap(),
+            m.token_count(without).unwrap()
+        );
+        assert!(m.token_count(with).unwrap() > m.token_count(without).unwrap() + 8);
+        // A tool's text is read whole.
+        assert!(dot(&m.embed(with).unwrap(), &m.embed(without).unwrap()) < 0.999);
     }
 
     #[test]
