@@ -17,6 +17,9 @@
 //!   write/save/store, …). A query word brings the other members of its group at a
 //!   lower weight than the word itself. Matching is symmetric: a query word reaches a
 //!   document word exactly when both belong to one group, whichever was used where.
+//! * **Values.** A word without a letter (an amount, a date, a phone number, an id in
+//!   digits) is a value the request carries, not what it needs, and is left out
+//!   ([`crate::tokenize::naming_words`]); a request made only of such words keeps them.
 //! * Everything else is analysed like document text ([`crate::tokenize::term_of`]).
 //!
 //! The tables are general vocabulary, not derived from any query set.
@@ -24,7 +27,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::tokenize::{split_words, term_of};
+use crate::tokenize::{naming_words, split_words, term_of};
 
 /// Common file extensions and the words that name their format.
 pub const FILE_FORMATS: &[(&str, &[&str])] = &[
@@ -177,7 +180,7 @@ pub fn query_terms(text: &str, w: ExpansionWeights) -> Vec<(String, f32)> {
         }
         plain.clear();
     };
-    for raw in text.split_whitespace() {
+    for raw in naming_words(text) {
         match classify(raw) {
             Chunk::Text(t) => {
                 for word in split_words(t) {
@@ -312,6 +315,22 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         assert!(t.iter().all(|(x, _)| seen.insert(x.clone())));
         assert!(t.len() >= 5000, "{} terms", t.len());
+    }
+
+    #[test]
+    fn values_a_request_carries_are_not_looked_up() {
+        let t = query_terms("book 2 rooms in hotel 4821 from 2024-05-01, $450 max", W);
+        let terms: Vec<&str> = t.iter().map(|(x, _)| x.as_str()).collect();
+        assert!(
+            terms.contains(&"book") && terms.contains(&"hotel"),
+            "{terms:?}"
+        );
+        for value in ["2", "4821", "2024", "05", "01", "450"] {
+            assert_eq!(weight(&t, value), None, "{value} in {terms:?}");
+        }
+        // A word with a letter keeps its digits; a request of values only is looked up.
+        assert_eq!(weight(&query_terms("convert to utf8", W), "8"), Some(1.0));
+        assert_eq!(weight(&query_terms("404", W), "404"), Some(1.0));
     }
 
     #[test]

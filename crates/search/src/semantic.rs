@@ -25,6 +25,7 @@ mod encoder;
 mod kernels;
 mod pool;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -52,21 +53,16 @@ pub const QUERY_TOKENS: usize = 128;
 /// what English text needs (about 5 bytes a word piece), so the cut never shortens a real query.
 pub const QUERY_BYTES: usize = QUERY_TOKENS * 16;
 
-/// `text` without its words (runs of non-space) that hold no letter: the values a request
-/// carries (amounts, dates, times, phone numbers, ids in digits, a lone dash) say nothing of
-/// which tool it needs, and each costs the model several word pieces. A word with a letter
-/// ("5th", "24-hour", "iPhone15", "$USD") is kept whole. A text without such a word is kept
+/// `text` as the model reads a query: its words that hold a letter
+/// ([`crate::tokenize::naming_words`]), so the values a request carries (amounts, dates, phone
+/// numbers) do not pull its vector and cost no word pieces. A text with no other word is kept
 /// as it is.
-fn words_with_letters(text: &str) -> std::borrow::Cow<'_, str> {
-    let has_letter = |w: &&str| w.chars().any(char::is_alphabetic);
-    if text.split_whitespace().all(|w| has_letter(&w)) {
-        return std::borrow::Cow::Borrowed(text);
+fn words_with_letters(text: &str) -> Cow<'_, str> {
+    let words: Vec<&str> = crate::tokenize::naming_words(text).collect();
+    if words.len() == text.split_whitespace().count() {
+        return Cow::Borrowed(text);
     }
-    let kept: Vec<&str> = text.split_whitespace().filter(has_letter).collect();
-    if kept.is_empty() {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    std::borrow::Cow::Owned(kept.join(" "))
+    Cow::Owned(words.join(" "))
 }
 
 /// The start of `text` up to [`QUERY_BYTES`], cut at the last whitespace before the limit (or at
@@ -591,12 +587,10 @@ mod tests {
             words_with_letters("book 2 rooms from 2024-05-01 to 2024-05-03, $450 max"),
             "book rooms from to max"
         );
-        // Words with a letter stay whole, spacing of an untouched text too.
-        let kept = "rent a car for a 24-hour trip on the 5th  (iPhone15)";
+        // An untouched text keeps its spacing; a text of values only is kept.
+        let kept = "rent a car for a 24-hour trip  (iPhone15)";
         assert_eq!(words_with_letters(kept), kept);
-        // Only values: the text as it is.
         assert_eq!(words_with_letters("42 + 7 = ?"), "42 + 7 = ?");
-        assert_eq!(words_with_letters(""), "");
         let Some(m) = model() else { return };
         let with = "call +1 (555) 010-2030 and read the 3 latest messages";
         let without = "call and read the latest messages";

@@ -31,6 +31,18 @@ const STOP_WORDS: &[&str] = &[
     "don", "t", "s", "d",
 ];
 
+/// The words (runs of non-space) of a request that say what it needs: those that hold a
+/// letter. A word without one is a value (an amount, a date, a time, a phone number, an id in
+/// digits) or a lone mark, and says nothing of which tool to use; both the lexical query
+/// ([`crate::expand::query_terms`]) and the query embedding leave such words out. A request
+/// made only of such words keeps them all.
+pub fn naming_words(text: &str) -> impl Iterator<Item = &str> {
+    let names = |w: &str| w.chars().any(char::is_alphabetic);
+    let keep_all = !text.split_whitespace().any(names);
+    text.split_whitespace()
+        .filter(move |w| keep_all || names(w))
+}
+
 /// Whether `word` (lowercase) is a stop word.
 pub fn is_stop_word(word: &str) -> bool {
     static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
@@ -167,6 +179,23 @@ mod tests {
         );
         assert_eq!(split_words("get-weread-rank"), ["get", "weread", "rank"]);
         assert_eq!(split_words("a/b::c"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_request_names_what_it_needs_with_words_that_hold_a_letter() {
+        let words: Vec<&str> =
+            naming_words("book 2 rooms from 2024-05-01 to 2024-05-03, $450 max (5th floor)")
+                .collect();
+        assert_eq!(
+            words,
+            ["book", "rooms", "from", "to", "max", "(5th", "floor)"]
+        );
+        // Words with a letter and a digit are names ("24-hour", "iPhone15", "v2").
+        let kept = "a 24-hour trip on an iPhone15 with api v2";
+        assert_eq!(naming_words(kept).collect::<Vec<_>>().join(" "), kept);
+        // A request of values only keeps them.
+        assert_eq!(naming_words("404 500").collect::<Vec<_>>(), ["404", "500"]);
+        assert_eq!(naming_words("  ").count(), 0);
     }
 
     #[test]
