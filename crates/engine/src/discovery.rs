@@ -53,7 +53,8 @@ struct Semantic {
 
 /// Search indexes per catalog snapshot, shared by every caller. The lexical index is built on
 /// the first search of a snapshot; embeddings are computed on a background thread, and
-/// searches rank lexically until they are ready.
+/// searches rank lexically until they are ready. A snapshot whose texts all have vectors
+/// already (stored from an earlier run or snapshot) gets its hybrid index at once.
 #[derive(Default)]
 pub(crate) struct SearchCache {
     slot: Arc<Mutex<Option<Built>>>,
@@ -106,15 +107,26 @@ impl SearchCache {
             })
             .collect();
         let lexical = Arc::new(SearchIndex::build(&docs));
+        // A snapshot whose texts are all embedded already (a listing read again, a tool taken
+        // away) ranks with its vectors from its first search.
+        let hybrid = self
+            .semantic
+            .as_ref()
+            .and_then(|s| s.hybrid_from_stored(&docs, lexical.clone()))
+            .map(Arc::new);
         let ranker = Ranker {
             lexical: lexical.clone(),
-            hybrid: None,
+            hybrid,
         };
         *slot = Some(Built {
             version: catalog.version(),
             ranker: ranker.clone(),
         });
         if let Some(semantic) = &self.semantic {
+            if ranker.hybrid.is_some() {
+                semantic.finish(catalog.version(), None);
+                return ranker;
+            }
             let (semantic, slot, version) =
                 (semantic.clone(), self.slot.clone(), catalog.version());
             std::thread::Builder::new()
@@ -243,8 +255,43 @@ fn embed_snapshot(
             Some(e.to_string())
         }
     };
-    *semantic.done.lock() = Some((version, error));
-    semantic.changed.notify_all();
+    semantic.finish(version, error);
+}
+
+impl Semantic {
+    /// The hybrid index of `docs` from vectors embedded before, or `None` when a text of
+    /// theirs has none yet.
+    fn hybrid_from_stored(
+        &self,
+        docs: &[SearchDoc],
+        lexical: Arc<SearchIndex>,
+    ) -> Option<HybridIndex> {
+        let EmbedTexts { texts, extra_of } = EmbedTexts::of(docs);
+        let mut rows = Vec::with_capacity(texts.len() * self.embedder.dim());
+        {
+            let cache = self.vectors.lock();
+            for t in &texts {
+                rows.extend_from_slice(cache.get(&vectors::text_key(t))?);
+            }
+        }
+        Some(HybridIndex::from_rows(
+            lexical,
+            self.embedder.clone(),
+            rows,
+            extra_of,
+            HybridConfig::default(),
+        ))
+    }
+
+    /// Records that the embeddings of `version` are done (`error`: why they failed) and wakes
+    /// the waiters; an older version finishing later changes nothing.
+    fn finish(&self, version: u64, error: Option<String>) {
+        let mut done = self.done.lock();
+        if done.as_ref().is_none_or(|(v, _)| *v <= version) {
+            *done = Some((version, error));
+        }
+        self.changed.notify_all();
+    }
 }
 
 /// One search hit, compact.
@@ -631,6 +678,22 @@ mod semantic_tests {
         assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 5);
         let r = engine.search(&alice, "weather", 5, Some("sky"));
         assert!(r.hits.iter().all(|h| h.path.starts_with("sky.")), "{r:?}");
+
+        // A snapshot of tools embedded before (one taken away) ranks by meaning from its first
+        // search, without waiting and without the model (the query is in the query cache).
+        let embedded = model.embedded.load(std::sync::atomic::Ordering::SeqCst);
+        shared.store(catalog(false));
+        assert_eq!(engine.search_mode(), "hybrid");
+        let first = engine.search(&alice, query, 5, None);
+        assert_eq!(first.hits[0].path, "clock.current", "{first:?}");
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_millis(1)),
+            Ok(true)
+        );
+        assert_eq!(
+            model.embedded.load(std::sync::atomic::Ordering::SeqCst),
+            embedded
+        );
     }
 
     #[tokio::test]
