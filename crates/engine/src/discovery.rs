@@ -107,31 +107,32 @@ impl SearchCache {
             })
             .collect();
         let lexical = Arc::new(SearchIndex::build(&docs));
-        // A snapshot whose texts are all embedded already (a listing read again, a tool taken
-        // away) ranks with its vectors from its first search.
-        let hybrid = self
-            .semantic
-            .as_ref()
-            .and_then(|s| s.hybrid_from_stored(&docs, lexical.clone()))
-            .map(Arc::new);
+        let version = catalog.version();
+        let (hybrid, to_embed) = match &self.semantic {
+            None => (None, None),
+            // A snapshot whose texts are all embedded already (a listing read again, a tool
+            // taken away) ranks with its vectors from its first search.
+            Some(semantic) => match semantic.hybrid_from_stored(&docs, lexical.clone()) {
+                Ok(hybrid) => {
+                    semantic.finish(version, None);
+                    (Some(Arc::new(hybrid)), None)
+                }
+                Err(texts) => (None, Some(texts)),
+            },
+        };
         let ranker = Ranker {
             lexical: lexical.clone(),
             hybrid,
         };
         *slot = Some(Built {
-            version: catalog.version(),
+            version,
             ranker: ranker.clone(),
         });
-        if let Some(semantic) = &self.semantic {
-            if ranker.hybrid.is_some() {
-                semantic.finish(catalog.version(), None);
-                return ranker;
-            }
-            let (semantic, slot, version) =
-                (semantic.clone(), self.slot.clone(), catalog.version());
+        if let (Some(semantic), Some(texts)) = (&self.semantic, to_embed) {
+            let (semantic, slot) = (semantic.clone(), self.slot.clone());
             std::thread::Builder::new()
                 .name("toolshed-embed".into())
-                .spawn(move || embed_snapshot(&semantic, &slot, version, &docs, lexical))
+                .spawn(move || embed_snapshot(&semantic, &slot, version, texts, lexical))
                 .map_err(|e| tracing::warn!(error = %e, "cannot start the embedding thread"))
                 .ok();
         }
@@ -170,13 +171,13 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Embeds the tools of one snapshot (reusing vectors of unchanged texts) and installs the
+/// Embeds the texts of one snapshot's tools ([`EmbedTexts`], reusing vectors of unchanged texts) and
 /// hybrid index if the snapshot is still current.
 fn embed_snapshot(
     semantic: &Semantic,
     slot: &Mutex<Option<Built>>,
     version: u64,
-    docs: &[SearchDoc],
+    texts: EmbedTexts,
     lexical: Arc<SearchIndex>,
 ) {
     let _turn = semantic.worker.lock();
@@ -185,7 +186,8 @@ fn embed_snapshot(
     if !current(slot) {
         return; // a newer snapshot's thread will embed (and report) instead
     }
-    let EmbedTexts { texts, extra_of } = EmbedTexts::of(docs);
+    let tools = lexical.len();
+    let EmbedTexts { texts, extra_of } = texts;
     let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
     let dim = semantic.embedder.dim();
     let missing: Vec<(u64, &str)> = {
@@ -243,7 +245,7 @@ fn embed_snapshot(
                 b.ranker.hybrid = Some(Arc::new(hybrid));
             }
             tracing::info!(
-                tools = docs.len(),
+                tools,
                 embedded = missing.len(),
                 ms = started.elapsed().as_millis() as u64,
                 "semantic search ready"
@@ -259,26 +261,29 @@ fn embed_snapshot(
 }
 
 impl Semantic {
-    /// The hybrid index of `docs` from vectors embedded before, or `None` when a text of
-    /// theirs has none yet.
+    /// The hybrid index of `docs` from vectors embedded before, or, when a text of theirs has
+    /// none yet, the texts to embed.
     fn hybrid_from_stored(
         &self,
         docs: &[SearchDoc],
         lexical: Arc<SearchIndex>,
-    ) -> Option<HybridIndex> {
-        let EmbedTexts { texts, extra_of } = EmbedTexts::of(docs);
-        let mut rows = Vec::with_capacity(texts.len() * self.embedder.dim());
+    ) -> Result<HybridIndex, EmbedTexts> {
+        let texts = EmbedTexts::of(docs);
+        let mut rows = Vec::with_capacity(texts.texts.len() * self.embedder.dim());
         {
             let cache = self.vectors.lock();
-            for t in &texts {
-                rows.extend_from_slice(cache.get(&vectors::text_key(t))?);
+            for t in &texts.texts {
+                match cache.get(&vectors::text_key(t)) {
+                    Some(v) => rows.extend_from_slice(v),
+                    None => return Err(texts),
+                }
             }
         }
-        Some(HybridIndex::from_rows(
+        Ok(HybridIndex::from_rows(
             lexical,
             self.embedder.clone(),
             rows,
-            extra_of,
+            texts.extra_of,
             HybridConfig::default(),
         ))
     }
