@@ -171,8 +171,8 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Embeds the texts of one snapshot's tools ([`EmbedTexts`], reusing vectors of unchanged texts) and
-/// hybrid index if the snapshot is still current.
+/// Embeds the texts of one snapshot's tools ([`EmbedTexts`]; vectors of unchanged texts are
+/// reused) and installs the hybrid index if the snapshot is still current.
 fn embed_snapshot(
     semantic: &Semantic,
     slot: &Mutex<Option<Built>>,
