@@ -354,9 +354,9 @@ impl Embedder {
 
     /// The unit-length embedding of a search query: [`Embedder::embed`] of the first
     /// [`QUERY_TOKENS`] tokens (the final `[SEP]` kept) of the query's words that hold a letter
-    /// ([`words_with_letters`]), so a pasted paragraph costs no more than a sentence. Only the
-    /// text's first [`QUERY_BYTES`] are tokenized: a query carrying a pasted file (an 18 KB
-    /// base64 image, say) would spend 20–30 ms in the tokenizer alone.
+    /// ([`crate::tokenize::naming_words`]), so a pasted paragraph costs no more than a
+    /// sentence. Only the text's first [`QUERY_BYTES`] are tokenized: a query carrying a
+    /// pasted file (an 18 KB base64 image, say) would spend 20–30 ms in the tokenizer alone.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
         self.embed_ids(&self.query_ids(query_prefix(text))?)
     }
