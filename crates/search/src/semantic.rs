@@ -44,6 +44,8 @@ pub const MODEL_ENV: &str = "TOOLSHED_SEARCH_MODEL";
 /// `q8`).
 pub const PRECISION_ENV: &str = "TOOLSHED_SEARCH_PRECISION";
 
+pub use crate::cpu::AVX512_ENV;
+
 /// Tokens of a query the model reads at most (`[CLS]` and `[SEP]` included). A search
 /// sentence is 10–40 tokens; past this the forward pass would cost more than the latency
 /// target allows, and a query's first 64 tokens say what it looks for.
@@ -118,6 +120,20 @@ pub enum SemanticError {
     /// [`PRECISION_ENV`] names no precision.
     #[error("{PRECISION_ENV}={0:?} is not a precision (expected f32, f16, i8 or q8)")]
     Precision(String),
+    /// [`AVX512_ENV`] holds none of its values.
+    #[error("{AVX512_ENV}={0:?} is not a setting (expected auto or off)")]
+    Avx512(String),
+}
+
+impl Precision {
+    /// The precision [`PRECISION_ENV`] names (`f32`, `f16`, `i8` or `q8`); unset or empty, the
+    /// default. Another value is an error that names it.
+    pub fn from_env() -> Result<Self, SemanticError> {
+        match std::env::var(PRECISION_ENV) {
+            Ok(v) if !v.is_empty() => v.parse(),
+            _ => Ok(Precision::default()),
+        }
+    }
 }
 
 impl std::str::FromStr for Precision {
@@ -156,6 +172,7 @@ impl std::fmt::Debug for Embedder {
             .field("threads", &self.threads())
             .field("simd", &self.encoder.simd)
             .field("precision", &self.encoder.precision())
+            .field("kernels", &kernels::kernel_tag(self.encoder.precision()))
             .finish()
     }
 }
@@ -192,8 +209,9 @@ impl Embedder {
     }
 
     /// [`Embedder::load`] with the weights kept in `precision` (where the CPU has the kernels
-    /// for it; f32 otherwise).
+    /// for it; f32 otherwise). A value of [`AVX512_ENV`] other than `auto` or `off` is an error.
     pub fn load_with(dir: impl AsRef<Path>, precision: Precision) -> Result<Self, SemanticError> {
+        crate::cpu::avx512_allowed().map_err(SemanticError::Avx512)?;
         let dir = dir.as_ref();
 
         let config_path = dir.join("config.json");
@@ -295,18 +313,10 @@ impl Embedder {
     }
 
     /// Loads the model named by [`MODEL_ENV`]; `None` when the variable is unset or empty.
-    /// [`PRECISION_ENV`] (`f32`, `f16`, `i8` or `q8`) chooses the products' precision; unset, the
-    /// default. Another value is an error that names it.
+    /// [`PRECISION_ENV`] chooses the products' precision ([`Precision::from_env`]).
     pub fn from_env() -> Option<Result<Self, SemanticError>> {
         let dir = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty())?;
-        let precision = match std::env::var(PRECISION_ENV) {
-            Err(_) => Precision::default(),
-            Ok(v) => match v.parse() {
-                Ok(p) => p,
-                Err(e) => return Some(Err(e)),
-            },
-        };
-        Some(Self::load_with(PathBuf::from(dir), precision))
+        Some(Precision::from_env().and_then(|p| Self::load_with(PathBuf::from(dir), p)))
     }
 
     /// Length of every embedding.

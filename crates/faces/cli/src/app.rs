@@ -209,10 +209,12 @@ pub async fn plugins(config: &Config, store: &Store) -> Vec<Plugin> {
     plugins
 }
 
-/// The sentence-embedding model of `[search] model`.
+/// The sentence-embedding model of `[search] model`, its products in the precision
+/// `TOOLSHED_SEARCH_PRECISION` names (the default when unset).
 #[cfg(feature = "semantic")]
 fn load_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn toolshed_search::TextEmbedder>> {
-    let model = toolshed_search::Embedder::load(dir)
+    let precision = toolshed_search::semantic::Precision::from_env()?;
+    let model = toolshed_search::Embedder::load_with(dir, precision)
         .with_context(|| format!("[search] model: loading {}", dir.display()))?;
     Ok(Arc::new(model))
 }

@@ -1,12 +1,13 @@
 //! Hybrid search through the binary (built with `--features semantic`): `[search] model` loads
 //! the sentence-embedding model, `toolshed search` ranks with it, and the tool vectors are kept
-//! in the data directory for the next run. Needs the model directory in
+//! in the data directory for the next run; the precision and AVX-512 settings are honoured and
+//! a wrong one is refused by name. Needs the model directory in
 //! `TOOLSHED_SEARCH_MODEL` (`scripts/search-model.sh` fetches it); without it the test prints a
 //! skip line.
 
 use crate::support;
 
-use support::cli;
+use support::{cli, cli_with_env};
 
 #[test]
 fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
@@ -58,4 +59,69 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
     assert_eq!(code, 0, "{again}");
     assert_eq!(again["hits"], v["hits"]);
     assert_eq!(std::fs::metadata(&vectors).unwrap().len(), stored);
+    let kept = std::fs::read(&vectors).unwrap();
+
+    // A setting the binary cannot honour is refused by name, and the stored vectors are kept.
+    for (var, value) in [
+        ("TOOLSHED_SEARCH_PRECISION", "int4"),
+        ("TOOLSHED_SEARCH_AVX512", "maybe"),
+    ] {
+        let (code, out) = cli_with_env(
+            dir.path(),
+            Some(&config),
+            &["search", query, "--limit", "3"],
+            &[(var, value)],
+        );
+        assert_ne!(code, 0, "{var}={value}: {out}");
+        let text = out.to_string();
+        assert!(
+            text.contains(var) && text.contains(value),
+            "the error names {var}={value}: {text}"
+        );
+        assert_eq!(std::fs::read(&vectors).unwrap(), kept);
+    }
+
+    if !cfg!(target_arch = "x86_64") {
+        return; // The 8-bit kernels are x86-64's; elsewhere every setting runs in f32.
+    }
+    // The model's own arithmetic, and the AVX2 kernels alone, rank a pet tool first. The
+    // vector file is written for the kernels that ran (its second line names them), so each
+    // setting's vectors are embedded anew.
+    let kernels = || {
+        let bytes = std::fs::read(&vectors).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        text.lines().nth(1).unwrap_or_default().to_string()
+    };
+    assert!(
+        kernels().ends_with("precision=Q8/64") || kernels().ends_with("/w7"),
+        "{}",
+        kernels()
+    );
+    for (env, tag) in [
+        (
+            [
+                ("TOOLSHED_SEARCH_PRECISION", "f32"),
+                ("TOOLSHED_SEARCH_AVX512", "auto"),
+            ],
+            "precision=F32",
+        ),
+        (
+            [
+                ("TOOLSHED_SEARCH_PRECISION", "q8"),
+                ("TOOLSHED_SEARCH_AVX512", "off"),
+            ],
+            "precision=Q8/64/w7",
+        ),
+    ] {
+        let (code, other) = cli_with_env(
+            dir.path(),
+            Some(&config),
+            &["search", query, "--limit", "3"],
+            &env,
+        );
+        assert_eq!(code, 0, "{env:?}: {other}");
+        let first = other["hits"][0]["path"].as_str().unwrap_or_default();
+        assert!(first.starts_with("pets.pet."), "{env:?}: {other}");
+        assert!(kernels().ends_with(tag), "{env:?}: {}", kernels());
+    }
 }

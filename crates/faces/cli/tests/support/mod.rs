@@ -236,7 +236,18 @@ impl Drop for Server {
 
 /// Runs the CLI and returns (exit code, stdout as JSON or text).
 pub fn cli(data_dir: &Path, config: Option<&Path>, args: &[&str]) -> (i32, Value) {
+    cli_with_env(data_dir, config, args, &[])
+}
+
+/// [`cli`] with `env` added to the binary's environment.
+pub fn cli_with_env(
+    data_dir: &Path,
+    config: Option<&Path>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Value) {
     let mut cmd = std::process::Command::new(BIN);
+    cmd.envs(env.iter().copied());
     cmd.arg("--data-dir").arg(data_dir).arg("--json");
     if let Some(c) = config {
         cmd.arg("--config").arg(c);
