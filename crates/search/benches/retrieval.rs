@@ -344,10 +344,20 @@ fn evaluate_hybrid(
         .collect();
     repeat.sort_by(f64::total_cmp);
     let rp = |p: f64| repeat[((repeat.len() as f64 * p) as usize).min(repeat.len() - 1)];
+    // Requests that differ only in what the model leaves unread share one entry.
+    let distinct_texts: std::collections::HashSet<&str> =
+        set.queries.iter().map(|(q, _)| q.as_str()).collect();
+    let distinct_keys: std::collections::HashSet<String> = set
+        .queries
+        .iter()
+        .map(|(q, _)| toolshed_search::TextEmbedder::query_key(embedder.as_ref(), q).into_owned())
+        .collect();
     println!(
-        "    repeated queries through the query cache: embed p50 {:.4} ms, p99 {:.4} ms",
+        "    repeated queries through the query cache: embed p50 {:.4} ms, p99 {:.4} ms; {} distinct requests, {} cache entries",
         rp(0.5),
-        rp(0.99)
+        rp(0.99),
+        distinct_texts.len(),
+        distinct_keys.len()
     );
     lex.print(&format!("{name} lexical"), t_lex);
     sem.print(&format!("{name} semantic"), t_embed + t_sem);

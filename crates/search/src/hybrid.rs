@@ -17,6 +17,7 @@
 //!
 //! The lexical path is untouched: [`SearchIndex::search`] ranks exactly as without the feature.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -52,6 +53,15 @@ pub trait TextEmbedder: Send + Sync + std::fmt::Debug {
     /// long query than of a tool, to bound a search's latency; by default the text's vector.
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         self.embed_text(text)
+    }
+
+    /// A key that stands for everything in `text` that decides its query vectors
+    /// ([`TextEmbedder::embed_query_clauses`]): two texts with the same key get the same vectors.
+    /// By default the text itself; a model that leaves part of a query unread (see
+    /// [`crate::tokenize::naming_words`]) keys it by what it reads, so a cache of query vectors
+    /// ([`crate::CachedEmbedder`]) serves "book 2 rooms" for "book 3 rooms".
+    fn query_key<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        Cow::Borrowed(text)
     }
 
     /// The vectors a search compares the tools' vectors with: by default the query's

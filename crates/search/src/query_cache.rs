@@ -1,7 +1,8 @@
 //! Repeated queries cost nothing: [`CachedEmbedder`] wraps an embedder and keeps the vectors
 //! of the last queries it embedded ([`TextEmbedder::embed_query_clauses`], what a search asks
 //! for; tool texts and single query vectors pass through), so an agent that searches again
-//! with the same words skips the model.
+//! with the same words skips the model. Queries are kept by what the model reads of them
+//! ([`TextEmbedder::query_key`]): a request repeated with other amounts or dates is served too.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -80,15 +81,22 @@ impl TextEmbedder for CachedEmbedder {
         self.inner.embed_query(text)
     }
 
+    fn query_key<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        self.inner.query_key(text)
+    }
+
+    /// Keyed by what the model reads ([`TextEmbedder::query_key`]), so requests that differ only
+    /// in the values they carry share one entry.
     fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, EmbedError> {
         if self.capacity == 0 || text.len() > MAX_CACHED_TEXT {
             return self.inner.embed_query_clauses(text);
         }
-        if let Some(v) = self.lookup(text) {
+        let key = self.inner.query_key(text);
+        if let Some(v) = self.lookup(&key) {
             return Ok(QueryVectors::clone(&v));
         }
         let v = self.inner.embed_query_clauses(text)?;
-        self.keep(text, &v);
+        self.keep(&key, &v);
         Ok(v)
     }
 }
@@ -129,6 +137,34 @@ mod tests {
                 clauses: vec![vec![1.0], vec![2.0]],
             })
         }
+    }
+
+    /// Reads no digit of a query.
+    #[derive(Debug, Default)]
+    struct Wordy(AtomicUsize);
+
+    impl TextEmbedder for Wordy {
+        fn dim(&self) -> usize {
+            1
+        }
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            self.0.fetch_add(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|t| t.len() as f32).collect())
+        }
+        fn query_key<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+            text.replace(|c: char| c.is_ascii_digit(), "").into()
+        }
+    }
+
+    #[test]
+    fn a_request_with_other_values_is_served_from_the_cache() {
+        let inner = Arc::new(Wordy::default());
+        let c = CachedEmbedder::new(inner.clone(), 4);
+        let first = c.embed_query_clauses("book 2 rooms").unwrap();
+        assert_eq!(c.embed_query_clauses("book 3 rooms").unwrap(), first);
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        c.embed_query_clauses("book 3 suites").unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2);
     }
 
     #[test]

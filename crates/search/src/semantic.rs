@@ -411,6 +411,25 @@ impl Embedder {
         Ok(self.query_sequences(text)?.iter().map(Vec::len).sum())
     }
 
+    /// What decides a query's vectors ([`crate::hybrid::TextEmbedder::query_key`]): the words
+    /// with a letter of its first [`QUERY_BYTES`], and of each of their clauses
+    /// ([`Embedder::query_sequences`] reads nothing else). Each part is written with its length
+    /// first, so no two different readings give one key.
+    fn reading_key(text: &str) -> String {
+        let text = query_prefix(text);
+        let mut key = String::with_capacity(text.len() + 8);
+        let mut part = |words: &str| {
+            key.push_str(&words.len().to_string());
+            key.push(':');
+            key.push_str(words);
+        };
+        part(&words_with_letters(text));
+        for range in crate::clauses::clauses(text) {
+            part(&words_with_letters(&text[range]));
+        }
+        key
+    }
+
     /// The token ids [`Embedder::embed_query_clauses`] embeds: one sequence per clause when
     /// at least two clauses fit in [`QUERY_TOKENS`] together, else the request's own.
     fn query_sequences(&self, text: &str) -> Result<Vec<Vec<u32>>, SemanticError> {
@@ -489,6 +508,10 @@ impl crate::hybrid::TextEmbedder for Embedder {
     fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, crate::hybrid::EmbedError> {
         self.embed_batch(texts)
             .map_err(|e| crate::hybrid::EmbedError(e.to_string()))
+    }
+
+    fn query_key<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        Cow::Owned(Embedder::reading_key(text))
     }
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, crate::hybrid::EmbedError> {
@@ -574,6 +597,39 @@ mod tests {
         for (text, r) in texts.iter().zip(all.chunks(m.dim())) {
             let cos = dot(&m.embed(text).unwrap(), r);
             assert!(cos > bound, "{text}: cosine {cos} to the f32 vector");
+        }
+    }
+
+    #[test]
+    fn a_query_is_keyed_by_what_the_model_reads_of_it() {
+        let key = Embedder::reading_key;
+        // Other values, the same words: one key.
+        assert_eq!(
+            key("book 2 rooms from 2024-05-01, then email me the $450 receipt"),
+            key("book 3 rooms from 2025-01-09, then email me the $99 receipt")
+        );
+        // Other words, or the same words cut into other clauses: other keys.
+        assert_ne!(key("book 2 rooms"), key("book 2 suites"));
+        assert_ne!(
+            key("find flights to Paris, book a hotel near the Louvre"),
+            key("find flights to Paris book a hotel near the Louvre")
+        );
+        let Some(m) = model() else { return };
+        // Whatever the key leaves out changes no vector.
+        let pairs = [
+            (
+                "pay invoice 4411 of $20.50, then mail 3 copies",
+                "pay invoice 17 of $3, then mail 9 copies",
+            ),
+            ("weather on 2024-06-01", "weather on 12/31"),
+            ("ticket 42", "ticket 7"),
+        ];
+        for (a, b) in pairs {
+            assert_eq!(key(a), key(b));
+            assert_eq!(
+                m.embed_query_clauses(a).unwrap(),
+                m.embed_query_clauses(b).unwrap()
+            );
         }
     }
 
