@@ -25,8 +25,9 @@ fn avx512_setting(value: Option<&str>) -> Result<bool, String> {
     }
 }
 
-/// Whether this CPU has AVX-512 F, BW and VNNI (`vpdpbusd`, 64 byte products per instruction),
-/// and [`AVX512_ENV`] does not turn them off. A value the variable cannot hold leaves the
+/// Whether this CPU has AVX-512 F, BW, VL and VNNI (`vpdpbusd`, 64 byte products per
+/// instruction on 512-bit vectors, 32 on 256-bit ones), and [`AVX512_ENV`] does not turn them
+/// off. A value the variable cannot hold leaves the
 /// detection as it is (the model's loader reports it, see `Embedder::load_with`).
 pub(crate) fn avx512_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -36,6 +37,7 @@ pub(crate) fn avx512_vnni() -> bool {
             avx512_allowed().unwrap_or(true)
                 && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
                 && is_x86_feature_detected!("avx512vnni")
         })
     }
