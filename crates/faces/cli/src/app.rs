@@ -216,6 +216,7 @@ fn load_embedder(dir: &std::path::Path) -> anyhow::Result<Arc<dyn toolshed_searc
     let precision = toolshed_search::semantic::Precision::from_env()?;
     let model = toolshed_search::Embedder::load_with(dir, precision)
         .with_context(|| format!("[search] model: loading {}", dir.display()))?;
+    tracing::info!("search: embedding model loaded: {model:?}");
     Ok(Arc::new(model))
 }
 
