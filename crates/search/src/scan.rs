@@ -95,26 +95,55 @@ impl Codes {
         self.best_scores_body(&quantized, keep)
     }
 
-    #[inline(always)]
+    /// The portable scan (compiled for the build's baseline target).
     fn best_scores_body(
         &self,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
     ) -> Vec<(usize, f32)> {
-        self.codes
-            .chunks_exact(self.dim.max(1))
-            .zip(&self.scales)
-            .enumerate()
-            .filter(|(d, _)| keep(*d))
-            .map(|(d, (c, s))| {
-                let best = queries
-                    .iter()
-                    .map(|(q, qs)| dot_i8(c, q) as f32 * s * qs)
-                    .fold(f32::NEG_INFINITY, f32::max);
-                (d, best)
-            })
-            .collect()
+        self.best_by(queries, keep, |_, c, i| dot_i8(c, &queries[i].0))
     }
+
+    /// Every vector `d` for which `keep(d)`, with its best score over `queries`, as `(d,
+    /// score)`; `dot(d, row, i)` is the integer product of vector `d` (its codes, `row`) with
+    /// query `i`. Inlined into each kernel, so `dot` runs on that kernel's instructions.
+    #[inline(always)]
+    fn best_by(
+        &self,
+        queries: &[(Vec<i8>, f32)],
+        keep: impl Fn(usize) -> bool,
+        dot: impl Fn(usize, &[i8], usize) -> i32,
+    ) -> Vec<(usize, f32)> {
+        let mut out = Vec::with_capacity(self.len());
+        let rows = self.codes.chunks_exact(self.dim.max(1));
+        for (d, (row, scale)) in rows.zip(&self.scales).enumerate() {
+            if !keep(d) {
+                continue;
+            }
+            let mut best = f32::NEG_INFINITY;
+            for (i, (_, query_scale)) in queries.iter().enumerate() {
+                best = best.max(dot(d, row, i) as f32 * scale * query_scale);
+            }
+            out.push((d, best));
+        }
+        out
+    }
+}
+
+/// The sum of the eight 32-bit lanes of `acc`.
+///
+/// # Safety
+/// The CPU must have AVX2; inlined into the kernels, which enable it.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn sum_lanes(acc: std::arch::x86_64::__m256i) -> i32 {
+    use std::arch::x86_64::*;
+    let half = _mm_add_epi32(
+        _mm256_castsi256_si128(acc),
+        _mm256_extracti128_si256::<1>(acc),
+    );
+    let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
+    _mm_cvtsi128_si32(_mm_add_epi32(quarter, _mm_shuffle_epi32::<0b01>(quarter)))
 }
 
 /// The scan on AVX-512 VNNI: `vpdpbusd` multiplies 32 unsigned bytes by 32 signed ones (its
@@ -135,61 +164,37 @@ mod vnni {
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
     ) -> Vec<(usize, f32)> {
-        use std::arch::x86_64::*;
-        let dim = codes.dim;
         let shifted: Vec<Vec<u8>> = queries
             .iter()
             .map(|(q, _)| q.iter().map(|&x| (i16::from(x) + 128) as u8).collect())
             .collect();
-        let mut out = Vec::with_capacity(codes.len());
-        for (d, ((c, s), sum)) in codes
-            .codes
-            .chunks_exact(dim)
-            .zip(&codes.scales)
-            .zip(&codes.sums)
-            .enumerate()
-        {
-            if !keep(d) {
-                continue;
+        codes.best_by(queries, keep, |d, row, i| {
+            // SAFETY: the row and the query hold dim bytes, a multiple of 64.
+            unsafe { dot(row, &shifted[i]) - 128 * codes.sums[d] }
+        })
+    }
+
+    /// The product of a vector's codes with a shifted query, in two sums: `vpdpbusd` takes
+    /// several cycles before its sum can be added to, so one chain of them would wait on itself.
+    ///
+    /// # Safety
+    /// As [`best_scores`]; both slices hold a multiple of 64 bytes, the same number.
+    #[inline(always)]
+    unsafe fn dot(row: &[i8], shifted: &[u8]) -> i32 {
+        use std::arch::x86_64::*;
+        let (q, c) = (shifted.as_ptr(), row.as_ptr());
+        let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for i in (0..row.len()).step_by(64) {
+            // SAFETY: i + 64 <= len for both slices.
+            unsafe {
+                let (q0, c0) = (q.add(i).cast(), c.add(i).cast());
+                let (q1, c1) = (q.add(i + 32).cast(), c.add(i + 32).cast());
+                even = _mm256_dpbusd_epi32(even, _mm256_loadu_si256(q0), _mm256_loadu_si256(c0));
+                odd = _mm256_dpbusd_epi32(odd, _mm256_loadu_si256(q1), _mm256_loadu_si256(c1));
             }
-            let mut best = f32::NEG_INFINITY;
-            for ((_, qs), q) in queries.iter().zip(&shifted) {
-                // SAFETY: c and q hold dim bytes, a multiple of 64.
-                // Two accumulators: `vpdpbusd` takes several cycles before its sum can be added
-                // to, so one chain of them would wait on itself.
-                let dot = unsafe {
-                    let (qp, cp) = (q.as_ptr(), c.as_ptr());
-                    let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-                    let mut i = 0;
-                    while i + 64 <= dim {
-                        let (q0, c0) = (qp.add(i).cast(), cp.add(i).cast());
-                        let (q1, c1) = (qp.add(i + 32).cast(), cp.add(i + 32).cast());
-                        even = _mm256_dpbusd_epi32(
-                            even,
-                            _mm256_loadu_si256(q0),
-                            _mm256_loadu_si256(c0),
-                        );
-                        odd = _mm256_dpbusd_epi32(
-                            odd,
-                            _mm256_loadu_si256(q1),
-                            _mm256_loadu_si256(c1),
-                        );
-                        i += 64;
-                    }
-                    let acc = _mm256_add_epi32(even, odd);
-                    let half = _mm_add_epi32(
-                        _mm256_castsi256_si128(acc),
-                        _mm256_extracti128_si256::<1>(acc),
-                    );
-                    let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
-                    let one = _mm_add_epi32(quarter, _mm_shuffle_epi32::<0b01>(quarter));
-                    _mm_cvtsi128_si32(one) - 128 * sum
-                };
-                best = best.max(dot as f32 * s * qs);
-            }
-            out.push((d, best));
         }
-        out
+        // SAFETY: AVX2 is enabled where this is inlined.
+        unsafe { super::sum_lanes(_mm256_add_epi32(even, odd)) }
     }
 }
 
@@ -213,43 +218,37 @@ mod avx2 {
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
     ) -> Vec<(usize, f32)> {
-        use std::arch::x86_64::*;
-        let dim = codes.dim;
         let magnitudes: Vec<Vec<u8>> = queries
             .iter()
             .map(|(q, _)| q.iter().map(|x| x.unsigned_abs()).collect())
             .collect();
+        codes.best_by(queries, keep, |_, row, i| {
+            // SAFETY: the row, the query and its magnitudes hold dim bytes, a multiple of 32.
+            unsafe { dot(row, &queries[i].0, &magnitudes[i]) }
+        })
+    }
+
+    /// The product of a vector's codes with a query, given the query's magnitudes.
+    ///
+    /// # Safety
+    /// As [`best_scores`]; the three slices hold the same multiple of 32 bytes.
+    #[inline(always)]
+    unsafe fn dot(row: &[i8], query: &[i8], magnitudes: &[u8]) -> i32 {
+        use std::arch::x86_64::*;
         let ones = _mm256_set1_epi16(1);
-        let mut out = Vec::with_capacity(codes.len());
-        for (d, (c, s)) in codes.codes.chunks_exact(dim).zip(&codes.scales).enumerate() {
-            if !keep(d) {
-                continue;
+        let mut acc = _mm256_setzero_si256();
+        for i in (0..row.len()).step_by(32) {
+            // SAFETY: i + 32 <= len for all three slices.
+            unsafe {
+                let c = _mm256_loadu_si256(row.as_ptr().add(i).cast());
+                let q = _mm256_loadu_si256(query.as_ptr().add(i).cast());
+                let m = _mm256_loadu_si256(magnitudes.as_ptr().add(i).cast());
+                let pairs = _mm256_maddubs_epi16(m, _mm256_sign_epi8(c, q));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
             }
-            let mut best = f32::NEG_INFINITY;
-            for ((q, qs), m) in queries.iter().zip(&magnitudes) {
-                // SAFETY: c, q and m hold dim bytes, a multiple of 32.
-                let dot = unsafe {
-                    let mut acc = _mm256_setzero_si256();
-                    for i in (0..dim).step_by(32) {
-                        let cv = _mm256_loadu_si256(c.as_ptr().add(i).cast());
-                        let qv = _mm256_loadu_si256(q.as_ptr().add(i).cast());
-                        let mv = _mm256_loadu_si256(m.as_ptr().add(i).cast());
-                        let pairs = _mm256_maddubs_epi16(mv, _mm256_sign_epi8(cv, qv));
-                        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
-                    }
-                    let half = _mm_add_epi32(
-                        _mm256_castsi256_si128(acc),
-                        _mm256_extracti128_si256::<1>(acc),
-                    );
-                    let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
-                    let one = _mm_add_epi32(quarter, _mm_shuffle_epi32::<0b01>(quarter));
-                    _mm_cvtsi128_si32(one)
-                };
-                best = best.max(dot as f32 * s * qs);
-            }
-            out.push((d, best));
         }
-        out
+        // SAFETY: AVX2 is enabled where this is inlined.
+        unsafe { super::sum_lanes(acc) }
     }
 }
 
