@@ -7,7 +7,7 @@
 //! it runs.
 
 /// Environment variable that turns the AVX-512 kernels off (`off`) or leaves them to the CPU
-/// (`auto`, the default).
+/// (`auto`, the default, or `on`); case and surrounding spaces do not matter.
 pub const AVX512_ENV: &str = "TOOLSHED_SEARCH_AVX512";
 
 /// Whether [`AVX512_ENV`] allows AVX-512 (`auto`, `on` or unset), or its value if it is none of
@@ -18,7 +18,7 @@ pub(crate) fn avx512_allowed() -> Result<bool, String> {
 
 /// [`avx512_allowed`] for the variable's value.
 fn avx512_setting(value: Option<&str>) -> Result<bool, String> {
-    match value.map(str::trim) {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("" | "auto" | "on") => Ok(true),
         Some("off") => Ok(false),
         Some(_) => Err(value.unwrap_or_default().to_string()),
@@ -65,6 +65,8 @@ mod tests {
         assert_eq!(avx512_setting(None), Ok(true));
         assert_eq!(avx512_setting(Some("auto")), Ok(true));
         assert_eq!(avx512_setting(Some(" off ")), Ok(false));
+        assert_eq!(avx512_setting(Some("OFF")), Ok(false));
+        assert_eq!(avx512_setting(Some("on")), Ok(true));
         assert_eq!(avx512_setting(Some("no")), Err("no".to_string()));
     }
 }

@@ -83,13 +83,13 @@ impl Codes {
             })
             .collect();
         #[cfg(target_arch = "x86_64")]
-        if crate::cpu::avx512_vnni() && self.dim.is_multiple_of(64) {
-            // SAFETY: AVX-512 F, BW, VL and VNNI were detected; dim is a multiple of 64.
+        if crate::cpu::avx512_vnni() && self.dim > 0 && self.dim.is_multiple_of(64) {
+            // SAFETY: AVX-512 F, BW, VL and VNNI were detected; dim is a positive multiple of 64.
             return unsafe { vnni::best_scores(self, &quantized, keep) };
         }
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && self.dim.is_multiple_of(32) {
-            // SAFETY: AVX2 was detected; dim is a multiple of 32.
+        if is_x86_feature_detected!("avx2") && self.dim > 0 && self.dim.is_multiple_of(32) {
+            // SAFETY: AVX2 was detected; dim is a positive multiple of 32.
             return unsafe { avx2::best_scores(self, &quantized, keep) };
         }
         self.best_scores_body(&quantized, keep)
@@ -157,7 +157,8 @@ mod vnni {
     /// [`Codes::best_scores`] on VNNI.
     ///
     /// # Safety
-    /// [`crate::cpu::avx512_vnni`] must have said yes and `codes.dim` be a multiple of 64.
+    /// [`crate::cpu::avx512_vnni`] must have said yes and `codes.dim` be a positive multiple of
+    /// 64.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
     pub(super) unsafe fn best_scores(
         codes: &Codes,
@@ -182,6 +183,7 @@ mod vnni {
     #[inline(always)]
     unsafe fn dot(row: &[i8], shifted: &[u8]) -> i32 {
         use std::arch::x86_64::*;
+        debug_assert!(row.len() == shifted.len() && row.len().is_multiple_of(64));
         let (q, c) = (shifted.as_ptr(), row.as_ptr());
         let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for i in (0..row.len()).step_by(64) {
@@ -211,7 +213,7 @@ mod avx2 {
     /// [`Codes::best_scores`] on AVX2.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and `codes.dim` be a multiple of 32.
+    /// The CPU must have AVX2 and `codes.dim` be a positive multiple of 32.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn best_scores(
         codes: &Codes,
@@ -235,6 +237,8 @@ mod avx2 {
     #[inline(always)]
     unsafe fn dot(row: &[i8], query: &[i8], magnitudes: &[u8]) -> i32 {
         use std::arch::x86_64::*;
+        debug_assert!(row.len() == query.len() && row.len() == magnitudes.len());
+        debug_assert!(row.len().is_multiple_of(32));
         let ones = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_si256();
         for i in (0..row.len()).step_by(32) {
@@ -369,10 +373,7 @@ mod tests {
 
     #[test]
     #[cfg(target_arch = "x86_64")]
-    fn the_avx2_scan_gives_the_exact_integer_products() {
-        if !is_x86_feature_detected!("avx2") {
-            return;
-        }
+    fn the_simd_scans_give_the_exact_integer_products() {
         let dim = 384;
         // Random vectors, and the extremes the codes reach (every code ±127, zeros).
         let mut vectors: Vec<f32> = (0..60).flat_map(|i| unit(i, dim)).collect();
@@ -394,17 +395,34 @@ mod tests {
             (c, s)
         })
         .collect();
-        // SAFETY: AVX2 was detected; 384 is a multiple of 32.
-        let fast = unsafe { avx2::best_scores(&codes, &queries, |d| d != 1) };
         let plain = codes.best_scores_body(&queries, |d| d != 1);
-        assert_eq!(fast.len(), codes.len() - 1);
-        assert_eq!(fast, plain);
-        // All 127s against all −127s: the largest product there is, exactly.
-        let last = codes.len() - 2;
-        assert_eq!(
-            dot_i8(&codes.codes[last * dim..][..dim], &queries[1].0),
-            -127 * 127 * 384
-        );
+        assert_eq!(plain.len(), codes.len() - 1);
+        // All 127s against all −127s: the largest product there is.
+        let ones = codes.len() - 2;
+        let largest = [(
+            ones,
+            (-127 * 127 * 384) as f32 * codes.scales[ones] * queries[1].1,
+        )];
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected; 384 is a positive multiple of 32.
+            unsafe {
+                assert_eq!(avx2::best_scores(&codes, &queries, |d| d != 1), plain);
+                assert_eq!(
+                    avx2::best_scores(&codes, &queries[1..2], |d| d == ones),
+                    largest
+                );
+            }
+        }
+        if crate::cpu::avx512_vnni() {
+            // SAFETY: VNNI was detected; 384 is a positive multiple of 64.
+            unsafe {
+                assert_eq!(vnni::best_scores(&codes, &queries, |d| d != 1), plain);
+                assert_eq!(
+                    vnni::best_scores(&codes, &queries[1..2], |d| d == ones),
+                    largest
+                );
+            }
+        }
     }
 
     #[test]
@@ -415,6 +433,8 @@ mod tests {
             [(0, 0.0), (1, 0.0)]
         );
         assert_eq!(dot_i8(&[1; 17], &[2; 17]), 34);
+        // Vectors of no dimension take the portable path: nothing to read, every score 0.
+        assert_eq!(Codes::new(&[0.5; 4], 0).scores(&[], |_| true).len(), 4);
         assert!(Codes::new(&[], 384).is_empty());
         assert_eq!(candidates(10), 64);
         assert_eq!(candidates(50), 200);

@@ -121,16 +121,20 @@ pub enum SemanticError {
     #[error("{PRECISION_ENV}={0:?} is not a precision (expected f32, f16, i8 or q8)")]
     Precision(String),
     /// [`AVX512_ENV`] holds none of its values.
-    #[error("{AVX512_ENV}={0:?} is not a setting (expected auto or off)")]
+    #[error("{AVX512_ENV}={0:?} is not a setting (expected auto, on or off)")]
     Avx512(String),
 }
 
 impl Precision {
-    /// The precision [`PRECISION_ENV`] names (`f32`, `f16`, `i8` or `q8`); unset or empty, the
-    /// default. Another value is an error that names it.
+    /// The precision [`PRECISION_ENV`] names (`f32`, `f16`, `i8` or `q8`, in any case, spaces
+    /// around ignored); unset or empty, the default. Another value is an error that names it.
     pub fn from_env() -> Result<Self, SemanticError> {
         match std::env::var(PRECISION_ENV) {
-            Ok(v) if !v.is_empty() => v.parse(),
+            Ok(v) if !v.trim().is_empty() => v
+                .trim()
+                .to_ascii_lowercase()
+                .parse()
+                .map_err(|_| SemanticError::Precision(v)),
             _ => Ok(Precision::default()),
         }
     }

@@ -65,6 +65,7 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
     for (var, value) in [
         ("TOOLSHED_SEARCH_PRECISION", "int4"),
         ("TOOLSHED_SEARCH_AVX512", "maybe"),
+        ("TOOLSHED_SEARCH_PRECISION", "int4 "),
     ] {
         let (code, out) = cli_with_env(
             dir.path(),

@@ -247,7 +247,10 @@ pub fn cli_with_env(
     env: &[(&str, &str)],
 ) -> (i32, Value) {
     let mut cmd = std::process::Command::new(BIN);
-    cmd.envs(env.iter().copied());
+    // The search settings come from the test, not from the shell that runs it.
+    cmd.env_remove("TOOLSHED_SEARCH_PRECISION")
+        .env_remove("TOOLSHED_SEARCH_AVX512")
+        .envs(env.iter().copied());
     cmd.arg("--data-dir").arg(data_dir).arg("--json");
     if let Some(c) = config {
         cmd.arg("--config").arg(c);

@@ -29,7 +29,8 @@ pub(super) const GROUP: usize = 64;
 // Whole 512-bit registers per group (`quantize_group`), and a group's sum exact in 32 bits.
 const _: () = assert!(GROUP.is_multiple_of(16) && GROUP * 255 * 127 < i32::MAX as usize);
 
-/// Whether this CPU has AVX-512 F, BW and VNNI: [`tile`] then multiplies with `vpdpbusd`, and
+/// Whether this CPU has AVX-512 F, BW, VL and VNNI and `TOOLSHED_SEARCH_AVX512` does not turn
+/// them off ([`crate::cpu::avx512_vnni`]): [`tile`] then multiplies with `vpdpbusd`, and
 /// the weights use the whole signed byte. Elsewhere (AVX2 only) it multiplies with
 /// `vpmaddubsw`, whose pairs of products saturate at 16 bits: the weights then keep 7 bits
 /// (±[`AVX2_LIMIT`]), so that two products of an input byte and a weight never pass 32,767.
