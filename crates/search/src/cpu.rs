@@ -27,8 +27,8 @@ fn avx512_setting(value: Option<&str>) -> Result<bool, String> {
 
 /// Whether this CPU has AVX-512 F, BW, VL and VNNI (`vpdpbusd`, 64 byte products per
 /// instruction on 512-bit vectors, 32 on 256-bit ones), and [`AVX512_ENV`] does not turn them
-/// off. A value the variable cannot hold leaves the
-/// detection as it is (the model's loader reports it, see `Embedder::load_with`).
+/// off. A value the variable cannot hold leaves the detection as it is (the model's loader
+/// reports it, see `Embedder::load_with`).
 pub(crate) fn avx512_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

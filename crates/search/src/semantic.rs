@@ -27,6 +27,7 @@ mod pool;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
@@ -213,7 +214,8 @@ impl Embedder {
     }
 
     /// [`Embedder::load`] with the weights kept in `precision` (where the CPU has the kernels
-    /// for it; f32 otherwise). A value of [`AVX512_ENV`] other than `auto` or `off` is an error.
+    /// for it; f32 otherwise). A value of [`AVX512_ENV`] other than `auto`, `on` or `off` is an
+    /// error.
     pub fn load_with(dir: impl AsRef<Path>, precision: Precision) -> Result<Self, SemanticError> {
         crate::cpu::avx512_allowed().map_err(SemanticError::Avx512)?;
         let dir = dir.as_ref();
@@ -423,9 +425,8 @@ impl Embedder {
         let text = query_prefix(text);
         let mut key = String::with_capacity(text.len() + 8);
         let mut part = |words: &str| {
-            key.push_str(&words.len().to_string());
-            key.push(':');
-            key.push_str(words);
+            // Writing to a String cannot fail.
+            let _ = write!(key, "{}:{words}", words.len());
         };
         part(&words_with_letters(text));
         for range in crate::clauses::clauses(text) {
