@@ -2,22 +2,42 @@
 //! beyond AVX2 (the encoder's kernels and the vector scan both use it), and about AVX2 with FMA
 //! for the cosine of two vectors ([`crate::hybrid::dot`]).
 //!
-//! [`AVX512_ENV`] = `off` keeps the crate on its AVX2 kernels where the CPU has AVX-512 too: for
-//! CPUs that lower their clock under AVX-512, and to measure on one machine what a CPU without
-//! it runs.
+//! Two settings narrow what is detected, each `auto` (the default), `on` or `off`:
+//! - [`AVX512_ENV`] = `off` keeps the crate off AVX-512 where the CPU has it: for CPUs that lower
+//!   their clock under AVX-512, and to measure on one machine what a CPU without it runs;
+//! - [`AVX_VNNI_ENV`] = `off` keeps the encoder off AVX-VNNI (the 256-bit `vpdpbusd` of CPUs
+//!   such as Intel's Alder Lake and Sierra Forest, most of which have no AVX-512): with both
+//!   off, the encoder runs its plain AVX2 kernel, so one machine can measure all three.
 
 /// Environment variable that turns the AVX-512 kernels off (`off`) or leaves them to the CPU
 /// (`auto`, the default, or `on`); case and surrounding spaces do not matter.
 pub const AVX512_ENV: &str = "TOOLSHED_SEARCH_AVX512";
 
-/// Whether [`AVX512_ENV`] allows AVX-512 (`auto`, `on` or unset), or its value if it is none of
-/// `auto`, `on` and `off`.
-pub(crate) fn avx512_allowed() -> Result<bool, String> {
-    avx512_setting(std::env::var(AVX512_ENV).ok().as_deref())
+/// Environment variable that turns the AVX-VNNI kernel off (`off`) or leaves it to the CPU
+/// (`auto`, the default, or `on`), as [`AVX512_ENV`] does for AVX-512. Only the encoder (feature
+/// `semantic`) has such a kernel.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+pub const AVX_VNNI_ENV: &str = "TOOLSHED_SEARCH_AVX_VNNI";
+
+/// A setting among [`AVX512_ENV`] and [`AVX_VNNI_ENV`] whose value is none of `auto`, `on` and
+/// `off`: its name and value (the model's loader refuses it).
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+pub(crate) fn invalid_setting() -> Option<(&'static str, String)> {
+    [AVX512_ENV, AVX_VNNI_ENV].into_iter().find_map(|name| {
+        let value = std::env::var(name).ok();
+        setting(value.as_deref()).err().map(|v| (name, v))
+    })
 }
 
-/// [`avx512_allowed`] for the variable's value.
-fn avx512_setting(value: Option<&str>) -> Result<bool, String> {
+/// Whether the setting `name` allows its instruction set; a value it cannot hold leaves the
+/// detection as it is (the model's loader reports it, see [`invalid_setting`]).
+fn allowed(name: &str) -> bool {
+    setting(std::env::var(name).ok().as_deref()).unwrap_or(true)
+}
+
+/// Whether a setting's value allows its instruction set (`auto`, `on`, empty or unset), or the
+/// value if it is none of `auto`, `on` and `off`.
+fn setting(value: Option<&str>) -> Result<bool, String> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("" | "auto" | "on") => Ok(true),
         Some("off") => Ok(false),
@@ -27,18 +47,32 @@ fn avx512_setting(value: Option<&str>) -> Result<bool, String> {
 
 /// Whether this CPU has AVX-512 F, BW, VL and VNNI (`vpdpbusd`, 64 byte products per
 /// instruction on 512-bit vectors, 32 on 256-bit ones), and [`AVX512_ENV`] does not turn them
-/// off. A value the variable cannot hold leaves the detection as it is (the model's loader
-/// reports it, see `Embedder::load_with`).
+/// off.
 pub(crate) fn avx512_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *HAS.get_or_init(|| {
-            avx512_allowed().unwrap_or(true)
+            allowed(AVX512_ENV)
                 && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vl")
                 && is_x86_feature_detected!("avx512vnni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether this CPU has AVX-VNNI (`vpdpbusd` on 256-bit vectors, VEX-encoded: no AVX-512
+/// needed) with AVX2 and FMA, and [`AVX_VNNI_ENV`] does not turn it off.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+pub(crate) fn avx_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            allowed(AVX_VNNI_ENV) && is_x86_feature_detected!("avxvnni") && avx2_fma()
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -61,12 +95,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn avx512_is_left_to_the_cpu_unless_turned_off() {
-        assert_eq!(avx512_setting(None), Ok(true));
-        assert_eq!(avx512_setting(Some("auto")), Ok(true));
-        assert_eq!(avx512_setting(Some(" off ")), Ok(false));
-        assert_eq!(avx512_setting(Some("OFF")), Ok(false));
-        assert_eq!(avx512_setting(Some("on")), Ok(true));
-        assert_eq!(avx512_setting(Some("no")), Err("no".to_string()));
+    fn an_instruction_set_is_left_to_the_cpu_unless_turned_off() {
+        assert_eq!(setting(None), Ok(true));
+        assert_eq!(setting(Some("auto")), Ok(true));
+        assert_eq!(setting(Some(" off ")), Ok(false));
+        assert_eq!(setting(Some("OFF")), Ok(false));
+        assert_eq!(setting(Some("on")), Ok(true));
+        assert_eq!(setting(Some("no")), Err("no".to_string()));
     }
 }

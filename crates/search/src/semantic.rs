@@ -14,8 +14,8 @@
 //! missing or malformed.
 //!
 //! The forward pass is this crate's own (`encoder`: weights packed once, by default as 8-bit
-//! integers multiplied with 8-bit inputs, on AVX-512 VNNI or AVX2 ([`Precision`]), kernels
-//! chosen at run time, no padding, a small spinning thread pool);
+//! integers multiplied with 8-bit inputs, on AVX-512 VNNI, AVX-VNNI or AVX2 ([`Precision`]),
+//! kernels chosen at run time, no padding, a small spinning thread pool);
 //! candle only reads the weight files. A query reads at most [`QUERY_TOKENS`] tokens of its
 //! first [`QUERY_BYTES`] ([`Embedder::embed_query`]). On two cores with VNNI a query of 16–26
 //! tokens embeds in about 1.4 ms, of 64–128 tokens in about 6 ms (`benches/embed.rs`, figures
@@ -45,7 +45,7 @@ pub const MODEL_ENV: &str = "TOOLSHED_SEARCH_MODEL";
 /// `q8`).
 pub const PRECISION_ENV: &str = "TOOLSHED_SEARCH_PRECISION";
 
-pub use crate::cpu::AVX512_ENV;
+pub use crate::cpu::{AVX512_ENV, AVX_VNNI_ENV};
 
 /// Tokens of a query the model reads at most (`[CLS]` and `[SEP]` included). A search
 /// sentence is 10–40 tokens; past this the forward pass would cost more than the latency
@@ -121,9 +121,9 @@ pub enum SemanticError {
     /// [`PRECISION_ENV`] names no precision.
     #[error("{PRECISION_ENV}={0:?} is not a precision (expected f32, f16, i8 or q8)")]
     Precision(String),
-    /// [`AVX512_ENV`] holds none of its values.
-    #[error("{AVX512_ENV}={0:?} is not a setting (expected auto, on or off)")]
-    Avx512(String),
+    /// [`AVX512_ENV`] or [`AVX_VNNI_ENV`] holds none of its values.
+    #[error("{name}={value:?} is not a setting (expected auto, on or off)")]
+    Setting { name: &'static str, value: String },
 }
 
 impl Precision {
@@ -178,6 +178,10 @@ impl std::fmt::Debug for Embedder {
             .field("simd", &self.encoder.simd)
             .field("precision", &self.encoder.precision())
             .field("kernels", &kernels::kernel_tag(self.encoder.precision()))
+            .field(
+                "instructions",
+                &kernels::instructions(self.encoder.simd, self.encoder.precision()),
+            )
             .finish()
     }
 }
@@ -214,10 +218,12 @@ impl Embedder {
     }
 
     /// [`Embedder::load`] with the weights kept in `precision` (where the CPU has the kernels
-    /// for it; f32 otherwise). A value of [`AVX512_ENV`] other than `auto`, `on` or `off` is an
-    /// error.
+    /// for it; f32 otherwise). A value of [`AVX512_ENV`] or [`AVX_VNNI_ENV`] other than `auto`,
+    /// `on` or `off` is an error.
     pub fn load_with(dir: impl AsRef<Path>, precision: Precision) -> Result<Self, SemanticError> {
-        crate::cpu::avx512_allowed().map_err(SemanticError::Avx512)?;
+        if let Some((name, value)) = crate::cpu::invalid_setting() {
+            return Err(SemanticError::Setting { name, value });
+        }
         let dir = dir.as_ref();
 
         let config_path = dir.join("config.json");
@@ -588,16 +594,28 @@ mod tests {
                 assert!((x - y).abs() < 1e-4, "{x} vs {y}");
             }
         }
+        // The log names the precision and the instructions the products run on.
+        let shown = format!("{exact:?}");
+        assert!(shown.contains("precision: F32"), "{shown}");
+        if cfg!(target_arch = "x86_64") && crate::cpu::avx2_fma() {
+            assert!(shown.contains(r#"instructions: "AVX2""#), "{shown}");
+            // The shared model is in the precision the environment chose (Q8 by default).
+            let shown = format!("{m:?}");
+            let named = ["AVX-512 VNNI", "AVX-VNNI", "AVX2"]
+                .iter()
+                .any(|i| shown.contains(&format!("instructions: \"{i}\"")));
+            assert!(named, "{shown}");
+        }
         // A batch gives the same vectors as one text at a time.
         let one = exact.embed(texts[2]).unwrap();
         assert!(dot(&one, &all[2 * m.dim()..]) > 0.9999);
         // The default (8-bit weights and 8-bit inputs in groups of 64) points the same way. A
         // text of a few tokens averages the least rounding away: "hello" is at 0.9986 on VNNI,
         // at 0.9977 on AVX2 alone, whose weights keep 7 bits (kernels/q8.rs).
-        let bound = if crate::cpu::avx512_vnni() {
-            0.998
-        } else {
+        let bound = if kernels::kernel_tag(Precision::Q8).ends_with("/w7") {
             0.997
+        } else {
+            0.998
         };
         for (text, r) in texts.iter().zip(all.chunks(m.dim())) {
             let cos = dot(&m.embed(text).unwrap(), r);

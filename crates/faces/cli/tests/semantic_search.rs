@@ -65,6 +65,7 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
     for (var, value) in [
         ("TOOLSHED_SEARCH_PRECISION", "int4"),
         ("TOOLSHED_SEARCH_AVX512", "maybe"),
+        ("TOOLSHED_SEARCH_AVX_VNNI", "sometimes"),
         ("TOOLSHED_SEARCH_PRECISION", "int4 "),
     ] {
         let (code, out) = cli_with_env(
@@ -85,9 +86,10 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
     if !cfg!(target_arch = "x86_64") {
         return; // The 8-bit kernels are x86-64's; elsewhere every setting runs in f32.
     }
-    // The model's own arithmetic, and the AVX2 kernels alone, rank a pet tool first. The
-    // vector file is written for the kernels that ran (its second line names them), so each
-    // setting's vectors are embedded anew.
+    // The model's own arithmetic, the AVX2 kernels alone, and AVX-512 turned off (AVX-VNNI
+    // where the CPU has it: the same vectors as AVX-512 VNNI, so the same tag) each rank a pet
+    // tool first. The vector file is written for the kernels that ran (its second line names
+    // them), so each setting's vectors are embedded anew.
     let kernels = || {
         let bytes = std::fs::read(&vectors).unwrap();
         let text = String::from_utf8_lossy(&bytes);
@@ -98,11 +100,21 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
         "{}",
         kernels()
     );
+    #[cfg(target_arch = "x86_64")]
+    let avx_vnni = std::arch::is_x86_feature_detected!("avxvnni");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx_vnni = false;
+    let vnni_without_avx512 = if avx_vnni {
+        "precision=Q8/64"
+    } else {
+        "precision=Q8/64/w7"
+    };
     for (env, tag) in [
         (
             [
                 ("TOOLSHED_SEARCH_PRECISION", "f32"),
                 ("TOOLSHED_SEARCH_AVX512", "auto"),
+                ("TOOLSHED_SEARCH_AVX_VNNI", "auto"),
             ],
             "precision=F32",
         ),
@@ -110,8 +122,17 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
             [
                 ("TOOLSHED_SEARCH_PRECISION", "q8"),
                 ("TOOLSHED_SEARCH_AVX512", "off"),
+                ("TOOLSHED_SEARCH_AVX_VNNI", "off"),
             ],
             "precision=Q8/64/w7",
+        ),
+        (
+            [
+                ("TOOLSHED_SEARCH_PRECISION", "q8"),
+                ("TOOLSHED_SEARCH_AVX512", "off"),
+                ("TOOLSHED_SEARCH_AVX_VNNI", "on"),
+            ],
+            vnni_without_avx512,
         ),
     ] {
         let (code, other) = cli_with_env(

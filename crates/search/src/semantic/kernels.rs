@@ -112,8 +112,8 @@ pub enum Precision {
     I8,
     /// The default. The weights as in [`Precision::I8`], the input quantised to 8 bits too, with
     /// one scale per row and group of 64 inputs, multiplied on AVX-512 VNNI (`vpdpbusd`: 64
-    /// products per instruction) or, without it, on AVX2 (`vpmaddubsw`, the weights in 7 bits;
-    /// see `kernels/q8.rs`).
+    /// products per instruction), on AVX-VNNI (the same on 256 bits, same vectors) or, without
+    /// either, on AVX2 (`vpmaddubsw`, the weights in 7 bits; see `kernels/q8.rs`).
     #[default]
     Q8,
 }
@@ -131,7 +131,7 @@ enum Store {
         /// Per panel, group of [`I8_GROUP`] inputs and column: the weight is `data · scale`.
         scales: Vec<f32>,
     },
-    /// Only with [`Simd::Avx2`] (`vpdpbusd` where [`q8::vnni`], `vpmaddubsw` elsewhere).
+    /// Only with [`Simd::Avx2`] (`vpdpbusd` or `vpmaddubsw`, see [`q8::Kernel`]).
     #[cfg(target_arch = "x86_64")]
     Q8(q8::Weights),
 }
@@ -142,12 +142,30 @@ enum Store {
 #[cfg(target_arch = "x86_64")]
 const I8_GROUP: usize = 32;
 
+/// The instructions the products of `precision` run on, for the log: which of the 8-bit
+/// kernels ([`q8::Kernel`]), or the kernels `simd` chose for the other precisions.
+pub(crate) fn instructions(simd: Simd, precision: Precision) -> &'static str {
+    match (simd, precision) {
+        #[cfg(target_arch = "x86_64")]
+        (Simd::Avx2, Precision::Q8) => match q8::Kernel::of_cpu() {
+            q8::Kernel::Avx512Vnni => "AVX-512 VNNI",
+            q8::Kernel::AvxVnni => "AVX-VNNI",
+            q8::Kernel::Avx2 => "AVX2",
+        },
+        #[cfg(target_arch = "x86_64")]
+        (Simd::Avx2, _) => "AVX2",
+        _ => "portable",
+    }
+}
+
 /// What decides a vector's exact values besides the model: the precision, and for
 /// [`Precision::Q8`] its quantisation group. Stored vectors are reused only under the same tag.
 pub(crate) fn kernel_tag(precision: Precision) -> String {
     match precision {
         #[cfg(target_arch = "x86_64")]
-        Precision::Q8 if q8::vnni() => format!("{precision:?}/{}", q8::GROUP),
+        Precision::Q8 if q8::Kernel::of_cpu().full_bytes() => {
+            format!("{precision:?}/{}", q8::GROUP)
+        }
         #[cfg(target_arch = "x86_64")]
         Precision::Q8 => format!("{precision:?}/{}/w7", q8::GROUP),
         _ => format!("{precision:?}"),
@@ -390,10 +408,28 @@ impl Packed {
             }
             #[cfg(target_arch = "x86_64")]
             (Store::Q8(w), Input::U8(x)) => {
+                // Whole panels two at a time where the kernel takes pairs, the rest one by one.
+                let mut single = panels;
+                if q8::Kernel::of_cpu().pairs() {
+                    let whole = single.end.min(n / NR).max(single.start);
+                    let paired = single.start..single.start + (whole - single.start) / 2 * 2;
+                    for p in paired.clone().step_by(2) {
+                        for (r, rr) in row_tiles(rows.clone()) {
+                            // SAFETY: Q8 weights exist only with `Simd::Avx2`; panels p and
+                            // p + 1 are whole; the caller vouches for rows r..r+rr of `y` and
+                            // `x`.
+                            unsafe {
+                                let dst = y.add(r * n + p * NR);
+                                q8::tile_pair(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, n)
+                            }
+                        }
+                    }
+                    single.start = paired.end;
+                }
                 // SAFETY: Q8 weights exist only with `Simd::Avx2`; the caller vouches for
                 // `y` and the rows of `x`.
                 unsafe {
-                    tiles(n, n, rows, panels, y, |r, rr, p, dst, ldy| {
+                    tiles(n, n, rows, single, y, |r, rr, p, dst, ldy| {
                         q8::tile(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, ldy)
                     })
                 }
@@ -476,14 +512,9 @@ unsafe fn tiles(
     y: *mut f32,
     tile: impl Fn(usize, usize, usize, *mut f32, usize),
 ) {
-    // Tiles of at most MR rows, as even as possible: a tile of 1 or 2 rows would wait on the
-    // latency of its few accumulators.
-    let tiles = (rows.end - rows.start).div_ceil(MR);
     for p in panels {
         let cols = NR.min(n - p * NR);
-        let mut r = rows.start;
-        for t in 0..tiles {
-            let rr = (rows.end - r).div_ceil(tiles - t);
+        for (r, rr) in row_tiles(rows.clone()) {
             if cols == NR {
                 // SAFETY: rows r..r+rr, columns p·NR.. of the caller's matrix.
                 tile(r, rr, p, unsafe { y.add(r * ldy + p * NR) }, ldy);
@@ -497,9 +528,20 @@ unsafe fn tiles(
                     }
                 }
             }
-            r += rr;
         }
     }
+}
+
+/// The tiles of `rows`, as (first row, row count): at most [`MR`] rows each, as even as
+/// possible, since a tile of 1 or 2 rows would wait on the latency of its few accumulators.
+fn row_tiles(rows: std::ops::Range<usize>) -> impl Iterator<Item = (usize, usize)> {
+    let tiles = (rows.end - rows.start).div_ceil(MR);
+    let mut r = rows.start;
+    (0..tiles).map(move |t| {
+        let rr = (rows.end - r).div_ceil(tiles - t);
+        r += rr;
+        (r - rr, rr)
+    })
 }
 
 /// `rr` (1..=MR) rows × 16 columns of a float product: `dst[i][j] = Σₖ x[i][k]·w[k][j] +

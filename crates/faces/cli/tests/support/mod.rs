@@ -250,6 +250,7 @@ pub fn cli_with_env(
     // The search settings come from the test, not from the shell that runs it.
     cmd.env_remove("TOOLSHED_SEARCH_PRECISION")
         .env_remove("TOOLSHED_SEARCH_AVX512")
+        .env_remove("TOOLSHED_SEARCH_AVX_VNNI")
         .envs(env.iter().copied());
     cmd.arg("--data-dir").arg(data_dir).arg("--json");
     if let Some(c) = config {

@@ -1,14 +1,17 @@
-//! Products with 8-bit weights *and* 8-bit inputs: `vpdpbusd` on AVX-512 VNNI, `vpmaddubsw` on
-//! AVX2.
+//! Products with 8-bit weights *and* 8-bit inputs: `vpdpbusd` on AVX-512 VNNI or AVX-VNNI,
+//! `vpmaddubsw` on AVX2.
 //!
 //! One `vpdpbusd` on 512 bits multiplies 64 unsigned input bytes by 64 signed weight bytes and
 //! adds each run of four products to one of 16 32-bit sums: the 16 columns of a panel
 //! ([`NR`]), four inputs each, in one instruction, where the 15-bit path of
 //! [`super::Precision::I8`] needs a widening of the weights, two `vpmaddwd` and two additions on
-//! 256 bits for two inputs. Without VNNI, `vpmaddubsw` multiplies the same bytes (half a panel
-//! per 256-bit register) into 16-bit pairs and `vpmaddwd` by ones adds the pairs into the 32-bit
-//! sums ([`tile_rows_avx2`]): no widening of the weights, one broadcast per four inputs instead
-//! of two, and the inputs quantised in the same groups.
+//! 256 bits for two inputs. AVX-VNNI (CPUs without AVX-512 such as Intel's Alder Lake, and
+//! those with both) has the same instruction on 256 bits: two per panel, half a panel each
+//! ([`tile_rows_avx_vnni`]), with the same sums, so the same vectors. Without either,
+//! `vpmaddubsw` multiplies the same bytes (half a panel per 256-bit register) into 16-bit pairs
+//! and `vpmaddwd` by ones adds the pairs into the 32-bit sums ([`tile_rows_avx2`]): no widening
+//! of the weights, one broadcast per four inputs instead of two, and the inputs quantised in
+//! the same groups.
 //!
 //! Both sides are quantised in groups of [`GROUP`] inputs: the weights once at load time, one
 //! scale per column and group; the inputs per product, one scale per row and group, so that a
@@ -19,8 +22,8 @@
 //! Groups of 64 rather than 32 halve that scaling, which costs a `vpdpbusd` tile almost as much
 //! as its products: a query embeds about a quarter faster on AMD Zen 4, for a cosine to the f32
 //! pass of 0.99956 on average instead of 0.99972 (docs/benchmarks.md). On AVX2 the weights keep
-//! 7 bits ([`vnni`] says why): a cosine of 0.9990 on average, for a query embedded about 15 %
-//! faster at the median than on the 15-bit path on AMD Zen 3.
+//! 7 bits ([`Kernel::Avx2`] says why): a cosine of 0.9990 on average, for a query embedded
+//! about 15 % faster at the median than on the 15-bit path on AMD Zen 3.
 
 use super::NR;
 
@@ -29,26 +32,59 @@ pub(super) const GROUP: usize = 64;
 // Whole 512-bit registers per group (`quantize_group`), and a group's sum exact in 32 bits.
 const _: () = assert!(GROUP.is_multiple_of(16) && GROUP * 255 * 127 < i32::MAX as usize);
 
-/// Whether this CPU has AVX-512 F, BW, VL and VNNI and `TOOLSHED_SEARCH_AVX512` does not turn
-/// them off ([`crate::cpu::avx512_vnni`]): [`tile`] then multiplies with `vpdpbusd`, and
-/// the weights use the whole signed byte. Elsewhere (AVX2 only) it multiplies with
-/// `vpmaddubsw`, whose pairs of products saturate at 16 bits: the weights then keep 7 bits
-/// (±[`AVX2_LIMIT`]), so that two products of an input byte and a weight never pass 32,767.
-pub(super) fn vnni() -> bool {
-    crate::cpu::avx512_vnni()
+/// The instructions a tile multiplies with, chosen once from what the CPU has
+/// ([`crate::cpu`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kernel {
+    /// `vpdpbusd` on 512 bits ([`tile_rows`]), the weights in whole signed bytes.
+    Avx512Vnni,
+    /// `vpdpbusd` on 256 bits, VEX-encoded ([`tile_rows_avx_vnni`]): the same sums as
+    /// [`Kernel::Avx512Vnni`], the weights in whole signed bytes.
+    AvxVnni,
+    /// `vpmaddubsw` ([`tile_rows_avx2`]), whose pairs of products saturate at 16 bits: the
+    /// weights keep 7 bits (±[`AVX2_LIMIT`]), so that two products of an input byte and a weight
+    /// never pass 32,767.
+    Avx2,
 }
 
-/// The largest quantised weight magnitude: ±127 for `vpdpbusd`, ±63 for `vpmaddubsw`
-/// (2 · 255 · 63 = 32,130 < 2¹⁵).
-fn weight_limit() -> f32 {
-    if vnni() {
-        127.0
-    } else {
-        AVX2_LIMIT
+impl Kernel {
+    /// The kernel this CPU runs: AVX-512 VNNI where it has it and `TOOLSHED_SEARCH_AVX512` does
+    /// not turn it off, else AVX-VNNI unless `TOOLSHED_SEARCH_AVX_VNNI` turns it off, else AVX2.
+    pub(super) fn of_cpu() -> Self {
+        if crate::cpu::avx512_vnni() {
+            Self::Avx512Vnni
+        } else if crate::cpu::avx_vnni() {
+            Self::AvxVnni
+        } else {
+            Self::Avx2
+        }
+    }
+
+    /// Whether the weights use the whole signed byte (the two `vpdpbusd` kernels, which give
+    /// the same sums); 7 bits otherwise.
+    pub(super) fn full_bytes(self) -> bool {
+        self != Self::Avx2
+    }
+
+    /// Whether [`tile_pair`] runs this kernel on two panels at once (AVX-512 VNNI, whose 32
+    /// registers hold the sums of two panels; one broadcast of the inputs then feeds two
+    /// products); the others take one panel at a time.
+    pub(super) fn pairs(self) -> bool {
+        self == Self::Avx512Vnni
+    }
+
+    /// The largest quantised weight magnitude: ±127 for `vpdpbusd`, ±63 for `vpmaddubsw`
+    /// (2 · 255 · 63 = 32,130 < 2¹⁵).
+    fn weight_limit(self) -> f32 {
+        if self.full_bytes() {
+            127.0
+        } else {
+            AVX2_LIMIT
+        }
     }
 }
 
-/// See [`vnni`].
+/// See [`Kernel::Avx2`].
 const AVX2_LIMIT: f32 = 63.0;
 
 /// Weights `W` (`n × k`) packed in panels of [`NR`] columns: per panel and run of four inputs
@@ -66,9 +102,14 @@ pub(super) struct Weights {
 
 impl Weights {
     /// Quantises and packs `w` (`n × k`, row-major) into `panels` panels, for the kernel this
-    /// CPU runs ([`vnni`]).
+    /// CPU runs ([`Kernel::of_cpu`]).
     pub(super) fn pack(w: &[f32], n: usize, k: usize, panels: usize) -> Self {
-        let limit = weight_limit();
+        Self::pack_for(Kernel::of_cpu(), w, n, k, panels)
+    }
+
+    /// [`Weights::pack`] for `kernel`.
+    fn pack_for(kernel: Kernel, w: &[f32], n: usize, k: usize, panels: usize) -> Self {
+        let limit = kernel.weight_limit();
         let kq = k.div_ceil(GROUP) * GROUP;
         let groups = kq / GROUP;
         let mut data = vec![0i8; panels * kq * NR];
@@ -118,7 +159,7 @@ impl Rows {
             for (g, group) in row.chunks(GROUP).enumerate() {
                 let out = &mut values[r * kq + g * GROUP..][..group.len()];
                 #[cfg(target_arch = "x86_64")]
-                if group.len() == GROUP && vnni() {
+                if group.len() == GROUP && crate::cpu::avx512_vnni() {
                     // SAFETY: AVX-512 F is available; both slices hold GROUP values.
                     scales[r * groups + g] = unsafe { quantize_group(group, out) };
                     continue;
@@ -243,15 +284,62 @@ pub(super) unsafe fn tile(
     dst: *mut f32,
     ldy: usize,
 ) {
-    debug_assert_eq!(x.kq, w.kq);
     // SAFETY: as the caller vouches; the weights were packed for this CPU's kernel.
+    unsafe { tile_with(Kernel::of_cpu(), rr, x, r, w, p, bias, dst, ldy) }
+}
+
+/// [`tile`] with `kernel`.
+///
+/// # Safety
+/// As for [`tile`]; the CPU must have `kernel`'s instructions and `w` be packed for it.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_with(
+    kernel: Kernel,
+    rr: usize,
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+) {
+    debug_assert_eq!(x.kq, w.kq);
+    // SAFETY: as the caller vouches.
     unsafe {
-        if vnni() {
-            by_rows!(rr, R => tile_rows::<R>(x, r, w, p, bias, dst, ldy))
-        } else {
-            by_rows!(rr, R => tile_rows_avx2::<R>(x, r, w, p, bias, dst, ldy))
+        match kernel {
+            Kernel::Avx512Vnni => {
+                by_rows!(rr, R => tile_rows::<R>(x, r, w, p, bias, dst, ldy))
+            }
+            Kernel::AvxVnni => {
+                by_rows!(rr, R => tile_rows_avx_vnni::<R>(x, r, w, p, bias, dst, ldy))
+            }
+            Kernel::Avx2 => by_rows!(rr, R => tile_rows_avx2::<R>(x, r, w, p, bias, dst, ldy)),
         }
     }
+}
+
+/// [`tile`] on the 32 columns of panels `p` and `p + 1` (whole panels both), where
+/// [`Kernel::pairs`]; `bias` holds 32 values and `dst` takes 32 columns per row.
+///
+/// # Safety
+/// As for [`tile`], with panel `p + 1` of `w` too; the CPU's kernel must take pairs.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn tile_pair(
+    rr: usize,
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+) {
+    debug_assert!(Kernel::of_cpu().pairs());
+    // SAFETY: as the caller vouches.
+    unsafe { by_rows!(rr, R => tile_rows_pair::<R>(x, r, w, p, bias, dst, ldy)) }
 }
 
 /// Where a tile of `rows` rows from row `r` and panel `p` starts: the panel's weights, their
@@ -340,6 +428,96 @@ unsafe fn tile_rows<const R: usize>(
     }
 }
 
+/// [`tile_rows`] on panels `p` and `p + 1`: each broadcast of four input bytes feeds a
+/// `vpdpbusd` per panel, so a step loads two weight registers and `R` inputs for `2R` products
+/// instead of one and `R` for `R`; the sums per lane are [`tile_rows`]'s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
+#[inline]
+unsafe fn tile_rows_pair<const R: usize>(
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+) {
+    use std::arch::x86_64::*;
+    let (kq, groups) = (w.kq, w.kq / GROUP);
+    debug_assert!(w.data.len() >= (p + 2) * kq * NR);
+    // The second panel's weights, scales and offsets follow the first's.
+    let (next, next_g) = (kq * NR, groups * NR);
+    // SAFETY (whole body): the pointers of `Start::of` (R rows, panels p and p + 1), 32 biases
+    // and R × 32 destination values exist, as the caller promises.
+    unsafe {
+        let Start {
+            panel,
+            w_scales,
+            offsets,
+            xs,
+            x_scales,
+        } = Start::of(x, r, R, w, p);
+        let mut f0 = [_mm512_setzero_ps(); R];
+        let mut f1 = [_mm512_setzero_ps(); R];
+        for g in 0..groups {
+            let mut a0 = [_mm512_loadu_si512(offsets.add(g * NR).cast()); R];
+            let mut a1 = [_mm512_loadu_si512(offsets.add(next_g + g * NR).cast()); R];
+            for t in g * GROUP / 4..(g + 1) * GROUP / 4 {
+                let wp = panel.add(t * 64);
+                // The next pair's lines at this step, fetched while these are multiplied.
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(2 * next).cast());
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(3 * next).cast());
+                let w0 = _mm512_loadu_si512(wp.cast());
+                let w1 = _mm512_loadu_si512(wp.add(next).cast());
+                for i in 0..R {
+                    let quad = xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned();
+                    let xv = _mm512_set1_epi32(quad);
+                    a0[i] = _mm512_dpbusd_epi32(a0[i], xv, w0);
+                    a1[i] = _mm512_dpbusd_epi32(a1[i], xv, w1);
+                }
+            }
+            let ws0 = _mm512_loadu_ps(w_scales.add(g * NR));
+            let ws1 = _mm512_loadu_ps(w_scales.add(next_g + g * NR));
+            for i in 0..R {
+                let xs = _mm512_set1_ps(*x_scales.add(i * groups + g));
+                let (s0, s1) = (_mm512_mul_ps(ws0, xs), _mm512_mul_ps(ws1, xs));
+                f0[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[i]), s0, f0[i]);
+                f1[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[i]), s1, f1[i]);
+            }
+        }
+        let b0 = _mm512_loadu_ps(bias);
+        let b1 = _mm512_loadu_ps(bias.add(NR));
+        for i in 0..R {
+            _mm512_storeu_ps(dst.add(i * ldy), _mm512_add_ps(f0[i], b0));
+            _mm512_storeu_ps(dst.add(i * ldy + NR), _mm512_add_ps(f1[i], b1));
+        }
+    }
+}
+
+/// [`tile_rows`] on AVX-VNNI: per run of four inputs, one 256-bit `vpdpbusd` per half panel
+/// (8 columns).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avxvnni")]
+#[inline]
+unsafe fn tile_rows_avx_vnni<const R: usize>(
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: as the caller vouches; AVX2, FMA and AVX-VNNI are enabled here.
+    unsafe {
+        tile_rows_ymm::<R>(x, r, w, p, bias, dst, ldy, |acc, xv, wv| {
+            _mm256_dpbusd_avx_epi32(acc, xv, wv)
+        })
+    }
+}
+
 /// [`tile_rows`] on AVX2: per run of four inputs, `vpmaddubsw` multiplies the input bytes by
 /// each half panel's weights (8 columns) and adds them in pairs (16 bits, exact for weights
 /// within ±[`AVX2_LIMIT`]), `vpmaddwd` by ones adds the pairs into 32-bit sums.
@@ -356,6 +534,40 @@ unsafe fn tile_rows_avx2<const R: usize>(
     ldy: usize,
 ) {
     use std::arch::x86_64::*;
+    let ones = _mm256_set1_epi16(1);
+    // SAFETY: as the caller vouches; AVX2 and FMA are enabled here.
+    unsafe {
+        tile_rows_ymm::<R>(x, r, w, p, bias, dst, ldy, |acc, xv, wv| {
+            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wv), ones))
+        })
+    }
+}
+
+/// The body of the 256-bit kernels: per run of four inputs and half panel (8 columns),
+/// `add(sums, inputs, weights)` adds the four products of each column to its 32-bit sum; 16
+/// registers of sums at most (VEX reaches only 16). Inlined into a function that enables
+/// AVX2, FMA and whatever `add` needs.
+///
+/// # Safety
+/// As for [`tile_rows`]; the caller must enable AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn tile_rows_ymm<const R: usize>(
+    x: &Rows,
+    r: usize,
+    w: &Weights,
+    p: usize,
+    bias: *const f32,
+    dst: *mut f32,
+    ldy: usize,
+    add: impl Fn(
+        std::arch::x86_64::__m256i,
+        std::arch::x86_64::__m256i,
+        std::arch::x86_64::__m256i,
+    ) -> std::arch::x86_64::__m256i,
+) {
+    use std::arch::x86_64::*;
     let (kq, groups) = (w.kq, w.kq / GROUP);
     // SAFETY (whole body): as in `tile_rows`.
     unsafe {
@@ -366,7 +578,6 @@ unsafe fn tile_rows_avx2<const R: usize>(
             xs,
             x_scales,
         } = Start::of(x, r, R, w, p);
-        let ones = _mm256_set1_epi16(1);
         let mut flo = [_mm256_setzero_ps(); R];
         let mut fhi = [_mm256_setzero_ps(); R];
         for g in 0..groups {
@@ -380,10 +591,8 @@ unsafe fn tile_rows_avx2<const R: usize>(
                 for i in 0..R {
                     let quad = xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned();
                     let xv = _mm256_set1_epi32(quad);
-                    let a = _mm256_madd_epi16(_mm256_maddubs_epi16(xv, w0), ones);
-                    lo[i] = _mm256_add_epi32(lo[i], a);
-                    let b = _mm256_madd_epi16(_mm256_maddubs_epi16(xv, w1), ones);
-                    hi[i] = _mm256_add_epi32(hi[i], b);
+                    lo[i] = add(lo[i], xv, w0);
+                    hi[i] = add(hi[i], xv, w1);
                 }
             }
             let s0 = _mm256_loadu_ps(w_scales.add(g * NR));
@@ -407,6 +616,133 @@ unsafe fn tile_rows_avx2<const R: usize>(
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+
+    /// What a tile of `kernel` must give: the exact integer sums of the packed weights and the
+    /// quantised rows, scaled per group, plus the bias (in f64).
+    fn reference(x: &Rows, rows: usize, w: &Weights, n: usize, bias: &[f32]) -> Vec<f64> {
+        let (kq, groups) = (w.kq, w.kq / GROUP);
+        let mut out = vec![0f64; rows * n];
+        for i in 0..rows {
+            for c in 0..n {
+                let (p, j) = (c / NR, c % NR);
+                let mut total = f64::from(bias[c]);
+                for g in 0..groups {
+                    let mut sum = 0i64;
+                    for kk in g * GROUP..(g + 1) * GROUP {
+                        let wq = w.data[p * kq * NR + (kk / 4) * 64 + j * 4 + kk % 4];
+                        let xq = i64::from(x.values[i * kq + kk]) - 128;
+                        sum += xq * i64::from(wq);
+                    }
+                    let ws = f64::from(w.scales[(p * groups + g) * NR + j]);
+                    total += sum as f64 * ws * f64::from(x.scales[i * groups + g]);
+                }
+                out[i * n + c] = total;
+            }
+        }
+        out
+    }
+
+    /// Every kernel this CPU has gives the exact sums of its weights, scaled (to f32 rounding),
+    /// for every row count; the two `vpdpbusd` kernels, and the AVX-512 one on two panels at
+    /// once, give the very same values, so vectors stored by one serve the other (they share a
+    /// kernel tag).
+    #[test]
+    fn every_kernel_gives_the_exact_sums_and_both_vnni_kernels_the_same_values() {
+        let (n, k, m) = (2 * NR, 2 * GROUP + 10, 6);
+        let kq = k.div_ceil(GROUP) * GROUP;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 20_001) as f32 / 10_000.0 - 1.0
+        };
+        let w: Vec<f32> = (0..n * k).map(|_| next()).collect();
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| next() * if i % 29 == 0 { 8.0 } else { 1.0 })
+            .collect();
+        let bias: Vec<f32> = (0..n).map(|_| next()).collect();
+        let rows = Rows::quantize(&x, m, k, kq);
+        let has = |kernel| match kernel {
+            Kernel::Avx512Vnni => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vnni")
+                    && is_x86_feature_detected!("fma")
+            }
+            Kernel::AvxVnni => is_x86_feature_detected!("avxvnni") && crate::cpu::avx2_fma(),
+            Kernel::Avx2 => crate::cpu::avx2_fma(),
+        };
+        let mut full_bytes: Vec<Vec<f32>> = Vec::new();
+        for kernel in [Kernel::Avx512Vnni, Kernel::AvxVnni, Kernel::Avx2] {
+            if !has(kernel) {
+                continue;
+            }
+            let weights = Weights::pack_for(kernel, &w, n, k, n / NR);
+            let mut out = vec![0f32; m * n];
+            for rr in 1..=m {
+                for p in 0..n / NR {
+                    // SAFETY: the CPU has the kernel's instructions; rows 0..rr, panel p, 16
+                    // biases and rr rows of 16 values (row stride n) from column p · NR exist.
+                    unsafe {
+                        let dst = out.as_mut_ptr().add(p * NR);
+                        let b = bias.as_ptr().add(p * NR);
+                        tile_with(kernel, rr, &rows, 0, &weights, p, b, dst, n);
+                    }
+                }
+                let want = reference(&rows, rr, &weights, n, &bias);
+                for (at, (&got, &want)) in out.iter().zip(&want).take(rr * n).enumerate() {
+                    let tolerance = 1e-4 * want.abs().max(1.0);
+                    assert!(
+                        (f64::from(got) - want).abs() <= tolerance,
+                        "{kernel:?}, {rr} rows, value {at}: {got} for {want}"
+                    );
+                }
+            }
+            if kernel.pairs() {
+                // Two panels at once give the very values of one at a time.
+                let mut paired = vec![0f32; m * n];
+                for rr in 1..=m {
+                    // SAFETY: as above, with panels 0 and 1 and 32 values per row.
+                    unsafe {
+                        let (b, dst) = (bias.as_ptr(), paired.as_mut_ptr());
+                        by_rows!(rr, R => tile_rows_pair::<R>(&rows, 0, &weights, 0, b, dst, n));
+                    }
+                    assert_eq!(paired[..rr * n], out[..rr * n], "{rr} rows in pairs");
+                }
+            }
+            if kernel.full_bytes() {
+                full_bytes.push(out);
+            }
+        }
+        if let [a, b] = full_bytes.as_slice() {
+            assert_eq!(a, b, "the two vpdpbusd kernels differ");
+        }
+    }
+
+    /// The AVX-512 and AVX2 quantisers write the same bytes and scales (ties to even both), so
+    /// the two `vpdpbusd` kernels read the same inputs whichever CPU quantised them.
+    #[test]
+    fn both_vector_quantisers_write_the_same_bytes() {
+        if !(is_x86_feature_detected!("avx512f") && crate::cpu::avx2_fma()) {
+            return; // Nothing to compare on this CPU.
+        }
+        let mut group: Vec<f32> = (0..GROUP).map(|i| (i as f32 - 31.5) / 3.0).collect();
+        group[7] = 21.0; // 127 steps exactly: the scale is 21 / 127.
+        group[9] = 21.0 / 127.0 * 2.5; // a tie: to even, 2.
+        group[11] = -21.0 / 127.0 * 3.5; // a tie: to even, −4.
+        let (mut a, mut b) = ([0u8; GROUP], [0u8; GROUP]);
+        // SAFETY: AVX-512 F and AVX2 were detected; all slices hold GROUP values.
+        let (sa, sb) = unsafe {
+            (
+                quantize_group(&group, &mut a),
+                quantize_group_avx2(&group, &mut b),
+            )
+        };
+        assert_eq!(sa.to_bits(), sb.to_bits());
+        assert_eq!(a, b);
+        assert_eq!((a[9], a[11]), (130, 124));
+    }
 
     /// Rows quantised by the vector path (whole groups) and the scalar one (the partial group at
     /// the end) come back within half a step of every input.
