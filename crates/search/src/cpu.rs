@@ -31,6 +31,7 @@ pub(crate) fn invalid_setting() -> Option<(&'static str, String)> {
 
 /// Whether the setting `name` allows its instruction set; a value it cannot hold leaves the
 /// detection as it is (the model's loader reports it, see [`invalid_setting`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn allowed(name: &str) -> bool {
     setting(std::env::var(name).ok().as_deref()).unwrap_or(true)
 }

@@ -597,7 +597,8 @@ mod tests {
         // The log names the precision and the instructions the products run on.
         let shown = format!("{exact:?}");
         assert!(shown.contains("precision: F32"), "{shown}");
-        if cfg!(target_arch = "x86_64") && crate::cpu::avx2_fma() {
+        #[cfg(target_arch = "x86_64")]
+        if exact.encoder.simd == kernels::Simd::Avx2 {
             assert!(shown.contains(r#"instructions: "AVX2""#), "{shown}");
             // The shared model is in the precision the environment chose (Q8 by default).
             let shown = format!("{m:?}");

@@ -329,9 +329,11 @@ impl Encoder {
     ) {
         debug_assert_eq!(y.len(), m * lin.n);
         let panels = lin.panels();
-        // An even number of panels per chunk, so that the 8-bit kernels can take them in
-        // pairs (`kernels/q8.rs`).
-        let group = panels.div_ceil(CHUNKS).max(1).next_multiple_of(2);
+        let mut group = panels.div_ceil(CHUNKS).max(1);
+        if lin.pairs_panels() {
+            // An even number of panels per chunk, so that none is left alone.
+            group = group.next_multiple_of(2);
+        }
         let groups = panels.div_ceil(group);
         let blocks = m.div_ceil(ROW_BLOCK);
         let dst = Out(y.as_mut_ptr());

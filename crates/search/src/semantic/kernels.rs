@@ -5,7 +5,8 @@
 //! AVX2 and FMA, chosen at run time ([`Simd::detect`]). The matrix product has an explicit AVX2
 //! micro-kernel (6 rows × 16 columns in twelve accumulators), the rest is left to the compiler's
 //! vectoriser. The default precision ([`Precision::Q8`]) takes the 8-bit products of [`q8`]
-//! instead: `vpdpbusd` where the CPU has AVX-512 VNNI, `vpmaddubsw` elsewhere.
+//! instead: `vpdpbusd` where the CPU has AVX-512 VNNI (two panels per tile) or AVX-VNNI,
+//! `vpmaddubsw` elsewhere.
 
 /// Runs `$body` with the constant `$R` (a micro-tile's row count, a const generic of the tile
 /// kernels) set to `$rr`, 1 to [`MR`] = 6.
@@ -298,6 +299,17 @@ impl Packed {
         self.n.div_ceil(NR)
     }
 
+    /// Whether [`Packed::apply`] takes whole panels two at a time (8-bit weights on AVX-512
+    /// VNNI), so that a caller splitting the panels among threads should give each an even
+    /// number.
+    pub(crate) fn pairs_panels(&self) -> bool {
+        match self.data {
+            #[cfg(target_arch = "x86_64")]
+            Store::Q8(_) => q8::Kernel::of_cpu().pairs(),
+            _ => false,
+        }
+    }
+
     /// `x` (`m × k`, row-major) as [`Packed::apply`] takes it: as is, or quantised per row for
     /// integer weights. Done once per product, before it is split among threads.
     pub(crate) fn input<'a>(&self, simd: Simd, x: &'a [f32], m: usize) -> Input<'a> {
@@ -534,6 +546,7 @@ unsafe fn tiles(
 
 /// The tiles of `rows`, as (first row, row count): at most [`MR`] rows each, as even as
 /// possible, since a tile of 1 or 2 rows would wait on the latency of its few accumulators.
+#[cfg(target_arch = "x86_64")]
 fn row_tiles(rows: std::ops::Range<usize>) -> impl Iterator<Item = (usize, usize)> {
     let tiles = (rows.end - rows.start).div_ceil(MR);
     let mut r = rows.start;
@@ -1039,6 +1052,55 @@ mod tests {
             }
         }
         (y, want)
+    }
+
+    /// However the panels and rows of an 8-bit product are split among calls (as threads split
+    /// them), every value is the one a call for its panel alone gives, bit for bit: on AVX-512
+    /// VNNI, where whole panels go two at a time from any start, as on the other kernels.
+    #[test]
+    fn eight_bit_products_are_the_same_however_the_panels_are_split() {
+        let simd = Simd::detect();
+        if simd == Simd::Portable {
+            return; // No 8-bit kernels without AVX2.
+        }
+        let (n, k, m) = (4 * NR + 5, 200, 13);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 97.0)
+            .collect();
+        let b: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 31.0)
+            .collect();
+        let packed = Packed::new(&w, &b, n, k, simd, Precision::Q8);
+        assert_eq!(packed.panels(), 5);
+        let input = packed.input(simd, &x, m);
+        let run = |calls: &[(std::ops::Range<usize>, std::ops::Range<usize>)]| {
+            let mut y = vec![f32::NAN; m * n];
+            for (rows, panels) in calls {
+                // SAFETY: y is m × n; the calls write disjoint panels or rows.
+                unsafe { packed.apply(simd, &input, rows.clone(), panels.clone(), y.as_mut_ptr()) };
+            }
+            y
+        };
+        let alone: Vec<_> = (0..5).map(|p| (0..m, p..p + 1)).collect();
+        let want = run(&alone);
+        assert!(want.iter().all(|v| v.is_finite()));
+        for calls in [
+            vec![(0..m, 0..5)],
+            vec![(0..m, 0..1), (0..m, 1..5)],
+            vec![(0..m, 1..4), (0..m, 0..1), (0..m, 4..5), (0..m, 5..5)],
+            vec![(0..m, 0..2), (0..m, 2..4), (0..m, 4..5)],
+            vec![(0..7, 0..5), (7..m, 0..3), (7..m, 3..5)],
+        ] {
+            let got = run(&calls);
+            for (at, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "{calls:?}: value {at}: {g} for {w}"
+                );
+            }
+        }
     }
 
     /// Inputs and weights all at their groups' largest magnitude, of the same and of opposite
