@@ -7,7 +7,7 @@
 //! on past its first sentence ([`EmbedTexts`]): where the lead sentence is nearer a request, it
 //! lifts the tool's cosine half-way ([`lead_similarity`]), so a long description's details do not
 //! hide what its first sentence says the tool does. The embedder is a trait so that the fusion is
-//! always built and tested; the real sentence-transformers model ([`crate::semantic::Embedder`])
+//! always built and tested; the real sentence-transformers model (`semantic::Embedder`)
 //! comes with the `semantic` feature. A search embeds the query, takes the lexical top
 //! `lexical_depth` and the semantic (cosine) top `semantic_depth` among the documents the query may
 //! see, and fuses the two rankings over their union (see [`Fusion`]). Lexical evidence keeps exact
