@@ -1017,6 +1017,18 @@ mod tests {
         assert!(exp_neg(-1000.0) > 0.0 && exp_neg(-1000.0) < 1e-37);
     }
 
+    /// Weights (`n × k`), biases and inputs (`m × k`) of a test product, varied but fixed.
+    fn sample(n: usize, k: usize, m: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let w = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 97.0)
+            .collect();
+        let b = (0..n).map(|i| i as f32 / 10.0).collect();
+        let x = (0..m * k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 31.0)
+            .collect();
+        (w, b, x)
+    }
+
     fn product(
         simd: Simd,
         precision: Precision,
@@ -1024,13 +1036,7 @@ mod tests {
         k: usize,
         m: usize,
     ) -> (Vec<f32>, Vec<f32>) {
-        let w: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 97.0)
-            .collect();
-        let b: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
-        let x: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 31.0)
-            .collect();
+        let (w, b, x) = sample(n, k, m);
         let packed = Packed::new(&w, &b, n, k, simd, precision);
         let mut y = vec![f32::NAN; m * n];
         // Two calls over disjoint panels and rows, as threads would make them.
@@ -1064,13 +1070,7 @@ mod tests {
             return; // No 8-bit kernels without AVX2.
         }
         let (n, k, m) = (4 * NR + 5, 200, 13);
-        let w: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 97.0)
-            .collect();
-        let b: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
-        let x: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 31.0)
-            .collect();
+        let (w, b, x) = sample(n, k, m);
         let packed = Packed::new(&w, &b, n, k, simd, Precision::Q8);
         assert_eq!(packed.panels(), 5);
         let input = packed.input(simd, &x, m);

@@ -310,7 +310,7 @@ unsafe fn tile_with(
     unsafe {
         match kernel {
             Kernel::Avx512Vnni => {
-                by_rows!(rr, R => tile_rows::<R>(x, r, w, p, bias, dst, ldy))
+                by_rows!(rr, R => tile_rows::<R, 1>(x, r, w, p, bias, dst, ldy))
             }
             Kernel::AvxVnni => {
                 by_rows!(rr, R => tile_rows_avx_vnni::<R>(x, r, w, p, bias, dst, ldy))
@@ -339,7 +339,7 @@ pub(super) unsafe fn tile_pair(
 ) {
     debug_assert!(Kernel::of_cpu().pairs());
     // SAFETY: as the caller vouches.
-    unsafe { by_rows!(rr, R => tile_rows_pair::<R>(x, r, w, p, bias, dst, ldy)) }
+    unsafe { by_rows!(rr, R => tile_rows::<R, 2>(x, r, w, p, bias, dst, ldy)) }
 }
 
 /// Where a tile of `rows` rows from row `r` and panel `p` starts: the panel's weights, their
@@ -376,10 +376,15 @@ impl Start {
     }
 }
 
+/// `R` rows × the `P` (1 or 2) panels from `p` on AVX-512 VNNI: per run of four inputs, one
+/// broadcast of each row's input bytes feeds a `vpdpbusd` per panel. With two panels a step
+/// loads two weight registers and `R` inputs for `2R` products instead of one and `R` for `R`
+/// (the loads, not the products, set the pace on an Intel core); the 32 registers of AVX-512
+/// hold both panels' sums. The sums per lane do not depend on `P`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 #[inline]
-unsafe fn tile_rows<const R: usize>(
+unsafe fn tile_rows<const R: usize, const P: usize>(
     x: &Rows,
     r: usize,
     w: &Weights,
@@ -390,66 +395,11 @@ unsafe fn tile_rows<const R: usize>(
 ) {
     use std::arch::x86_64::*;
     let (kq, groups) = (w.kq, w.kq / GROUP);
-    // SAFETY (whole body): the pointers of `Start::of` (R rows, panel p), 16 biases and R × 16
-    // destination values exist, as the caller promises.
-    unsafe {
-        let Start {
-            panel,
-            w_scales,
-            offsets,
-            xs,
-            x_scales,
-        } = Start::of(x, r, R, w, p);
-        let mut f = [_mm512_setzero_ps(); R];
-        for g in 0..groups {
-            let start = _mm512_loadu_si512(offsets.add(g * NR).cast());
-            let mut acc = [start; R];
-            for t in g * GROUP / 4..(g + 1) * GROUP / 4 {
-                let wp = panel.add(t * 64);
-                // Fetch the next panel while this one is multiplied: the weights are read once
-                // per query and stream in behind the arithmetic.
-                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(kq * NR).cast());
-                let wv = _mm512_loadu_si512(wp.cast());
-                for (i, a) in acc.iter_mut().enumerate() {
-                    let quad = xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned();
-                    *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(quad), wv);
-                }
-            }
-            let ws = _mm512_loadu_ps(w_scales.add(g * NR));
-            for (i, (fi, a)) in f.iter_mut().zip(acc).enumerate() {
-                let s = _mm512_mul_ps(ws, _mm512_set1_ps(*x_scales.add(i * groups + g)));
-                *fi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), s, *fi);
-            }
-        }
-        let b = _mm512_loadu_ps(bias);
-        for (i, fi) in f.iter().enumerate() {
-            _mm512_storeu_ps(dst.add(i * ldy), _mm512_add_ps(*fi, b));
-        }
-    }
-}
-
-/// [`tile_rows`] on panels `p` and `p + 1`: each broadcast of four input bytes feeds a
-/// `vpdpbusd` per panel, so a step loads two weight registers and `R` inputs for `2R` products
-/// instead of one and `R` for `R`; the sums per lane are [`tile_rows`]'s.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
-#[inline]
-unsafe fn tile_rows_pair<const R: usize>(
-    x: &Rows,
-    r: usize,
-    w: &Weights,
-    p: usize,
-    bias: *const f32,
-    dst: *mut f32,
-    ldy: usize,
-) {
-    use std::arch::x86_64::*;
-    let (kq, groups) = (w.kq, w.kq / GROUP);
-    debug_assert!(w.data.len() >= (p + 2) * kq * NR);
-    // The second panel's weights, scales and offsets follow the first's.
+    debug_assert!(w.data.len() >= (p + P) * kq * NR);
+    // Panel p + j's weights, scales and offsets follow panel p's at these strides.
     let (next, next_g) = (kq * NR, groups * NR);
-    // SAFETY (whole body): the pointers of `Start::of` (R rows, panels p and p + 1), 32 biases
-    // and R × 32 destination values exist, as the caller promises.
+    // SAFETY (whole body): the pointers of `Start::of` (R rows, panels p..p + P), P × 16
+    // biases and R × P × 16 destination values exist, as the caller promises.
     unsafe {
         let Start {
             panel,
@@ -458,39 +408,42 @@ unsafe fn tile_rows_pair<const R: usize>(
             xs,
             x_scales,
         } = Start::of(x, r, R, w, p);
-        let mut f0 = [_mm512_setzero_ps(); R];
-        let mut f1 = [_mm512_setzero_ps(); R];
+        let mut f = [[_mm512_setzero_ps(); R]; P];
         for g in 0..groups {
-            let mut a0 = [_mm512_loadu_si512(offsets.add(g * NR).cast()); R];
-            let mut a1 = [_mm512_loadu_si512(offsets.add(next_g + g * NR).cast()); R];
+            let mut acc = [[_mm512_setzero_si512(); R]; P];
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = [_mm512_loadu_si512(offsets.add(j * next_g + g * NR).cast()); R];
+            }
             for t in g * GROUP / 4..(g + 1) * GROUP / 4 {
                 let wp = panel.add(t * 64);
-                // The next pair's lines at this step, fetched while these are multiplied.
-                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(2 * next).cast());
-                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(3 * next).cast());
-                let w0 = _mm512_loadu_si512(wp.cast());
-                let w1 = _mm512_loadu_si512(wp.add(next).cast());
+                let mut wv = [_mm512_setzero_si512(); P];
+                for (j, v) in wv.iter_mut().enumerate() {
+                    // Fetch the next panels while these are multiplied: the weights are read
+                    // once per query and stream in behind the arithmetic.
+                    _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add((P + j) * next).cast());
+                    *v = _mm512_loadu_si512(wp.add(j * next).cast());
+                }
                 for i in 0..R {
                     let quad = xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned();
                     let xv = _mm512_set1_epi32(quad);
-                    a0[i] = _mm512_dpbusd_epi32(a0[i], xv, w0);
-                    a1[i] = _mm512_dpbusd_epi32(a1[i], xv, w1);
+                    for (a, v) in acc.iter_mut().zip(&wv) {
+                        a[i] = _mm512_dpbusd_epi32(a[i], xv, *v);
+                    }
                 }
             }
-            let ws0 = _mm512_loadu_ps(w_scales.add(g * NR));
-            let ws1 = _mm512_loadu_ps(w_scales.add(next_g + g * NR));
-            for i in 0..R {
-                let xs = _mm512_set1_ps(*x_scales.add(i * groups + g));
-                let (s0, s1) = (_mm512_mul_ps(ws0, xs), _mm512_mul_ps(ws1, xs));
-                f0[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[i]), s0, f0[i]);
-                f1[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[i]), s1, f1[i]);
+            for (j, (fj, aj)) in f.iter_mut().zip(&acc).enumerate() {
+                let ws = _mm512_loadu_ps(w_scales.add(j * next_g + g * NR));
+                for (i, (fi, a)) in fj.iter_mut().zip(aj).enumerate() {
+                    let s = _mm512_mul_ps(ws, _mm512_set1_ps(*x_scales.add(i * groups + g)));
+                    *fi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(*a), s, *fi);
+                }
             }
         }
-        let b0 = _mm512_loadu_ps(bias);
-        let b1 = _mm512_loadu_ps(bias.add(NR));
-        for i in 0..R {
-            _mm512_storeu_ps(dst.add(i * ldy), _mm512_add_ps(f0[i], b0));
-            _mm512_storeu_ps(dst.add(i * ldy + NR), _mm512_add_ps(f1[i], b1));
+        for (j, fj) in f.iter().enumerate() {
+            let b = _mm512_loadu_ps(bias.add(j * NR));
+            for (i, fi) in fj.iter().enumerate() {
+                _mm512_storeu_ps(dst.add(i * ldy + j * NR), _mm512_add_ps(*fi, b));
+            }
         }
     }
 }
@@ -706,7 +659,7 @@ mod tests {
                     // SAFETY: as above, with panels 0 and 1 and 32 values per row.
                     unsafe {
                         let (b, dst) = (bias.as_ptr(), paired.as_mut_ptr());
-                        by_rows!(rr, R => tile_rows_pair::<R>(&rows, 0, &weights, 0, b, dst, n));
+                        by_rows!(rr, R => tile_rows::<R, 2>(&rows, 0, &weights, 0, b, dst, n));
                     }
                     assert_eq!(paired[..rr * n], out[..rr * n], "{rr} rows in pairs");
                 }
