@@ -96,7 +96,7 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
         text.lines().nth(1).unwrap_or_default().to_string()
     };
     assert!(
-        kernels().ends_with("precision=Q8/64") || kernels().ends_with("/w7"),
+        kernels().ends_with("precision=Q8/64") || kernels().ends_with("/7x7"),
         "{}",
         kernels()
     );
@@ -107,7 +107,7 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
     let vnni_without_avx512 = if avx_vnni {
         "precision=Q8/64"
     } else {
-        "precision=Q8/64/w7"
+        "precision=Q8/64/7x7"
     };
     for (env, tag) in [
         (
@@ -124,7 +124,7 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
                 ("TOOLSHED_SEARCH_AVX512", "off"),
                 ("TOOLSHED_SEARCH_AVX_VNNI", "off"),
             ],
-            "precision=Q8/64/w7",
+            "precision=Q8/64/7x7",
         ),
         (
             [

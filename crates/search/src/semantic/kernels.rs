@@ -168,7 +168,7 @@ pub(crate) fn kernel_tag(precision: Precision) -> String {
             format!("{precision:?}/{}", q8::GROUP)
         }
         #[cfg(target_arch = "x86_64")]
-        Precision::Q8 => format!("{precision:?}/{}/w7", q8::GROUP),
+        Precision::Q8 => format!("{precision:?}/{}/7x7", q8::GROUP),
         _ => format!("{precision:?}"),
     }
 }
@@ -305,7 +305,7 @@ impl Packed {
     pub(crate) fn pairs_panels(&self) -> bool {
         match self.data {
             #[cfg(target_arch = "x86_64")]
-            Store::Q8(_) => q8::Kernel::of_cpu().pairs(),
+            Store::Q8(ref w) => w.kernel.pairs(),
             _ => false,
         }
     }
@@ -347,8 +347,8 @@ impl Packed {
             }
             #[cfg(target_arch = "x86_64")]
             Store::Q8(ref w) => {
-                let (k, kq) = (self.k, w.kq);
-                Input::U8(dispatch!(simd, q8::Rows::quantize(x, m, k, kq)))
+                let k = self.k;
+                Input::U8(dispatch!(simd, q8::Rows::quantize(x, m, k, w)))
             }
             _ => Input::F32(x),
         }
@@ -422,7 +422,7 @@ impl Packed {
             (Store::Q8(w), Input::U8(x)) => {
                 // Whole panels two at a time where the kernel takes pairs, the rest one by one.
                 let mut single = panels;
-                if q8::Kernel::of_cpu().pairs() {
+                if w.kernel.pairs() {
                     let whole = single.end.min(n / NR).max(single.start);
                     let paired = single.start..single.start + (whole - single.start) / 2 * 2;
                     for p in paired.clone().step_by(2) {
@@ -1104,7 +1104,8 @@ mod tests {
     }
 
     /// Inputs and weights all at their groups' largest magnitude, of the same and of opposite
-    /// signs: the 8-bit products' 16-bit pairs (`vpmaddubsw` on AVX2) must not saturate.
+    /// signs: the 8-bit products' 16-bit pairs (`vpmaddubsw` on AVX2), and the sums of two runs'
+    /// pairs, must not saturate.
     #[test]
     fn the_largest_8_bit_products_sum_exactly() {
         if Simd::detect() == Simd::Portable {

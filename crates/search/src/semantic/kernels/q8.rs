@@ -8,22 +8,26 @@
 //! 256 bits for two inputs. AVX-VNNI (CPUs without AVX-512 such as Intel's Alder Lake, and
 //! those with both) has the same instruction on 256 bits: two per panel, half a panel each
 //! ([`tile_rows_avx_vnni`]), with the same sums, so the same vectors. Without either,
-//! `vpmaddubsw` multiplies the same bytes (half a panel per 256-bit register) into 16-bit pairs
-//! and `vpmaddwd` by ones adds the pairs into the 32-bit sums ([`tile_rows_avx2`]): no widening
-//! of the weights, one broadcast per four inputs instead of two, and the inputs quantised in
-//! the same groups.
+//! `vpmaddubsw` multiplies the bytes of two runs (half a panel per 256-bit register) into
+//! 16-bit pairs, `vpaddw` adds the two runs' pairs, and `vpmaddwd` by ones adds them into the
+//! 32-bit sums ([`tile_rows_avx2`]): no widening of the weights, one broadcast per four inputs,
+//! and one widening per eight.
 //!
 //! Both sides are quantised in groups of [`GROUP`] inputs: the weights once at load time, one
 //! scale per column and group; the inputs per product, one scale per row and group, so that a
 //! few large hidden dimensions (BERT has some) coarsen only their own group. An input `x` is
-//! stored as the byte `round(x / s) + 128`; the 128 each byte carries is taken back by starting
-//! each column's group sum at `−128 · Σ w` (the group's quantised weights, summed at load time).
-//! A group's sum is exact in 32 bits (at most 64 · 255 · 127), then scaled and added in f32.
-//! Groups of 64 rather than 32 halve that scaling, which costs a `vpdpbusd` tile almost as much
-//! as its products: a query embeds about a quarter faster on AMD Zen 4, for a cosine to the f32
-//! pass of 0.99956 on average instead of 0.99972 (docs/benchmarks.md). On AVX2 the weights keep
-//! 7 bits ([`Kernel::Avx2`] says why): a cosine of 0.9990 on average, for a query embedded
-//! about 15 % faster at the median than on the 15-bit path on AMD Zen 3.
+//! stored as the byte `round(x / s) + zero` (128 for `vpdpbusd`); the `zero` each byte carries
+//! is taken back by starting each column's group sum at `−zero · Σ w` (the group's quantised
+//! weights, summed at load time). A group's sum is exact in 32 bits (at most 64 · 255 · 127),
+//! then scaled and added in f32. Groups of 64 rather than 32 halve that scaling, which costs a
+//! `vpdpbusd` tile almost as much as its products: a query embeds about a quarter faster on AMD
+//! Zen 4, for a cosine to the f32 pass of 0.99956 on average instead of 0.99972
+//! (docs/benchmarks.md). On AVX2 weights and inputs keep 7 bits ([`Kernel::Avx2`] says why):
+//! a cosine of 0.9985 on average (0.9990 with 8-bit inputs and one widening per four), for
+//! products about a sixth faster on AMD Zen 3 and the same ranking.
+//!
+//! The packed weights sit in lines of 64 bytes on 64-byte boundaries ([`Line`]), so that no
+//! load of them straddles two cache lines.
 
 use super::NR;
 
@@ -41,9 +45,10 @@ pub(super) enum Kernel {
     /// `vpdpbusd` on 256 bits, VEX-encoded ([`tile_rows_avx_vnni`]): the same sums as
     /// [`Kernel::Avx512Vnni`], the weights in whole signed bytes.
     AvxVnni,
-    /// `vpmaddubsw` ([`tile_rows_avx2`]), whose pairs of products saturate at 16 bits: the
-    /// weights keep 7 bits (±[`AVX2_LIMIT`]), so that two products of an input byte and a weight
-    /// never pass 32,767.
+    /// `vpmaddubsw` ([`tile_rows_avx2`]), whose pairs of products saturate at 16 bits: weights
+    /// and inputs keep 7 bits each (±[`AVX2_LIMIT`], the inputs as bytes `1..=127`), so that the
+    /// two pairs of two runs of four inputs add up in 16 bits (at most 2 · 2 · 127 · 63 =
+    /// 32,004 < 2¹⁵) and one `vpmaddwd` widens both runs' sums.
     Avx2,
 }
 
@@ -73,30 +78,54 @@ impl Kernel {
         self == Self::Avx512Vnni
     }
 
-    /// The largest quantised weight magnitude: ±127 for `vpdpbusd`, ±63 for `vpmaddubsw`
-    /// (2 · 255 · 63 = 32,130 < 2¹⁵).
-    fn weight_limit(self) -> f32 {
+    /// The largest quantised magnitude of a weight or an input: ±127 for `vpdpbusd`, ±63 for
+    /// `vpmaddubsw` ([`Kernel::Avx2`]).
+    fn limit(self) -> f32 {
         if self.full_bytes() {
             127.0
         } else {
             AVX2_LIMIT
         }
     }
+
+    /// The byte that stands for an input of zero: the inputs are unsigned, `round(x / s) +
+    /// zero`, from `zero − limit` to `zero + limit`.
+    fn zero(self) -> i32 {
+        self.limit() as i32 + 1
+    }
 }
 
 /// See [`Kernel::Avx2`].
 const AVX2_LIMIT: f32 = 63.0;
 
+/// 64 bytes of packed weights on a 64-byte boundary: one run of four inputs for one panel.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([i8; 64]);
+
+impl Weights {
+    /// The packed bytes (`panels · kq · NR`), as [`Weights`] describes them.
+    fn bytes(&self) -> &[i8] {
+        // SAFETY: a `Line` is 64 bytes with no padding; the slice covers exactly the lines.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast(), self.data.len() * 64) }
+    }
+}
+
 /// Weights `W` (`n × k`) packed in panels of [`NR`] columns: per panel and run of four inputs
 /// `4t..4t+4`, 64 bytes, column `j`'s four weights at bytes `4j..4j+4`; `k` padded with zeros to
 /// whole groups.
 pub(super) struct Weights {
+    /// The kernel the weights were packed for; its tiles and quantised inputs go with them.
+    pub(super) kernel: Kernel,
     /// `k` rounded up to a whole number of groups.
     pub(super) kq: usize,
-    data: Vec<i8>,
+    /// The packed bytes in lines of 64, so that no load of a run's weights straddles two cache
+    /// lines (a split load costs about two).
+    data: Vec<Line>,
     /// Per panel, group and column: the weight is `data · scale`.
     scales: Vec<f32>,
-    /// Per panel, group and column: `−128 ·` the sum of the group's quantised weights.
+    /// Per panel, group and column: `−zero ·` the sum of the group's quantised weights
+    /// ([`Kernel::zero`]).
     offsets: Vec<i32>,
 }
 
@@ -109,10 +138,10 @@ impl Weights {
 
     /// [`Weights::pack`] for `kernel`.
     fn pack_for(kernel: Kernel, w: &[f32], n: usize, k: usize, panels: usize) -> Self {
-        let limit = kernel.weight_limit();
+        let (limit, zero) = (kernel.limit(), kernel.zero());
         let kq = k.div_ceil(GROUP) * GROUP;
         let groups = kq / GROUP;
-        let mut data = vec![0i8; panels * kq * NR];
+        let mut data = vec![Line([0; 64]); panels * kq * NR / 64];
         let mut scales = vec![1f32; panels * groups * NR];
         let mut offsets = vec![0i32; panels * groups * NR];
         for (c, row) in w.chunks_exact(k).enumerate().take(n) {
@@ -127,12 +156,13 @@ impl Weights {
                     let kk = g * GROUP + i;
                     let q = (v / scale).round_ties_even().clamp(-limit, limit) as i8;
                     sum += i32::from(q);
-                    data[p * kq * NR + (kk / 4) * 64 + j * 4 + kk % 4] = q;
+                    data[(p * kq * NR) / 64 + kk / 4].0[j * 4 + kk % 4] = q;
                 }
-                offsets[at] = -128 * sum;
+                offsets[at] = -zero * sum;
             }
         }
         Self {
+            kernel,
             kq,
             data,
             scales,
@@ -141,54 +171,68 @@ impl Weights {
     }
 }
 
-/// The rows of an input quantised for [`tile`]: `x[r][c] ≈ (values[r·kq + c] − 128) ·
-/// scales[r·groups + c / GROUP]`.
+/// The rows of an input quantised for [`tile`]: `x[r][c] ≈ (values[r·kq + c] − zero) ·
+/// scales[r·groups + c / GROUP]`, `zero` being the kernel's ([`Kernel::zero`]).
 pub(crate) struct Rows {
     values: Vec<u8>,
     scales: Vec<f32>,
     kq: usize,
+    #[cfg(test)]
+    zero: i32,
 }
 
 impl Rows {
-    /// Quantises the `m` rows of `x` (`m × k`, row-major) for weights with `kq` inputs.
-    pub(super) fn quantize(x: &[f32], m: usize, k: usize, kq: usize) -> Self {
+    /// Quantises the `m` rows of `x` (`m × k`, row-major) for the weights `w`: in groups of
+    /// [`GROUP`] inputs, to the magnitudes and zero point of their kernel.
+    pub(super) fn quantize(x: &[f32], m: usize, k: usize, w: &Weights) -> Self {
+        let (kq, kernel) = (w.kq, w.kernel);
+        let (limit, zero) = (kernel.limit(), kernel.zero());
         let groups = kq / GROUP;
-        let mut values = vec![128u8; m * kq];
+        let mut values = vec![zero as u8; m * kq];
         let mut scales = vec![1f32; m * groups];
         for (r, row) in x.chunks_exact(k).take(m).enumerate() {
             for (g, group) in row.chunks(GROUP).enumerate() {
                 let out = &mut values[r * kq + g * GROUP..][..group.len()];
                 #[cfg(target_arch = "x86_64")]
-                if group.len() == GROUP && crate::cpu::avx512_vnni() {
-                    // SAFETY: AVX-512 F is available; both slices hold GROUP values.
+                if group.len() == GROUP && kernel == Kernel::Avx512Vnni {
+                    // SAFETY: the kernel runs only where AVX-512 F is available; both slices
+                    // hold GROUP values.
                     scales[r * groups + g] = unsafe { quantize_group(group, out) };
                     continue;
                 }
                 #[cfg(target_arch = "x86_64")]
                 if group.len() == GROUP && crate::cpu::avx2_fma() {
                     // SAFETY: AVX2 is available; both slices hold GROUP values.
-                    scales[r * groups + g] = unsafe { quantize_group_avx2(group, out) };
+                    scales[r * groups + g] =
+                        unsafe { quantize_group_avx2(group, out, limit, zero) };
                     continue;
                 }
                 let max = group.iter().fold(0f32, |m, x| m.max(x.abs()));
                 if max == 0.0 {
                     continue;
                 }
-                let scale = max / 127.0;
+                let scale = max / limit;
                 scales[r * groups + g] = scale;
                 let inv = 1.0 / scale;
-                // Round to nearest, ties to even, by the 1.5·2²³ trick (|v · inv| ≤ 127).
+                // Round to nearest, ties to even, by the 1.5·2²³ trick (|v · inv| ≤ limit).
                 const MAGIC: f32 = 12_582_912.0;
                 for (q, &v) in out.iter_mut().zip(group) {
-                    *q = (((v * inv + MAGIC) - MAGIC) as i32 + 128) as u8;
+                    *q = (((v * inv + MAGIC) - MAGIC) as i32 + zero) as u8;
                 }
             }
         }
-        Self { values, scales, kq }
+        Self {
+            values,
+            scales,
+            kq,
+            #[cfg(test)]
+            zero,
+        }
     }
 }
 
-/// Quantises one whole group (`from` and `to` [`GROUP`] long) and returns its scale.
+/// Quantises one whole group (`from` and `to` [`GROUP`] long) to the bytes `round(x / s) +
+/// 128` of the `vpdpbusd` kernels and returns its scale `s`.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F.
@@ -220,13 +264,14 @@ unsafe fn quantize_group(from: &[f32], to: &mut [u8]) -> f32 {
     }
 }
 
-/// [`quantize_group`] on AVX2.
+/// [`quantize_group`] on AVX2, to `round(x / s) + zero` with `s = max |x| / limit` (`limit`
+/// and `zero` a kernel's: [`Kernel::limit`], [`Kernel::zero`]).
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn quantize_group_avx2(from: &[f32], to: &mut [u8]) -> f32 {
+unsafe fn quantize_group_avx2(from: &[f32], to: &mut [u8], limit: f32, zero: i32) -> f32 {
     use std::arch::x86_64::*;
     debug_assert!(from.len() == GROUP && to.len() == GROUP);
     // SAFETY: GROUP values read from `from`, GROUP bytes written to `to`.
@@ -246,9 +291,9 @@ unsafe fn quantize_group_avx2(from: &[f32], to: &mut [u8]) -> f32 {
         if max == 0.0 {
             return 1.0;
         }
-        let scale = max / 127.0;
+        let scale = max / limit;
         let inv = _mm256_set1_ps(1.0 / scale);
-        let zero = _mm256_set1_epi32(128);
+        let zero = _mm256_set1_epi32(zero);
         // packs and packus interleave the 128-bit halves; this restores the order of 32 bytes.
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         for at in (0..GROUP).step_by(32) {
@@ -284,31 +329,10 @@ pub(super) unsafe fn tile(
     dst: *mut f32,
     ldy: usize,
 ) {
-    // SAFETY: as the caller vouches; the weights were packed for this CPU's kernel.
-    unsafe { tile_with(Kernel::of_cpu(), rr, x, r, w, p, bias, dst, ldy) }
-}
-
-/// [`tile`] with `kernel`.
-///
-/// # Safety
-/// As for [`tile`]; the CPU must have `kernel`'s instructions and `w` be packed for it.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_with(
-    kernel: Kernel,
-    rr: usize,
-    x: &Rows,
-    r: usize,
-    w: &Weights,
-    p: usize,
-    bias: *const f32,
-    dst: *mut f32,
-    ldy: usize,
-) {
     debug_assert_eq!(x.kq, w.kq);
-    // SAFETY: as the caller vouches.
+    // SAFETY: as the caller vouches; the weights' kernel is one this CPU has.
     unsafe {
-        match kernel {
+        match w.kernel {
             Kernel::Avx512Vnni => {
                 by_rows!(rr, R => tile_rows::<R, 1>(x, r, w, p, bias, dst, ldy))
             }
@@ -324,7 +348,7 @@ unsafe fn tile_with(
 /// [`Kernel::pairs`]; `bias` holds 32 values and `dst` takes 32 columns per row.
 ///
 /// # Safety
-/// As for [`tile`], with panel `p + 1` of `w` too; the CPU's kernel must take pairs.
+/// As for [`tile`], with panel `p + 1` of `w` too; the weights' kernel must take pairs.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn tile_pair(
@@ -337,7 +361,7 @@ pub(super) unsafe fn tile_pair(
     dst: *mut f32,
     ldy: usize,
 ) {
-    debug_assert!(Kernel::of_cpu().pairs());
+    debug_assert!(w.kernel.pairs());
     // SAFETY: as the caller vouches.
     unsafe { by_rows!(rr, R => tile_rows::<R, 2>(x, r, w, p, bias, dst, ldy)) }
 }
@@ -362,11 +386,11 @@ impl Start {
     unsafe fn of(x: &Rows, r: usize, rows: usize, w: &Weights, p: usize) -> Self {
         let (kq, groups) = (w.kq, w.kq / GROUP);
         debug_assert_eq!(x.kq, kq);
-        debug_assert!(x.values.len() >= (r + rows) * kq && w.data.len() >= (p + 1) * kq * NR);
+        debug_assert!(x.values.len() >= (r + rows) * kq && w.bytes().len() >= (p + 1) * kq * NR);
         // SAFETY: within the rows and the panel, as the caller promises.
         unsafe {
             Self {
-                panel: w.data.as_ptr().add(p * kq * NR),
+                panel: w.bytes().as_ptr().add(p * kq * NR),
                 w_scales: w.scales.as_ptr().add(p * groups * NR),
                 offsets: w.offsets.as_ptr().add(p * groups * NR),
                 xs: x.values.as_ptr().add(r * kq),
@@ -395,7 +419,7 @@ unsafe fn tile_rows<const R: usize, const P: usize>(
 ) {
     use std::arch::x86_64::*;
     let (kq, groups) = (w.kq, w.kq / GROUP);
-    debug_assert!(w.data.len() >= (p + P) * kq * NR);
+    debug_assert!(w.bytes().len() >= (p + P) * kq * NR);
     // Panel p + j's weights, scales and offsets follow panel p's at these strides.
     let (next, next_g) = (kq * NR, groups * NR);
     // SAFETY (whole body): the pointers of `Start::of` (R rows, panels p..p + P), P × 16
@@ -465,15 +489,17 @@ unsafe fn tile_rows_avx_vnni<const R: usize>(
     use std::arch::x86_64::*;
     // SAFETY: as the caller vouches; AVX2, FMA and AVX-VNNI are enabled here.
     unsafe {
-        tile_rows_ymm::<R>(x, r, w, p, bias, dst, ldy, |acc, xv, wv| {
+        tile_rows_ymm::<R, 1>(x, r, w, p, bias, dst, ldy, |acc, [xv], [wv]| {
             _mm256_dpbusd_avx_epi32(acc, xv, wv)
         })
     }
 }
 
-/// [`tile_rows`] on AVX2: per run of four inputs, `vpmaddubsw` multiplies the input bytes by
-/// each half panel's weights (8 columns) and adds them in pairs (16 bits, exact for weights
-/// within ±[`AVX2_LIMIT`]), `vpmaddwd` by ones adds the pairs into 32-bit sums.
+/// [`tile_rows`] on AVX2: per two runs of four inputs and half panel (8 columns), `vpmaddubsw`
+/// multiplies each run's input bytes by its weights and adds them in pairs (16 bits), `vpaddw`
+/// adds the two runs' pairs, and `vpmaddwd` by ones adds those into the 32-bit sums: one
+/// widening for eight inputs instead of four (exact for weights and inputs of 7 bits:
+/// [`Kernel::Avx2`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -490,14 +516,17 @@ unsafe fn tile_rows_avx2<const R: usize>(
     let ones = _mm256_set1_epi16(1);
     // SAFETY: as the caller vouches; AVX2 and FMA are enabled here.
     unsafe {
-        tile_rows_ymm::<R>(x, r, w, p, bias, dst, ldy, |acc, xv, wv| {
-            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wv), ones))
+        tile_rows_ymm::<R, 2>(x, r, w, p, bias, dst, ldy, |acc, [xa, xb], [wa, wb]| {
+            let pairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(xa, wa), _mm256_maddubs_epi16(xb, wb));
+            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones))
         })
     }
 }
 
-/// The body of the 256-bit kernels: per run of four inputs and half panel (8 columns),
-/// `add(sums, inputs, weights)` adds the four products of each column to its 32-bit sum; 16
+/// The body of the 256-bit kernels: per `RUNS` (1 or 2) runs of four inputs and half panel
+/// (8 columns), `add(sums, inputs, weights)` adds the `4 · RUNS` products of each column to its
+/// 32-bit sum, the runs' input bytes broadcast and their weights in one register each; 16
 /// registers of sums at most (VEX reaches only 16). Inlined into a function that enables
 /// AVX2, FMA and whatever `add` needs.
 ///
@@ -506,7 +535,7 @@ unsafe fn tile_rows_avx2<const R: usize>(
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn tile_rows_ymm<const R: usize>(
+unsafe fn tile_rows_ymm<const R: usize, const RUNS: usize>(
     x: &Rows,
     r: usize,
     w: &Weights,
@@ -516,8 +545,8 @@ unsafe fn tile_rows_ymm<const R: usize>(
     ldy: usize,
     add: impl Fn(
         std::arch::x86_64::__m256i,
-        std::arch::x86_64::__m256i,
-        std::arch::x86_64::__m256i,
+        [std::arch::x86_64::__m256i; RUNS],
+        [std::arch::x86_64::__m256i; RUNS],
     ) -> std::arch::x86_64::__m256i,
 ) {
     use std::arch::x86_64::*;
@@ -533,17 +562,29 @@ unsafe fn tile_rows_ymm<const R: usize>(
         } = Start::of(x, r, R, w, p);
         let mut flo = [_mm256_setzero_ps(); R];
         let mut fhi = [_mm256_setzero_ps(); R];
+        let quad = |i: usize, t: usize| {
+            _mm256_set1_epi32(xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned())
+        };
         for g in 0..groups {
             let mut lo = [_mm256_loadu_si256(offsets.add(g * NR).cast()); R];
             let mut hi = [_mm256_loadu_si256(offsets.add(g * NR + 8).cast()); R];
-            for t in g * GROUP / 4..(g + 1) * GROUP / 4 {
+            for t in (g * GROUP / 4..(g + 1) * GROUP / 4).step_by(RUNS) {
                 let wp = panel.add(t * 64);
-                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(kq * NR).cast());
-                let w0 = _mm256_loadu_si256(wp.cast());
-                let w1 = _mm256_loadu_si256(wp.add(32).cast());
+                // Run t + u's weights: columns 0..8 at 64 u, columns 8..16 at 64 u + 32.
+                let (mut w0, mut w1) = (
+                    [_mm256_setzero_si256(); RUNS],
+                    [_mm256_setzero_si256(); RUNS],
+                );
+                for u in 0..RUNS {
+                    _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(kq * NR + 64 * u).cast());
+                    w0[u] = _mm256_loadu_si256(wp.add(64 * u).cast());
+                    w1[u] = _mm256_loadu_si256(wp.add(64 * u + 32).cast());
+                }
                 for i in 0..R {
-                    let quad = xs.add(i * kq + 4 * t).cast::<i32>().read_unaligned();
-                    let xv = _mm256_set1_epi32(quad);
+                    let mut xv = [_mm256_setzero_si256(); RUNS];
+                    for (u, v) in xv.iter_mut().enumerate() {
+                        *v = quad(i, t + u);
+                    }
                     lo[i] = add(lo[i], xv, w0);
                     hi[i] = add(hi[i], xv, w1);
                 }
@@ -582,8 +623,8 @@ mod tests {
                 for g in 0..groups {
                     let mut sum = 0i64;
                     for kk in g * GROUP..(g + 1) * GROUP {
-                        let wq = w.data[p * kq * NR + (kk / 4) * 64 + j * 4 + kk % 4];
-                        let xq = i64::from(x.values[i * kq + kk]) - 128;
+                        let wq = w.bytes()[p * kq * NR + (kk / 4) * 64 + j * 4 + kk % 4];
+                        let xq = i64::from(x.values[i * kq + kk]) - i64::from(x.zero);
                         sum += xq * i64::from(wq);
                     }
                     let ws = f64::from(w.scales[(p * groups + g) * NR + j]);
@@ -615,7 +656,6 @@ mod tests {
             .map(|i| next() * if i % 29 == 0 { 8.0 } else { 1.0 })
             .collect();
         let bias: Vec<f32> = (0..n).map(|_| next()).collect();
-        let rows = Rows::quantize(&x, m, k, kq);
         let has = |kernel| match kernel {
             Kernel::Avx512Vnni => {
                 is_x86_feature_detected!("avx512f")
@@ -632,6 +672,13 @@ mod tests {
                 continue;
             }
             let weights = Weights::pack_for(kernel, &w, n, k, n / NR);
+            assert_eq!(weights.kq, kq);
+            assert_eq!(
+                weights.bytes().as_ptr() as usize % 64,
+                0,
+                "lines on 64 bytes"
+            );
+            let rows = Rows::quantize(&x, m, k, &weights);
             let mut out = vec![0f32; m * n];
             for rr in 1..=m {
                 for p in 0..n / NR {
@@ -640,7 +687,7 @@ mod tests {
                     unsafe {
                         let dst = out.as_mut_ptr().add(p * NR);
                         let b = bias.as_ptr().add(p * NR);
-                        tile_with(kernel, rr, &rows, 0, &weights, p, b, dst, n);
+                        tile(rr, &rows, 0, &weights, p, b, dst, n);
                     }
                 }
                 let want = reference(&rows, rr, &weights, n, &bias);
@@ -689,7 +736,7 @@ mod tests {
         let (sa, sb) = unsafe {
             (
                 quantize_group(&group, &mut a),
-                quantize_group_avx2(&group, &mut b),
+                quantize_group_avx2(&group, &mut b, 127.0, 128),
             )
         };
         assert_eq!(sa.to_bits(), sb.to_bits());
@@ -698,36 +745,49 @@ mod tests {
     }
 
     /// Rows quantised by the vector path (whole groups) and the scalar one (the partial group at
-    /// the end) come back within half a step of every input.
+    /// the end) come back within half a step of every input, for each kernel's magnitudes and
+    /// zero point.
     #[test]
     fn quantised_rows_round_trip_within_half_a_step() {
         let k = 2 * GROUP + 5;
-        let kq = k.div_ceil(GROUP) * GROUP;
-        let groups = kq / GROUP;
         let x: Vec<f32> = (0..2 * k)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0 * if i % 13 == 0 { 9.0 } else { 1.0 })
             .collect();
-        let rows = Rows::quantize(&x, 2, k, kq);
-        for r in 0..2 {
-            for c in 0..k {
-                let scale = rows.scales[r * groups + c / GROUP];
-                let back = (f32::from(rows.values[r * kq + c]) - 128.0) * scale;
-                let want = x[r * k + c];
-                assert!(
-                    (back - want).abs() <= scale * 0.5 + 1e-5,
-                    "row {r} input {c}: {back} for {want} (step {scale})"
-                );
+        let mut kernels = vec![(Kernel::Avx2, 63, 64), (Kernel::AvxVnni, 127, 128)];
+        if is_x86_feature_detected!("avx512f") {
+            kernels.push((Kernel::Avx512Vnni, 127, 128));
+        }
+        for (kernel, limit, zero) in kernels {
+            // Quantising reads only the kernel and the padded length of the weights.
+            let w = Weights::pack_for(kernel, &[0.0; 16], 1, 16, 1);
+            let w = Weights {
+                kq: k.div_ceil(GROUP) * GROUP,
+                ..w
+            };
+            let (kq, groups) = (w.kq, w.kq / GROUP);
+            let rows = Rows::quantize(&x, 2, k, &w);
+            assert_eq!(rows.zero, zero, "{kernel:?}");
+            for r in 0..2 {
+                for c in 0..k {
+                    let scale = rows.scales[r * groups + c / GROUP];
+                    let back = (f32::from(rows.values[r * kq + c]) - zero as f32) * scale;
+                    let want = x[r * k + c];
+                    assert!(
+                        (back - want).abs() <= scale * 0.5 + 1e-5,
+                        "{kernel:?} row {r} input {c}: {back} for {want} (step {scale})"
+                    );
+                }
+                // Every group's largest input is ±limit steps: the whole group was scaled.
+                for g in 0..groups {
+                    let group = &rows.values[r * kq + g * GROUP..][..GROUP.min(k - g * GROUP)];
+                    let top = group.iter().map(|&v| (i32::from(v) - zero).abs()).max();
+                    assert_eq!(top, Some(limit), "{kernel:?} row {r} group {g}");
+                }
+                // The padding past k stays at the zero point.
+                assert!(rows.values[r * kq + k..(r + 1) * kq]
+                    .iter()
+                    .all(|&v| i32::from(v) == zero));
             }
-            // Every group's largest input is ±127 steps: the whole group was scaled.
-            for g in 0..groups {
-                let group = &rows.values[r * kq + g * GROUP..][..GROUP.min(k - g * GROUP)];
-                let top = group.iter().map(|&v| (i32::from(v) - 128).abs()).max();
-                assert_eq!(top, Some(127), "row {r} group {g}");
-            }
-            // The padding past k stays at the zero point.
-            assert!(rows.values[r * kq + k..(r + 1) * kq]
-                .iter()
-                .all(|&v| v == 128));
         }
     }
 }
