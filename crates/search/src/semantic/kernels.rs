@@ -114,7 +114,7 @@ pub enum Precision {
     /// The default. The weights as in [`Precision::I8`], the input quantised to 8 bits too, with
     /// one scale per row and group of 64 inputs, multiplied on AVX-512 VNNI (`vpdpbusd`: 64
     /// products per instruction), on AVX-VNNI (the same on 256 bits, same vectors) or, without
-    /// either, on AVX2 (`vpmaddubsw`, the weights in 7 bits; see `kernels/q8.rs`).
+    /// either, on AVX2 (`vpmaddubsw`, weights and inputs in 7 bits; see `kernels/q8.rs`).
     #[default]
     Q8,
 }
@@ -305,7 +305,7 @@ impl Packed {
     pub(crate) fn pairs_panels(&self) -> bool {
         match self.data {
             #[cfg(target_arch = "x86_64")]
-            Store::Q8(ref w) => w.kernel.pairs(),
+            Store::Q8(ref w) => w.kernel().pairs(),
             _ => false,
         }
     }
@@ -422,7 +422,7 @@ impl Packed {
             (Store::Q8(w), Input::U8(x)) => {
                 // Whole panels two at a time where the kernel takes pairs, the rest one by one.
                 let mut single = panels;
-                if w.kernel.pairs() {
+                if w.kernel().pairs() {
                     let whole = single.end.min(n / NR).max(single.start);
                     let paired = single.start..single.start + (whole - single.start) / 2 * 2;
                     for p in paired.clone().step_by(2) {
@@ -1142,7 +1142,8 @@ mod tests {
                 Precision::F32 => 1e-4,
                 Precision::F16 => 2e-2,
                 Precision::I8 => 1e-1,
-                // and 8-bit inputs: 1/254 of their group's largest value each.
+                // and 8-bit inputs: 1/254 of their group's largest value each (1/126 on AVX2,
+                // whose inputs keep 7 bits).
                 Precision::Q8 => 2e-1,
             };
             for (n, k, m) in [

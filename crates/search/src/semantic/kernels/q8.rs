@@ -103,7 +103,16 @@ const AVX2_LIMIT: f32 = 63.0;
 #[repr(C, align(64))]
 struct Line([i8; 64]);
 
+// A line is its 64 bytes, nothing more (`Weights::bytes`).
+const _: () = assert!(std::mem::size_of::<Line>() == 64);
+
 impl Weights {
+    /// The kernel the weights were packed for: one this CPU has ([`Kernel::of_cpu`]), unless a
+    /// test chose it. Their tiles and quantised inputs go with it.
+    pub(super) fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
     /// The packed bytes (`panels · kq · NR`), as [`Weights`] describes them.
     fn bytes(&self) -> &[i8] {
         // SAFETY: a `Line` is 64 bytes with no padding; the slice covers exactly the lines.
@@ -115,8 +124,8 @@ impl Weights {
 /// `4t..4t+4`, 64 bytes, column `j`'s four weights at bytes `4j..4j+4`; `k` padded with zeros to
 /// whole groups.
 pub(super) struct Weights {
-    /// The kernel the weights were packed for; its tiles and quantised inputs go with them.
-    pub(super) kernel: Kernel,
+    /// The kernel the weights were packed for ([`Weights::kernel`]).
+    kernel: Kernel,
     /// `k` rounded up to a whole number of groups.
     pub(super) kq: usize,
     /// The packed bytes in lines of 64, so that no load of a run's weights straddles two cache
@@ -194,9 +203,10 @@ impl Rows {
             for (g, group) in row.chunks(GROUP).enumerate() {
                 let out = &mut values[r * kq + g * GROUP..][..group.len()];
                 #[cfg(target_arch = "x86_64")]
-                if group.len() == GROUP && kernel == Kernel::Avx512Vnni {
-                    // SAFETY: the kernel runs only where AVX-512 F is available; both slices
-                    // hold GROUP values.
+                if group.len() == GROUP && kernel == Kernel::Avx512Vnni && crate::cpu::avx512_vnni()
+                {
+                    // SAFETY: AVX-512 F is available; both slices hold GROUP values. (Elsewhere
+                    // the AVX2 quantiser writes the same bytes.)
                     scales[r * groups + g] = unsafe { quantize_group(group, out) };
                     continue;
                 }
@@ -214,10 +224,12 @@ impl Rows {
                 let scale = max / limit;
                 scales[r * groups + g] = scale;
                 let inv = 1.0 / scale;
-                // Round to nearest, ties to even, by the 1.5·2²³ trick (|v · inv| ≤ limit).
+                // Round to nearest, ties to even, by the 1.5·2²³ trick; the clamp holds only
+                // where `inv` overflowed (a group of subnormal values).
                 const MAGIC: f32 = 12_582_912.0;
                 for (q, &v) in out.iter_mut().zip(group) {
-                    *q = (((v * inv + MAGIC) - MAGIC) as i32 + zero) as u8;
+                    let steps = (v * inv).clamp(-limit, limit);
+                    *q = (((steps + MAGIC) - MAGIC) as i32 + zero) as u8;
                 }
             }
         }
@@ -315,8 +327,9 @@ unsafe fn quantize_group_avx2(from: &[f32], to: &mut [u8], limit: f32, zero: i32
 /// Σ x[r+i][c]·W[p·NR+j][c] + bias[j]`, `dst` with row stride `ldy`.
 ///
 /// # Safety
-/// The CPU must have AVX2 and FMA; `x` must hold rows `r..r+rr`, `w` panel `p`, `bias` 16
-/// values, and `dst` must point to `rr` rows of 16 writable values, row stride `ldy`.
+/// The CPU must have the instructions of `w`'s kernel ([`Weights::kernel`]); `x` must be
+/// quantised for `w` and hold rows `r..r+rr`, `w` panel `p`, `bias` 16 values, and `dst` must
+/// point to `rr` rows of 16 writable values, row stride `ldy`.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn tile(
@@ -788,6 +801,25 @@ mod tests {
                     .iter()
                     .all(|&v| i32::from(v) == zero));
             }
+        }
+    }
+
+    /// A partial group of subnormal values, whose scale's inverse overflows, still gives bytes
+    /// within the kernel's range (the scalar quantiser; a debug build would panic on overflow).
+    #[test]
+    fn a_group_too_small_to_scale_stays_in_range() {
+        let k = GROUP + 3;
+        let mut x = vec![0.5f32; k];
+        x[GROUP..].copy_from_slice(&[1e-39, -1e-39, 0.0]);
+        for kernel in [Kernel::Avx2, Kernel::AvxVnni] {
+            let w = Weights::pack_for(kernel, &vec![0.0; 16 * k], 16, k, 1);
+            let rows = Rows::quantize(&x, 1, k, &w);
+            let (limit, zero) = (kernel.limit() as i32, kernel.zero());
+            let tail: Vec<i32> = rows.values[GROUP..k]
+                .iter()
+                .map(|&v| i32::from(v))
+                .collect();
+            assert_eq!(tail, [zero + limit, zero - limit, zero], "{kernel:?}");
         }
     }
 }
