@@ -432,7 +432,7 @@ impl Packed {
                             // `x`.
                             unsafe {
                                 let dst = y.add(r * n + p * NR);
-                                q8::tile_pair(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, n)
+                                q8::tile::<2>(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, n)
                             }
                         }
                     }
@@ -442,7 +442,7 @@ impl Packed {
                 // `y` and the rows of `x`.
                 unsafe {
                     tiles(n, n, rows, single, y, |r, rr, p, dst, ldy| {
-                        q8::tile(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, ldy)
+                        q8::tile::<1>(rr, x, r, w, p, bias[p * NR..].as_ptr(), dst, ldy)
                     })
                 }
             }

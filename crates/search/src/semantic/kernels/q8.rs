@@ -71,7 +71,7 @@ impl Kernel {
         self != Self::Avx2
     }
 
-    /// Whether [`tile_pair`] runs this kernel on two panels at once (AVX-512 VNNI, whose 32
+    /// Whether [`tile`] runs this kernel on two panels at once (AVX-512 VNNI, whose 32
     /// registers hold the sums of two panels; one broadcast of the inputs then feeds two
     /// products); the others take one panel at a time.
     pub(super) fn pairs(self) -> bool {
@@ -323,16 +323,19 @@ unsafe fn quantize_group_avx2(from: &[f32], to: &mut [u8], limit: f32, zero: i32
     }
 }
 
-/// `rr` (1..=6) rows from row `r` of `x` × the 16 columns of panel `p` of `w`: `dst[i][j] =
-/// Σ x[r+i][c]·W[p·NR+j][c] + bias[j]`, `dst` with row stride `ldy`.
+/// `rr` (1..=6) rows from row `r` of `x` × the columns of the `P` panels from `p` of `w` (16
+/// columns, or 32 where `P` is 2): `dst[i][j] = Σ x[r+i][c]·W[p·NR+j][c] + bias[j]`, `dst`
+/// with row stride `ldy`. Two panels at once only where the weights' kernel pairs them
+/// ([`Kernel::pairs`]).
 ///
 /// # Safety
 /// The CPU must have the instructions of `w`'s kernel ([`Weights::kernel`]); `x` must be
-/// quantised for `w` and hold rows `r..r+rr`, `w` panel `p`, `bias` 16 values, and `dst` must
-/// point to `rr` rows of 16 writable values, row stride `ldy`.
+/// quantised for `w` and hold rows `r..r+rr`, `w` panels `p..p+P` (whole ones where `P` is 2),
+/// `bias` `16 · P` values, and `dst` must point to `rr` rows of `16 · P` writable values, row
+/// stride `ldy`.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn tile(
+pub(super) unsafe fn tile<const P: usize>(
     rr: usize,
     x: &Rows,
     r: usize,
@@ -343,11 +346,16 @@ pub(super) unsafe fn tile(
     ldy: usize,
 ) {
     debug_assert_eq!(x.kq, w.kq);
+    assert!(
+        P == 1 || (P == 2 && w.kernel.pairs()),
+        "{P} panels on {:?}",
+        w.kernel
+    );
     // SAFETY: as the caller vouches; the weights' kernel is one this CPU has.
     unsafe {
         match w.kernel {
             Kernel::Avx512Vnni => {
-                by_rows!(rr, R => tile_rows::<R, 1>(x, r, w, p, bias, dst, ldy))
+                by_rows!(rr, R => tile_rows::<R, P>(x, r, w, p, bias, dst, ldy))
             }
             Kernel::AvxVnni => {
                 by_rows!(rr, R => tile_rows_avx_vnni::<R>(x, r, w, p, bias, dst, ldy))
@@ -355,28 +363,6 @@ pub(super) unsafe fn tile(
             Kernel::Avx2 => by_rows!(rr, R => tile_rows_avx2::<R>(x, r, w, p, bias, dst, ldy)),
         }
     }
-}
-
-/// [`tile`] on the 32 columns of panels `p` and `p + 1` (whole panels both), where
-/// [`Kernel::pairs`]; `bias` holds 32 values and `dst` takes 32 columns per row.
-///
-/// # Safety
-/// As for [`tile`], with panel `p + 1` of `w` too; the weights' kernel must take pairs.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn tile_pair(
-    rr: usize,
-    x: &Rows,
-    r: usize,
-    w: &Weights,
-    p: usize,
-    bias: *const f32,
-    dst: *mut f32,
-    ldy: usize,
-) {
-    debug_assert!(w.kernel.pairs());
-    // SAFETY: as the caller vouches.
-    unsafe { by_rows!(rr, R => tile_rows::<R, 2>(x, r, w, p, bias, dst, ldy)) }
 }
 
 /// Where a tile of `rows` rows from row `r` and panel `p` starts: the panel's weights, their
@@ -700,7 +686,7 @@ mod tests {
                     unsafe {
                         let dst = out.as_mut_ptr().add(p * NR);
                         let b = bias.as_ptr().add(p * NR);
-                        tile(rr, &rows, 0, &weights, p, b, dst, n);
+                        tile::<1>(rr, &rows, 0, &weights, p, b, dst, n);
                     }
                 }
                 let want = reference(&rows, rr, &weights, n, &bias);
@@ -719,7 +705,7 @@ mod tests {
                     // SAFETY: as above, with panels 0 and 1 and 32 values per row.
                     unsafe {
                         let (b, dst) = (bias.as_ptr(), paired.as_mut_ptr());
-                        by_rows!(rr, R => tile_rows::<R, 2>(&rows, 0, &weights, 0, b, dst, n));
+                        tile::<2>(rr, &rows, 0, &weights, 0, b, dst, n);
                     }
                     assert_eq!(paired[..rr * n], out[..rr * n], "{rr} rows in pairs");
                 }
@@ -821,5 +807,18 @@ mod tests {
                 .collect();
             assert_eq!(tail, [zero + limit, zero - limit, zero], "{kernel:?}");
         }
+    }
+
+    /// Two panels at once are refused where the weights' kernel takes one at a time, before
+    /// any of it runs.
+    #[test]
+    #[should_panic(expected = "2 panels on Avx2")]
+    fn two_panels_only_where_the_kernel_pairs_them() {
+        let (n, k) = (2 * NR, GROUP);
+        let w = Weights::pack_for(Kernel::Avx2, &vec![0.5; n * k], n, k, 2);
+        let rows = Rows::quantize(&vec![0.5; k], 1, k, &w);
+        let (bias, mut out) = ([0f32; 2 * NR], [0f32; 2 * NR]);
+        // SAFETY: one row, panels 0 and 1, 32 biases and 32 values; it stops at the assertion.
+        unsafe { tile::<2>(1, &rows, 0, &w, 0, bias.as_ptr(), out.as_mut_ptr(), n) };
     }
 }
