@@ -46,10 +46,10 @@ fn setting(value: Option<&str>) -> Result<bool, String> {
     }
 }
 
-/// Whether this CPU has AVX-512 F, BW, VL and VNNI (`vpdpbusd`, 64 byte products per
-/// instruction on 512-bit vectors, 32 on 256-bit ones), and [`AVX512_ENV`] does not turn them
-/// off.
-pub(crate) fn avx512_vnni() -> bool {
+/// Whether this CPU has AVX-512 F, BW and VL (16 f32 lanes per instruction, for the encoder's
+/// element-wise functions), and [`AVX512_ENV`] does not turn them off.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+pub(crate) fn avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -58,8 +58,20 @@ pub(crate) fn avx512_vnni() -> bool {
                 && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx512vnni")
+                && avx2_fma()
         })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether this CPU has [`avx512`] and VNNI (`vpdpbusd`, 64 byte products per instruction on
+/// 512-bit vectors, 32 on 256-bit ones), and [`AVX512_ENV`] does not turn them off.
+pub(crate) fn avx512_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| avx512() && is_x86_feature_detected!("avx512vnni"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

@@ -94,6 +94,15 @@ pub(crate) struct Encoder {
     pub(crate) simd: Simd,
 }
 
+/// Values of attention scratch a thread keeps between heads (256 KiB, enough for sequences of
+/// about 200 tokens); a longer sequence's scratch is freed after its head.
+const SCRATCH_KEPT: usize = 64 * 1024;
+
+thread_local! {
+    /// The scratch of [`kernels::attention_head`] on this thread, reused from head to head.
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A raw pointer to an output matrix that chunks on several threads write at disjoint places.
 #[derive(Clone, Copy)]
 struct Out(*mut f32);
@@ -372,7 +381,7 @@ impl Encoder {
         let scale = 1.0 / (d as f32).sqrt();
         let dst = Out(ctx.as_mut_ptr());
         let seqs = starts.len() - 1;
-        let m = starts[seqs];
+        debug_assert_eq!(ctx.len(), starts[seqs] * h);
         let simd = self.simd;
         run(pool, seqs * heads, &|c| {
             // The whole `Out` (Send + Sync), not its raw pointer field, is captured.
@@ -383,28 +392,26 @@ impl Encoder {
             if a == b {
                 return;
             }
-            let len = b - a;
-            let mut local = vec![0f32; len * d];
-            let mut scratch = Vec::new();
-            kernels::attention_head(
-                simd,
-                &qkv[a * 3 * h..b * 3 * h],
-                len,
-                3 * h,
-                (hd * d, h + hd * d, 2 * h + hd * d),
-                d,
-                scale,
-                &mut local,
-                &mut scratch,
-            );
-            debug_assert!(b <= m);
-            for (i, row) in local.chunks_exact(d).enumerate() {
+            SCRATCH.with_borrow_mut(|scratch| {
                 // SAFETY: the chunk is the only writer of columns hd·d..(hd+1)·d of rows a..b of
                 // the m × h context.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(row.as_ptr(), dst.0.add((a + i) * h + hd * d), d)
+                    kernels::attention_head(
+                        simd,
+                        &qkv[a * 3 * h..b * 3 * h],
+                        b - a,
+                        3 * h,
+                        (hd * d, h + hd * d, 2 * h + hd * d),
+                        d,
+                        scale,
+                        (dst.0.add(a * h + hd * d), h),
+                        scratch,
+                    )
                 };
-            }
+                if scratch.len() > SCRATCH_KEPT {
+                    *scratch = Vec::new();
+                }
+            });
         });
     }
 }

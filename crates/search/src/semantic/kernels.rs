@@ -73,7 +73,9 @@ impl Simd {
 }
 
 /// Runs `$body` (a call of an `#[inline(always)]` function) compiled with AVX2 and FMA when
-/// `$simd` says so, plainly otherwise.
+/// `$simd` says so, and with AVX-512 as well where the CPU has it ([`crate::cpu::avx512`]):
+/// the compiler's loops then take 16 values per instruction instead of 8. The arithmetic is
+/// the body's, in its order, so every width gives the same values bit for bit.
 macro_rules! dispatch {
     ($simd:expr, $body:expr) => {{
         #[cfg(target_arch = "x86_64")]
@@ -82,7 +84,14 @@ macro_rules! dispatch {
             unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
                 f()
             }
-            if $simd == Simd::Avx2 {
+            #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+            unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            if $simd == Simd::Avx2 && crate::cpu::avx512() {
+                // SAFETY: the CPU reports AVX2, FMA and AVX-512 F, BW and VL.
+                unsafe { avx512(|| $body) }
+            } else if $simd == Simd::Avx2 {
                 // SAFETY: `Simd::Avx2` is only chosen when the CPU reports AVX2 and FMA.
                 unsafe { avx2(|| $body) }
             } else {
@@ -828,7 +837,7 @@ pub(crate) fn activate(simd: Simd, act: Activation, v: &mut [f32]) {
 
 #[inline(always)]
 fn softmax_body(v: &mut [f32]) {
-    let max = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = max_of(v);
     // Exponentials first (a loop the compiler vectorises), then their sum.
     for x in v.iter_mut() {
         *x = exp_neg(*x - max);
@@ -837,6 +846,24 @@ fn softmax_body(v: &mut [f32]) {
     for x in v {
         *x *= inv;
     }
+}
+
+/// The largest value in `v` (`−∞` when empty), in sixteen interleaved partial maxima (one or
+/// two vectors; a plain fold would compare one value at a time).
+#[inline(always)]
+fn max_of(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let chunks = v.chunks_exact(16);
+    let rest = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = a.max(x);
+        }
+    }
+    acc.iter().fold(rest, |m, &x| m.max(x))
 }
 
 /// The largest magnitude in `v`, in eight interleaved partial maxima (one vector).
@@ -902,11 +929,17 @@ pub(crate) fn layer_norm(
 
 /// Self-attention of one sequence and one head. `qkv` holds the sequence's `len` rows (stride
 /// `stride`) with the head's query, key and value at columns `q`, `k` and `v` (each `d` long);
-/// writes the `len × d` context to `out`. Both products (scores = Q·Kᵀ, context = P·V) run on
-/// the f32 product kernel, the keys and the values packed as its "weights" (keys padded to whole
-/// panels with zero scores that the softmax leaves out). `scratch` is reused between calls.
+/// writes the `len × d` context to `out` (row stride `ldo`). Both products (scores = Q·Kᵀ,
+/// context = P·V) run on the f32 product kernel, the keys and the values packed as its
+/// "weights" (keys padded to whole panels with zero scores that the softmax leaves out).
+/// `scratch` is reused between calls: it grows to the longest sequence and is never filled
+/// whole, only where padding must read as zero.
+///
+/// # Safety
+/// `out` must point to `len` rows of `d` writable values, row stride `ldo`, that no one else
+/// reads or writes during the call.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn attention_head(
+pub(crate) unsafe fn attention_head(
     simd: Simd,
     qkv: &[f32],
     len: usize,
@@ -914,18 +947,25 @@ pub(crate) fn attention_head(
     (q, k, v): (usize, usize, usize),
     d: usize,
     scale: f32,
-    out: &mut [f32],
+    (out, ldo): (*mut f32, usize),
     scratch: &mut Vec<f32>,
 ) {
-    debug_assert_eq!(out.len(), len * d);
     let lp = len.div_ceil(NR) * NR;
     let dp = d.div_ceil(NR) * NR;
-    scratch.clear();
-    scratch.resize(len * d + lp * d + len * lp + lp * dp + lp.max(dp), 0.0);
+    let need = len * d + lp * d + len * lp + lp * dp + lp.max(dp);
+    if scratch.len() < need {
+        scratch.resize(need, 0.0);
+    }
     let (queries, rest) = scratch.split_at_mut(len * d);
     let (keys, rest) = rest.split_at_mut(lp * d);
     let (scores, rest) = rest.split_at_mut(len * lp);
-    let (values, zeros) = rest.split_at_mut(lp * dp);
+    let (values, rest) = rest.split_at_mut(lp * dp);
+    let zeros = &mut rest[..lp.max(dp)];
+    // What the products read beyond the sequence: the padding keys of the last panel, the
+    // padding rows and columns of the values, and the zero bias.
+    zeros.fill(0.0);
+    keys[(lp - NR) * d..].fill(0.0);
+    values.fill(0.0);
     for j in 0..len {
         let row = &qkv[j * stride..];
         for (x, &y) in queries[j * d..(j + 1) * d].iter_mut().zip(&row[q..q + d]) {
@@ -937,8 +977,8 @@ pub(crate) fn attention_head(
             panel[c * NR + j % NR] = y;
         }
         // Value dimensions are the outputs: panel c / NR holds row j's values c..c+NR.
-        for (c, &y) in row[v..v + d].iter().enumerate() {
-            values[(c / NR) * lp * NR + j * NR + c % NR] = y;
+        for (pc, part) in row[v..v + d].chunks(NR).enumerate() {
+            values[pc * lp * NR + j * NR..][..part.len()].copy_from_slice(part);
         }
     }
     // SAFETY: scores is len × lp, written in full; queries len × d.
@@ -963,7 +1003,8 @@ pub(crate) fn attention_head(
             padding.fill(0.0);
         }
     });
-    // SAFETY: out is len × d (columns from d on are not written); scores len × lp.
+    // SAFETY: the caller vouches for `out` (columns from d on are not written); scores is
+    // len × lp.
     unsafe {
         product_f32(
             simd,
@@ -974,8 +1015,8 @@ pub(crate) fn attention_head(
             scores,
             0..len,
             0..dp / NR,
-            out.as_mut_ptr(),
-            d,
+            out,
+            ldo,
         )
     };
 }
@@ -1179,5 +1220,72 @@ mod tests {
             _ => Precision::Q8,
         };
         assert_eq!(p.precision(), want);
+    }
+
+    /// Attention of one head written out plainly, in f64: softmax(Q·Kᵀ·scale)·V.
+    fn attention_ref(qkv: &[f32], len: usize, stride: usize, at: [usize; 3], d: usize) -> Vec<f64> {
+        let scale = 1.0 / (d as f64).sqrt();
+        let get = |j: usize, part: usize, c: usize| f64::from(qkv[j * stride + at[part] + c]);
+        let mut out = vec![0f64; len * d];
+        for i in 0..len {
+            let scores: Vec<f64> = (0..len)
+                .map(|j| (0..d).map(|c| get(i, 0, c) * get(j, 1, c)).sum::<f64>() * scale)
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = exps.iter().sum();
+            for c in 0..d {
+                out[i * d + c] = (0..len).map(|j| exps[j] * get(j, 2, c)).sum::<f64>() / total;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn attention_matches_a_plain_one_whatever_the_scratch_held_before() {
+        // One scratch for every call, the longest sequence first, so that later calls find
+        // the values of earlier ones in it; heads of 32 dimensions (whole panels) and of 24 (a
+        // partial one); the context written into a wider matrix, whose other columns must stay.
+        for simd in [Simd::Portable, Simd::detect()] {
+            let mut scratch = Vec::new();
+            for (len, d) in [(40, 32), (17, 32), (16, 24), (5, 24), (1, 32), (33, 24)] {
+                let stride = 3 * d + 5;
+                let qkv: Vec<f32> = (0..len * stride)
+                    .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 3.0)
+                    .collect();
+                let at = [1, d + 3, 2 * d + 4];
+                let ldo = d + 7;
+                let mut out = vec![f32::NAN; len * ldo];
+                // SAFETY: `out` holds len rows of ldo ≥ d values.
+                unsafe {
+                    attention_head(
+                        simd,
+                        &qkv,
+                        len,
+                        stride,
+                        (at[0], at[1], at[2]),
+                        d,
+                        1.0 / (d as f32).sqrt(),
+                        (out.as_mut_ptr(), ldo),
+                        &mut scratch,
+                    )
+                };
+                let want = attention_ref(&qkv, len, stride, at, d);
+                for i in 0..len {
+                    for c in 0..ldo {
+                        let got = out[i * ldo + c];
+                        if c < d {
+                            let w = want[i * d + c];
+                            assert!(
+                                (f64::from(got) - w).abs() < 1e-5,
+                                "{simd:?} len {len} d {d} [{i}][{c}]: {got} vs {w}"
+                            );
+                        } else {
+                            assert!(got.is_nan(), "{simd:?} len {len} d {d}: column {c} written");
+                        }
+                    }
+                }
+            }
+        }
     }
 }
