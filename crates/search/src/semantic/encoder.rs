@@ -5,11 +5,12 @@
 //! each product over threads through a general scheduler, computes erf in f64, and pads batches.
 //! Here the weights are packed once at load time ([`Packed`]), the query/key/value projections
 //! are one product, texts are never padded (a batch is its texts' tokens stacked; attention runs
-//! within each text), and the products and attention heads are shared with a small spinning
-//! [`Pool`]. The arithmetic is the model's, in f32, so the vectors match the reference
+//! within each text), and the products, the attention heads, the layer norms and the
+//! quantising of the products' inputs are shared with a small spinning [`Pool`]. The arithmetic is the model's, in f32, so the vectors match the reference
 //! implementation (sentence-transformers on PyTorch) to about 1e-6.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use candle_core::{DType, Tensor};
 
@@ -111,10 +112,22 @@ unsafe impl Send for Out {}
 // SAFETY: as above.
 unsafe impl Sync for Out {}
 
+/// Rows per part below which work over rows (quantising a product's input, layer norm) is not
+/// split among threads: handing it out would cost more than it saves.
+const SPLIT_ROWS: usize = 8;
+
+/// How many parts work over `m` rows is split into: one per thread of `pool`, as long as each
+/// gets [`SPLIT_ROWS`] rows; one without a pool.
+fn row_parts(pool: Option<&Pool>, m: usize) -> usize {
+    pool.map_or(1, |p| p.threads().min(m / SPLIT_ROWS).max(1))
+}
+
+/// Runs `f(i)` for every `i < count`: on the pool's threads when there is one and more than one
+/// chunk, on this thread otherwise.
 fn run(pool: Option<&Pool>, count: usize, f: &(dyn Fn(usize) + Sync)) {
     match pool {
-        Some(p) => p.run(count, f),
-        None => (0..count).for_each(f),
+        Some(p) if count > 1 => p.run(count, f),
+        _ => (0..count).for_each(f),
     }
 }
 
@@ -268,14 +281,7 @@ impl Encoder {
                 }
             }
         }
-        kernels::layer_norm(
-            self.simd,
-            &mut x,
-            None,
-            &self.norm.gamma,
-            &self.norm.beta,
-            self.eps,
-        );
+        self.layer_norm(&mut x, None, &self.norm, pool);
 
         let inter = self.layers.first().map_or(0, |l| l.up.n);
         let mut qkv = vec![0f32; m * 3 * h];
@@ -286,24 +292,10 @@ impl Encoder {
             self.linear(&layer.qkv, &x, m, &mut qkv, pool, false);
             self.attention(&qkv, &starts, &mut ctx, pool);
             self.linear(&layer.out, &ctx, m, &mut x1, pool, false);
-            kernels::layer_norm(
-                self.simd,
-                &mut x1,
-                Some(&x),
-                &layer.norm1.gamma,
-                &layer.norm1.beta,
-                self.eps,
-            );
+            self.layer_norm(&mut x1, Some(&x), &layer.norm1, pool);
             self.linear(&layer.up, &x1, m, &mut up, pool, true);
             self.linear(&layer.down, &up, m, &mut x, pool, false);
-            kernels::layer_norm(
-                self.simd,
-                &mut x,
-                Some(&x1),
-                &layer.norm2.gamma,
-                &layer.norm2.beta,
-                self.eps,
-            );
+            self.layer_norm(&mut x, Some(&x1), &layer.norm2, pool);
         }
 
         // Mean over each text's tokens, then unit length.
@@ -323,6 +315,33 @@ impl Encoder {
             }
         }
         Ok(())
+    }
+
+    /// Layer norm of every row of `v` (the residual added first when given), the rows split
+    /// among the pool's threads ([`row_parts`]).
+    fn layer_norm(
+        &self,
+        v: &mut [f32],
+        residual: Option<&[f32]>,
+        norm: &Norm,
+        pool: Option<&Pool>,
+    ) {
+        let h = self.hidden;
+        let m = v.len() / h;
+        let per = m.div_ceil(row_parts(pool, m)).max(1) * h;
+        let parts: Vec<_> = match residual {
+            Some(res) => v
+                .chunks_mut(per)
+                .zip(res.chunks(per))
+                .map(|(v, r)| Mutex::new((v, Some(r))))
+                .collect(),
+            None => v.chunks_mut(per).map(|v| Mutex::new((v, None))).collect(),
+        };
+        run(pool, parts.len(), &|i| {
+            let mut part = parts[i].lock().unwrap_or_else(|e| e.into_inner());
+            let (v, residual) = &mut *part;
+            kernels::layer_norm(self.simd, v, *residual, &norm.gamma, &norm.beta, self.eps);
+        });
     }
 
     /// `y = x·Wᵀ + b` over `m` rows (then the activation when `activate`), in chunks of a row
@@ -347,7 +366,8 @@ impl Encoder {
         let blocks = m.div_ceil(ROW_BLOCK);
         let dst = Out(y.as_mut_ptr());
         let (simd, act, n) = (self.simd, self.act, lin.n);
-        let x = lin.input(simd, x, m);
+        let each = |count: usize, f: &(dyn Fn(usize) + Sync)| run(pool, count, f);
+        let x = lin.input(simd, x, m, row_parts(pool, m), &each);
         run(pool, blocks * groups, &|c| {
             // The whole `Out` (Send + Sync), not its raw pointer field, is captured.
             #[allow(clippy::redundant_locals)]

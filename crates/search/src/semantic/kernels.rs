@@ -1,10 +1,10 @@
 //! The numeric kernels of the encoder: a matrix product against weights packed once at load
 //! time, and the element-wise functions (GELU, the exponential of the softmax, layer norm).
 //!
-//! Every kernel has a portable body, compiled twice: as is, and inside a function that enables
-//! AVX2 and FMA, chosen at run time ([`Simd::detect`]). The matrix product has an explicit AVX2
-//! micro-kernel (6 rows × 16 columns in twelve accumulators), the rest is left to the compiler's
-//! vectoriser. The default precision ([`Precision::Q8`]) takes the 8-bit products of [`q8`]
+//! The element-wise functions have a portable body, compiled three times: as is, inside a
+//! function that enables AVX2 and FMA, and inside one that adds AVX-512, chosen at run time
+//! ([`Simd::detect`], [`crate::cpu::avx512`]) and left to the compiler's vectoriser. The matrix
+//! product has an explicit AVX2 micro-kernel (6 rows × 16 columns in twelve accumulators). The default precision ([`Precision::Q8`]) takes the 8-bit products of [`q8`]
 //! instead: `vpdpbusd` where the CPU has AVX-512 VNNI (two panels per tile) or AVX-VNNI,
 //! `vpmaddubsw` elsewhere.
 
@@ -182,6 +182,10 @@ pub(crate) fn kernel_tag(precision: Precision) -> String {
     }
 }
 
+/// How work split in parts is run: `each(count, f)` calls `f(i)` once for every `i < count`,
+/// on any threads (the encoder's pool), and returns when all have returned.
+pub(crate) type Each<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
+
 /// The input of a product, as the weights' storage needs it (see [`Packed::input`]).
 pub(crate) enum Input<'a> {
     F32(&'a [f32]),
@@ -320,8 +324,17 @@ impl Packed {
     }
 
     /// `x` (`m × k`, row-major) as [`Packed::apply`] takes it: as is, or quantised per row for
-    /// integer weights. Done once per product, before it is split among threads.
-    pub(crate) fn input<'a>(&self, simd: Simd, x: &'a [f32], m: usize) -> Input<'a> {
+    /// integer weights. Done once per product, before its columns are split among threads;
+    /// 8-bit inputs are quantised in up to `parts` runs of rows that `each` hands out (see
+    /// [`Each`]).
+    pub(crate) fn input<'a>(
+        &self,
+        simd: Simd,
+        x: &'a [f32],
+        m: usize,
+        parts: usize,
+        each: Each<'_>,
+    ) -> Input<'a> {
         debug_assert!(x.len() >= m * self.k);
         match self.data {
             #[cfg(target_arch = "x86_64")]
@@ -357,7 +370,10 @@ impl Packed {
             #[cfg(target_arch = "x86_64")]
             Store::Q8(ref w) => {
                 let k = self.k;
-                Input::U8(dispatch!(simd, q8::Rows::quantize(x, m, k, w)))
+                Input::U8(dispatch!(
+                    simd,
+                    q8::Rows::quantize_in(x, m, k, w, parts, each)
+                ))
             }
             _ => Input::F32(x),
         }
@@ -786,7 +802,8 @@ fn exp_neg(x: f32) -> f32 {
     let x = x.clamp(-87.0, 0.0);
     // Round x·log2(e) to the nearest integer by the 1.5·2²³ trick (no call, vectorises).
     const MAGIC: f32 = 12_582_912.0;
-    let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = shifted - MAGIC;
     let r = x - n * 0.693_359_375 - n * -2.121_944_4e-4;
     let mut y = 1.987_569_1e-4f32;
     y = y * r + 1.398_2e-3;
@@ -795,7 +812,14 @@ fn exp_neg(x: f32) -> f32 {
     y = y * r + 0.166_666_65;
     y = y * r + 0.5;
     y = y * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // 2ⁿ from the bits of `shifted`, whose low mantissa bits hold n (−126..=0) over 2²²: an
+    // integer subtraction and shift, which vectorise, where `n as i32` (a saturating
+    // conversion) would be taken one value at a time.
+    let biased = shifted
+        .to_bits()
+        .wrapping_sub(MAGIC.to_bits())
+        .wrapping_add(127);
+    y * f32::from_bits(biased << 23)
 }
 
 /// The activations BERT configurations name.
@@ -1025,6 +1049,11 @@ pub(crate) unsafe fn attention_head(
 mod tests {
     use super::*;
 
+    /// An [`Each`] that runs the parts one after another on this thread.
+    pub(super) fn in_turn(count: usize, f: &(dyn Fn(usize) + Sync)) {
+        (0..count).for_each(f)
+    }
+
     /// erf by its Taylor series, in f64 (exact to about 1e-9 for |x| ≤ 4; beyond, erf is ±1
     /// within 2e-8).
     fn erf_ref(x: f64) -> f64 {
@@ -1084,7 +1113,7 @@ mod tests {
         let half = packed.panels() / 2;
         // SAFETY: y is m × n and each call writes its own panels.
         unsafe {
-            let x = packed.input(simd, &x, m);
+            let x = packed.input(simd, &x, m, 3, &in_turn);
             packed.apply(simd, &x, 0..m, 0..half, y.as_mut_ptr());
             packed.apply(simd, &x, 0..m / 2, half..packed.panels(), y.as_mut_ptr());
             packed.apply(simd, &x, m / 2..m, half..packed.panels(), y.as_mut_ptr());
@@ -1114,7 +1143,7 @@ mod tests {
         let (w, b, x) = sample(n, k, m);
         let packed = Packed::new(&w, &b, n, k, simd, Precision::Q8);
         assert_eq!(packed.panels(), 5);
-        let input = packed.input(simd, &x, m);
+        let input = packed.input(simd, &x, m, 1, &in_turn);
         let run = |calls: &[(std::ops::Range<usize>, std::ops::Range<usize>)]| {
             let mut y = vec![f32::NAN; m * n];
             for (rows, panels) in calls {
@@ -1159,7 +1188,7 @@ mod tests {
             let (xs, mut y) = (vec![x; k], vec![f32::NAN; n]);
             // SAFETY: y is 1 × n.
             unsafe {
-                let input = packed.input(simd, &xs, 1);
+                let input = packed.input(simd, &xs, 1, 1, &in_turn);
                 packed.apply(simd, &input, 0..1, 0..1, y.as_mut_ptr());
             }
             let want = w * x * k as f32;

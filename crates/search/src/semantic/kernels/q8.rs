@@ -191,47 +191,42 @@ pub(crate) struct Rows {
 }
 
 impl Rows {
-    /// Quantises the `m` rows of `x` (`m × k`, row-major) for the weights `w`: in groups of
-    /// [`GROUP`] inputs, to the magnitudes and zero point of their kernel.
+    /// [`Rows::quantize_in`] in one part, on this thread.
+    #[cfg(test)]
     pub(super) fn quantize(x: &[f32], m: usize, k: usize, w: &Weights) -> Self {
+        Self::quantize_in(x, m, k, w, 1, &super::tests::in_turn)
+    }
+
+    /// Quantises the `m` rows of `x` (`m × k`, row-major) for the weights `w`: in groups of
+    /// [`GROUP`] inputs, to the magnitudes and zero point of their kernel. The rows are split
+    /// in up to `parts` runs, which `each(count, f)` hands out: it calls `f(i)` once for every
+    /// `i < count`, on any threads. The bytes do not depend on the split.
+    pub(super) fn quantize_in(
+        x: &[f32],
+        m: usize,
+        k: usize,
+        w: &Weights,
+        parts: usize,
+        each: super::Each<'_>,
+    ) -> Self {
         let (kq, kernel) = (w.kq, w.kernel);
-        let (limit, zero) = (kernel.limit(), kernel.zero());
         let groups = kq / GROUP;
+        let zero = kernel.zero();
         let mut values = vec![zero as u8; m * kq];
         let mut scales = vec![1f32; m * groups];
-        for (r, row) in x.chunks_exact(k).take(m).enumerate() {
-            for (g, group) in row.chunks(GROUP).enumerate() {
-                let out = &mut values[r * kq + g * GROUP..][..group.len()];
-                #[cfg(target_arch = "x86_64")]
-                if group.len() == GROUP && kernel == Kernel::Avx512Vnni && crate::cpu::avx512_vnni()
-                {
-                    // SAFETY: AVX-512 F is available; both slices hold GROUP values. (Elsewhere
-                    // the AVX2 quantiser writes the same bytes.)
-                    scales[r * groups + g] = unsafe { quantize_group(group, out) };
-                    continue;
-                }
-                #[cfg(target_arch = "x86_64")]
-                if group.len() == GROUP && crate::cpu::avx2_fma() {
-                    // SAFETY: AVX2 is available; both slices hold GROUP values.
-                    scales[r * groups + g] =
-                        unsafe { quantize_group_avx2(group, out, limit, zero) };
-                    continue;
-                }
-                let max = group.iter().fold(0f32, |m, x| m.max(x.abs()));
-                if max == 0.0 {
-                    continue;
-                }
-                let scale = max / limit;
-                scales[r * groups + g] = scale;
-                let inv = 1.0 / scale;
-                // Round to nearest, ties to even, by the 1.5·2²³ trick; the clamp holds only
-                // where `inv` overflowed (a group of subnormal values).
-                const MAGIC: f32 = 12_582_912.0;
-                for (q, &v) in out.iter_mut().zip(group) {
-                    let steps = (v * inv).clamp(-limit, limit);
-                    *q = (((steps + MAGIC) - MAGIC) as i32 + zero) as u8;
-                }
-            }
+        if m > 0 {
+            let per = m.div_ceil(parts.clamp(1, m));
+            let runs: Vec<_> = values
+                .chunks_mut(per * kq)
+                .zip(scales.chunks_mut(per * groups))
+                .zip(x[..m * k].chunks(per * k))
+                .map(|((v, s), x)| std::sync::Mutex::new((v, s, x)))
+                .collect();
+            each(runs.len(), &|i| {
+                let mut run = runs[i].lock().unwrap_or_else(|e| e.into_inner());
+                let (values, scales, x) = &mut *run;
+                quantize_rows(x, k, kq, kernel, values, scales);
+            });
         }
         Self {
             values,
@@ -239,6 +234,52 @@ impl Rows {
             kq,
             #[cfg(test)]
             zero,
+        }
+    }
+}
+
+/// Quantises the rows of `x` (row length `k`) into `values` (row length `kq`, filled with the
+/// kernel's zero byte) and `scales` (one per row and group), as [`Rows`] describes them.
+fn quantize_rows(
+    x: &[f32],
+    k: usize,
+    kq: usize,
+    kernel: Kernel,
+    values: &mut [u8],
+    scales: &mut [f32],
+) {
+    let (limit, zero) = (kernel.limit(), kernel.zero());
+    let groups = kq / GROUP;
+    for (r, row) in x.chunks_exact(k).enumerate() {
+        for (g, group) in row.chunks(GROUP).enumerate() {
+            let out = &mut values[r * kq + g * GROUP..][..group.len()];
+            #[cfg(target_arch = "x86_64")]
+            if group.len() == GROUP && kernel == Kernel::Avx512Vnni && crate::cpu::avx512_vnni() {
+                // SAFETY: AVX-512 F is available; both slices hold GROUP values. (Elsewhere the
+                // AVX2 quantiser writes the same bytes.)
+                scales[r * groups + g] = unsafe { quantize_group(group, out) };
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if group.len() == GROUP && crate::cpu::avx2_fma() {
+                // SAFETY: AVX2 is available; both slices hold GROUP values.
+                scales[r * groups + g] = unsafe { quantize_group_avx2(group, out, limit, zero) };
+                continue;
+            }
+            let max = group.iter().fold(0f32, |m, x| m.max(x.abs()));
+            if max == 0.0 {
+                continue;
+            }
+            let scale = max / limit;
+            scales[r * groups + g] = scale;
+            let inv = 1.0 / scale;
+            // Round to nearest, ties to even, by the 1.5·2²³ trick; the clamp holds only where
+            // `inv` overflowed (a group of subnormal values).
+            const MAGIC: f32 = 12_582_912.0;
+            for (q, &v) in out.iter_mut().zip(group) {
+                let steps = (v * inv).clamp(-limit, limit);
+                *q = (((steps + MAGIC) - MAGIC) as i32 + zero) as u8;
+            }
         }
     }
 }
@@ -792,6 +833,32 @@ mod tests {
 
     /// A partial group of subnormal values, whose scale's inverse overflows, still gives bytes
     /// within the kernel's range (the scalar quantiser; a debug build would panic on overflow).
+    #[test]
+    fn rows_quantised_in_parts_on_threads_are_the_rows_quantised_at_once() {
+        let (m, k) = (7, 3 * GROUP + 9);
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 5.0)
+            .collect();
+        let w = Weights::pack(&vec![0.5; 16 * k], 16, k, 1);
+        let whole = Rows::quantize(&x, m, k, &w);
+        // Parts on scoped threads, each one once, in whatever order they finish.
+        let on_threads = |count: usize, f: &(dyn Fn(usize) + Sync)| {
+            std::thread::scope(|s| {
+                for i in (0..count).rev() {
+                    s.spawn(move || f(i));
+                }
+            })
+        };
+        for parts in [0, 1, 2, 3, m, m + 4] {
+            let split = Rows::quantize_in(&x, m, k, &w, parts, &on_threads);
+            assert_eq!(split.values, whole.values, "{parts} parts");
+            assert_eq!(split.scales, whole.scales, "{parts} parts");
+        }
+        // No rows: nothing to hand out.
+        let none = Rows::quantize_in(&[], 0, k, &w, 2, &|count, _| assert_eq!(count, 0));
+        assert!(none.values.is_empty() && none.scales.is_empty());
+    }
+
     #[test]
     fn a_group_too_small_to_scale_stays_in_range() {
         let k = GROUP + 3;
