@@ -48,7 +48,6 @@ fn setting(value: Option<&str>) -> Result<bool, String> {
 
 /// Whether this CPU has AVX-512 F, BW and VL (16 f32 lanes per instruction, for the encoder's
 /// element-wise functions), and [`AVX512_ENV`] does not turn them off.
-#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 pub(crate) fn avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -6,8 +6,9 @@
 //! Here the weights are packed once at load time ([`Packed`]), the query/key/value projections
 //! are one product, texts are never padded (a batch is its texts' tokens stacked; attention runs
 //! within each text), and the products, the attention heads, the layer norms and the
-//! quantising of the products' inputs are shared with a small spinning [`Pool`]. The arithmetic is the model's, in f32, so the vectors match the reference
-//! implementation (sentence-transformers on PyTorch) to about 1e-6.
+//! quantising of the products' inputs are shared with a small spinning [`Pool`]. The arithmetic
+//! is the model's, in f32, so the vectors match the reference implementation
+//! (sentence-transformers on PyTorch) to about 1e-6.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -4,9 +4,9 @@
 //! The element-wise functions have a portable body, compiled three times: as is, inside a
 //! function that enables AVX2 and FMA, and inside one that adds AVX-512, chosen at run time
 //! ([`Simd::detect`], [`crate::cpu::avx512`]) and left to the compiler's vectoriser. The matrix
-//! product has an explicit AVX2 micro-kernel (6 rows × 16 columns in twelve accumulators). The default precision ([`Precision::Q8`]) takes the 8-bit products of [`q8`]
-//! instead: `vpdpbusd` where the CPU has AVX-512 VNNI (two panels per tile) or AVX-VNNI,
-//! `vpmaddubsw` elsewhere.
+//! product has an explicit AVX2 micro-kernel (6 rows × 16 columns in twelve accumulators). The
+//! default precision ([`Precision::Q8`]) takes the 8-bit products of [`q8`] instead: `vpdpbusd`
+//! where the CPU has AVX-512 VNNI (two panels per tile) or AVX-VNNI, `vpmaddubsw` elsewhere.
 
 /// Runs `$body` with the constant `$R` (a micro-tile's row count, a const generic of the tile
 /// kernels) set to `$rr`, 1 to [`MR`] = 6.
@@ -872,36 +872,35 @@ fn softmax_body(v: &mut [f32]) {
     }
 }
 
-/// The largest value in `v` (`−∞` when empty), in sixteen interleaved partial maxima (one or
-/// two vectors; a plain fold would compare one value at a time).
+/// The largest `f(x)` over `v` (`−∞` when empty), in sixteen interleaved partial maxima (one or
+/// two vectors; a plain fold would compare one value at a time). Maxima are exact, so the
+/// grouping does not change the result.
 #[inline(always)]
-fn max_of(v: &[f32]) -> f32 {
+fn max_by(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [f32::NEG_INFINITY; 16];
     let chunks = v.chunks_exact(16);
     let rest = chunks
         .remainder()
         .iter()
-        .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(f(x)));
     for c in chunks {
         for (a, &x) in acc.iter_mut().zip(c) {
-            *a = a.max(x);
+            *a = a.max(f(x));
         }
     }
     acc.iter().fold(rest, |m, &x| m.max(x))
 }
 
-/// The largest magnitude in `v`, in eight interleaved partial maxima (one vector).
+/// The largest value in `v` (`−∞` when empty).
+#[inline(always)]
+fn max_of(v: &[f32]) -> f32 {
+    max_by(v, |x| x)
+}
+
+/// The largest magnitude in `v` (0 when empty).
 #[inline(always)]
 fn max_abs(v: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let chunks = v.chunks_exact(8);
-    let rest = chunks.remainder().iter().fold(0f32, |m, x| m.max(x.abs()));
-    for c in chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a = a.max(x.abs());
-        }
-    }
-    acc.iter().fold(rest, |m, &x| m.max(x))
+    max_by(v, f32::abs).max(0.0)
 }
 
 /// A sum in eight interleaved partial sums, which the compiler can keep in one vector.
