@@ -33,7 +33,7 @@ use super::NR;
 
 /// Inputs per quantisation group (a multiple of 16: whole registers of f32 inputs).
 pub(super) const GROUP: usize = 64;
-// Whole 512-bit registers per group (`quantize_group`), and a group's sum exact in 32 bits.
+// Whole 512-bit registers per group (`quantize_groups`), and a group's sum exact in 32 bits.
 const _: () = assert!(GROUP.is_multiple_of(16) && GROUP * 255 * 127 < i32::MAX as usize);
 
 /// The instructions a tile multiplies with, chosen once from what the CPU has
@@ -251,28 +251,17 @@ fn quantize_rows(
     let (limit, zero) = (kernel.limit(), kernel.zero());
     let groups = kq / GROUP;
     for (r, row) in x.chunks_exact(k).enumerate() {
-        for (g, group) in row.chunks(GROUP).enumerate() {
-            let out = &mut values[r * kq + g * GROUP..][..group.len()];
-            #[cfg(target_arch = "x86_64")]
-            if group.len() == GROUP && kernel == Kernel::Avx512Vnni && crate::cpu::avx512_vnni() {
-                // SAFETY: AVX-512 F is available; both slices hold GROUP values. (Elsewhere the
-                // AVX2 quantiser writes the same bytes.)
-                scales[r * groups + g] = unsafe { quantize_group(group, out) };
+        let values = &mut values[r * kq..(r + 1) * kq];
+        let scales = &mut scales[r * groups..(r + 1) * groups];
+        // Whole groups go to a vector quantiser where there is one, the rest to the plain code.
+        let done = quantize_whole_groups(row, values, scales, kernel);
+        for (g, group) in row.chunks(GROUP).enumerate().skip(done) {
+            let out = &mut values[g * GROUP..][..group.len()];
+            let (scale, inv) = scale_of(group.iter().fold(0f32, |m, x| m.max(x.abs())), limit);
+            scales[g] = scale;
+            if inv == 0.0 {
                 continue;
             }
-            #[cfg(target_arch = "x86_64")]
-            if group.len() == GROUP && crate::cpu::avx2_fma() {
-                // SAFETY: AVX2 is available; both slices hold GROUP values.
-                scales[r * groups + g] = unsafe { quantize_group_avx2(group, out, limit, zero) };
-                continue;
-            }
-            let max = group.iter().fold(0f32, |m, x| m.max(x.abs()));
-            if max == 0.0 {
-                continue;
-            }
-            let scale = max / limit;
-            scales[r * groups + g] = scale;
-            let inv = 1.0 / scale;
             // Round to nearest, ties to even, by the 1.5·2²³ trick; the clamp holds only where
             // `inv` overflowed (a group of subnormal values).
             const MAGIC: f32 = 12_582_912.0;
@@ -284,83 +273,168 @@ fn quantize_rows(
     }
 }
 
-/// Quantises one whole group (`from` and `to` [`GROUP`] long) to the bytes `round(x / s) +
-/// 128` of the `vpdpbusd` kernels and returns its scale `s`.
+/// Quantises the whole groups of `row` into `values` and `scales` (as [`quantize_rows`]) on
+/// the vector quantiser of this CPU, if it has one, and says how many groups it did: all the
+/// whole ones, or none.
+fn quantize_whole_groups(
+    row: &[f32],
+    values: &mut [u8],
+    scales: &mut [f32],
+    kernel: Kernel,
+) -> usize {
+    let whole = row.len() / GROUP;
+    let n = whole * GROUP;
+    #[cfg(target_arch = "x86_64")]
+    if whole > 0 {
+        let (from, to, s) = (&row[..n], &mut values[..n], &mut scales[..whole]);
+        if kernel == Kernel::Avx512Vnni && crate::cpu::avx512_vnni() {
+            // SAFETY: AVX-512 F is available; `from` and `to` hold `s.len()` whole groups.
+            // (Elsewhere the AVX2 quantiser writes the same bytes.)
+            unsafe { quantize_groups(from, to, s) };
+            return whole;
+        }
+        if crate::cpu::avx2_fma() {
+            // SAFETY: AVX2 is available; as above.
+            unsafe { quantize_groups_avx2(from, to, s, kernel.limit(), kernel.zero()) };
+            return whole;
+        }
+    }
+    let _ = (n, values, scales, kernel);
+    0
+}
+
+/// Groups whose scales the vector quantisers work out together: first every group's largest
+/// magnitude, then the scales, then the bytes, so that one group's reduction and divisions
+/// overlap the next one's instead of each waiting on its own.
+#[cfg(target_arch = "x86_64")]
+const BLOCK: usize = 8;
+
+/// The scale of a group whose largest magnitude is `max`, for `limit` steps, and its inverse;
+/// `(1, 0)` for a group of zeros, whose bytes the quantisers leave as they are (the zero
+/// byte), as they do where the inverse is 0 for an infinite magnitude.
+#[inline(always)]
+fn scale_of(max: f32, limit: f32) -> (f32, f32) {
+    if max == 0.0 {
+        (1.0, 0.0)
+    } else {
+        let scale = max / limit;
+        (scale, 1.0 / scale)
+    }
+}
+
+/// Quantises whole groups (`from` and `to` `scales.len()` groups long) to the bytes
+/// `round(x / s) + 128` of the `vpdpbusd` kernels and writes each group's scale `s`; a group
+/// of zeros keeps its bytes (the caller's zero bytes) and gets the scale 1.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn quantize_group(from: &[f32], to: &mut [u8]) -> f32 {
+unsafe fn quantize_groups(from: &[f32], to: &mut [u8], scales: &mut [f32]) {
     use std::arch::x86_64::*;
-    debug_assert!(from.len() == GROUP && to.len() == GROUP);
-    // SAFETY: GROUP values read from `from`, GROUP bytes written to `to`.
-    unsafe {
-        let mut maxv = _mm512_setzero_ps();
-        for at in (0..GROUP).step_by(16) {
-            maxv = _mm512_max_ps(maxv, _mm512_abs_ps(_mm512_loadu_ps(from.as_ptr().add(at))));
+    debug_assert!(from.len() == scales.len() * GROUP && to.len() == from.len());
+    let blocks = from
+        .chunks(BLOCK * GROUP)
+        .zip(to.chunks_mut(BLOCK * GROUP))
+        .zip(scales.chunks_mut(BLOCK));
+    for ((from, to), scales) in blocks {
+        let mut inv = [0f32; BLOCK];
+        for (g, (s, i)) in scales.iter_mut().zip(&mut inv).enumerate() {
+            // SAFETY: group g of the block holds GROUP values.
+            let max = unsafe {
+                let at = from.as_ptr().add(g * GROUP);
+                let mut maxv = _mm512_setzero_ps();
+                for j in (0..GROUP).step_by(16) {
+                    maxv = _mm512_max_ps(maxv, _mm512_abs_ps(_mm512_loadu_ps(at.add(j))));
+                }
+                _mm512_reduce_max_ps(maxv)
+            };
+            (*s, *i) = scale_of(max, 127.0);
         }
-        let max = _mm512_reduce_max_ps(maxv);
-        if max == 0.0 {
-            return 1.0;
-        }
-        let scale = max / 127.0;
-        let inv = _mm512_set1_ps(1.0 / scale);
         let zero = _mm512_set1_epi32(128);
-        for at in (0..GROUP).step_by(16) {
-            let v = _mm512_loadu_ps(from.as_ptr().add(at));
-            // Conversion rounds as MXCSR says: to nearest, ties to even.
-            let q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v, inv)), zero);
-            _mm_storeu_si128(to.as_mut_ptr().add(at).cast(), _mm512_cvtusepi32_epi8(q));
+        for (g, &i) in inv.iter().enumerate().take(scales.len()) {
+            if i == 0.0 {
+                continue;
+            }
+            let inv = _mm512_set1_ps(i);
+            // SAFETY: group g of the block: GROUP values read, GROUP bytes written.
+            unsafe {
+                let (src, dst) = (from.as_ptr().add(g * GROUP), to.as_mut_ptr().add(g * GROUP));
+                for j in (0..GROUP).step_by(16) {
+                    let v = _mm512_loadu_ps(src.add(j));
+                    // Conversion rounds as MXCSR says: to nearest, ties to even.
+                    let q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v, inv)), zero);
+                    _mm_storeu_si128(dst.add(j).cast(), _mm512_cvtusepi32_epi8(q));
+                }
+            }
         }
-        scale
     }
 }
 
-/// [`quantize_group`] on AVX2, to `round(x / s) + zero` with `s = max |x| / limit` (`limit`
+/// [`quantize_groups`] on AVX2, to `round(x / s) + zero` with `s = max |x| / limit` (`limit`
 /// and `zero` a kernel's: [`Kernel::limit`], [`Kernel::zero`]).
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn quantize_group_avx2(from: &[f32], to: &mut [u8], limit: f32, zero: i32) -> f32 {
+unsafe fn quantize_groups_avx2(
+    from: &[f32],
+    to: &mut [u8],
+    scales: &mut [f32],
+    limit: f32,
+    zero: i32,
+) {
     use std::arch::x86_64::*;
-    debug_assert!(from.len() == GROUP && to.len() == GROUP);
-    // SAFETY: GROUP values read from `from`, GROUP bytes written to `to`.
-    unsafe {
-        let abs = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX));
-        let mut maxv = _mm256_setzero_ps();
-        for at in (0..GROUP).step_by(8) {
-            let v = _mm256_and_ps(_mm256_loadu_ps(from.as_ptr().add(at)), abs);
-            maxv = _mm256_max_ps(maxv, v);
-        }
-        let m = _mm_max_ps(
-            _mm256_castps256_ps128(maxv),
-            _mm256_extractf128_ps::<1>(maxv),
-        );
-        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let max = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)));
-        if max == 0.0 {
-            return 1.0;
-        }
-        let scale = max / limit;
-        let inv = _mm256_set1_ps(1.0 / scale);
-        let zero = _mm256_set1_epi32(zero);
-        // packs and packus interleave the 128-bit halves; this restores the order of 32 bytes.
-        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        for at in (0..GROUP).step_by(32) {
-            // Conversion rounds as MXCSR says: to nearest, ties to even.
-            let q = |i: usize| {
-                let v = _mm256_loadu_ps(from.as_ptr().add(at + 8 * i));
-                _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v, inv)), zero)
+    debug_assert!(from.len() == scales.len() * GROUP && to.len() == from.len());
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX));
+    let zero = _mm256_set1_epi32(zero);
+    // packs and packus interleave the 128-bit halves; this restores the order of 32 bytes.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let blocks = from
+        .chunks(BLOCK * GROUP)
+        .zip(to.chunks_mut(BLOCK * GROUP))
+        .zip(scales.chunks_mut(BLOCK));
+    for ((from, to), scales) in blocks {
+        let mut inv = [0f32; BLOCK];
+        for (g, (s, i)) in scales.iter_mut().zip(&mut inv).enumerate() {
+            // SAFETY: group g of the block holds GROUP values.
+            let max = unsafe {
+                let at = from.as_ptr().add(g * GROUP);
+                let mut maxv = _mm256_setzero_ps();
+                for j in (0..GROUP).step_by(8) {
+                    maxv = _mm256_max_ps(maxv, _mm256_and_ps(_mm256_loadu_ps(at.add(j)), abs));
+                }
+                let m = _mm_max_ps(
+                    _mm256_castps256_ps128(maxv),
+                    _mm256_extractf128_ps::<1>(maxv),
+                );
+                let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+                _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)))
             };
-            let lo = _mm256_packs_epi32(q(0), q(1));
-            let hi = _mm256_packs_epi32(q(2), q(3));
-            let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(lo, hi), order);
-            _mm256_storeu_si256(to.as_mut_ptr().add(at).cast(), bytes);
+            (*s, *i) = scale_of(max, limit);
         }
-        scale
+        for (g, &i) in inv.iter().enumerate().take(scales.len()) {
+            if i == 0.0 {
+                continue;
+            }
+            let inv = _mm256_set1_ps(i);
+            // SAFETY: group g of the block: GROUP values read, GROUP bytes written.
+            unsafe {
+                let (src, dst) = (from.as_ptr().add(g * GROUP), to.as_mut_ptr().add(g * GROUP));
+                for j in (0..GROUP).step_by(32) {
+                    // Conversion rounds as MXCSR says: to nearest, ties to even.
+                    let q = |u: usize| {
+                        let v = _mm256_loadu_ps(src.add(j + 8 * u));
+                        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v, inv)), zero)
+                    };
+                    let lo = _mm256_packs_epi32(q(0), q(1));
+                    let hi = _mm256_packs_epi32(q(2), q(3));
+                    let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(lo, hi), order);
+                    _mm256_storeu_si256(dst.add(j).cast(), bytes);
+                }
+            }
+        }
     }
 }
 
@@ -761,27 +835,37 @@ mod tests {
     }
 
     /// The AVX-512 and AVX2 quantisers write the same bytes and scales (ties to even both), so
-    /// the two `vpdpbusd` kernels read the same inputs whichever CPU quantised them.
+    /// the two `vpdpbusd` kernels read the same inputs whichever CPU quantised them; a group of
+    /// zeros keeps its bytes and gets the scale 1 from both. More groups than a block of them
+    /// ([`BLOCK`]), so that a second block is quantised too.
     #[test]
     fn both_vector_quantisers_write_the_same_bytes() {
         if !(is_x86_feature_detected!("avx512f") && crate::cpu::avx2_fma()) {
             return; // Nothing to compare on this CPU.
         }
-        let mut group: Vec<f32> = (0..GROUP).map(|i| (i as f32 - 31.5) / 3.0).collect();
-        group[7] = 21.0; // 127 steps exactly: the scale is 21 / 127.
-        group[9] = 21.0 / 127.0 * 2.5; // a tie: to even, 2.
-        group[11] = -21.0 / 127.0 * 3.5; // a tie: to even, −4.
-        let (mut a, mut b) = ([0u8; GROUP], [0u8; GROUP]);
-        // SAFETY: AVX-512 F and AVX2 were detected; all slices hold GROUP values.
-        let (sa, sb) = unsafe {
-            (
-                quantize_group(&group, &mut a),
-                quantize_group_avx2(&group, &mut b, 127.0, 128),
-            )
-        };
-        assert_eq!(sa.to_bits(), sb.to_bits());
+        let groups = BLOCK + 3;
+        let mut x: Vec<f32> = (0..groups * GROUP)
+            .map(|i| ((i % GROUP) as f32 - 31.5) / 3.0 * (1 + i / GROUP) as f32)
+            .collect();
+        x[7] = 21.0; // 127 steps exactly: the scale is 21 / 127.
+        x[9] = 21.0 / 127.0 * 2.5; // a tie: to even, 2.
+        x[11] = -21.0 / 127.0 * 3.5; // a tie: to even, −4.
+        x[2 * GROUP..3 * GROUP].fill(0.0); // a group of zeros
+        let (mut a, mut b) = (vec![128u8; x.len()], vec![128u8; x.len()]);
+        let (mut sa, mut sb) = (vec![0f32; groups], vec![0f32; groups]);
+        // SAFETY: AVX-512 F and AVX2 were detected; the slices hold `groups` whole groups.
+        unsafe {
+            quantize_groups(&x, &mut a, &mut sa);
+            quantize_groups_avx2(&x, &mut b, &mut sb, 127.0, 128);
+        }
+        assert_eq!(
+            sa.iter().map(|s| s.to_bits()).collect::<Vec<_>>(),
+            sb.iter().map(|s| s.to_bits()).collect::<Vec<_>>()
+        );
         assert_eq!(a, b);
         assert_eq!((a[9], a[11]), (130, 124));
+        assert_eq!(sa[2], 1.0);
+        assert!(a[2 * GROUP..3 * GROUP].iter().all(|&q| q == 128));
     }
 
     /// Rows quantised by the vector path (whole groups) and the scalar one (the partial group at
