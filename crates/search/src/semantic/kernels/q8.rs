@@ -257,20 +257,27 @@ fn quantize_rows(
         let done = quantize_whole_groups(row, values, scales, kernel);
         for (g, group) in row.chunks(GROUP).enumerate().skip(done) {
             let out = &mut values[g * GROUP..][..group.len()];
-            let (scale, inv) = scale_of(group.iter().fold(0f32, |m, x| m.max(x.abs())), limit);
-            scales[g] = scale;
-            if inv == 0.0 {
-                continue;
-            }
-            // Round to nearest, ties to even, by the 1.5·2²³ trick; the clamp holds only where
-            // `inv` overflowed (a group of subnormal values).
-            const MAGIC: f32 = 12_582_912.0;
-            for (q, &v) in out.iter_mut().zip(group) {
-                let steps = (v * inv).clamp(-limit, limit);
-                *q = (((steps + MAGIC) - MAGIC) as i32 + zero) as u8;
-            }
+            scales[g] = quantize_plain(group, out, limit, zero);
         }
     }
+}
+
+/// Quantises one group (at most [`GROUP`] values, `out` as long) to `round(x / s) + zero`
+/// without vector instructions and returns its scale `s`: the bytes of the vector quantisers
+/// for a whole group, and the quantiser of a row's partial last group.
+fn quantize_plain(group: &[f32], out: &mut [u8], limit: f32, zero: i32) -> f32 {
+    let (scale, inv) = scale_of(group.iter().fold(0f32, |m, x| m.max(x.abs())), limit);
+    if inv == 0.0 {
+        return scale;
+    }
+    // Round to nearest, ties to even, by the 1.5·2²³ trick; the clamp holds only where `inv`
+    // overflowed (a group of subnormal values).
+    const MAGIC: f32 = 12_582_912.0;
+    for (q, &v) in out.iter_mut().zip(group) {
+        let steps = (v * inv).clamp(-limit, limit);
+        *q = (((steps + MAGIC) - MAGIC) as i32 + zero) as u8;
+    }
+    scale
 }
 
 /// Quantises the whole groups of `row` into `values` and `scales` (as [`quantize_rows`]) on
@@ -866,6 +873,40 @@ mod tests {
         assert_eq!((a[9], a[11]), (130, 124));
         assert_eq!(sa[2], 1.0);
         assert!(a[2 * GROUP..3 * GROUP].iter().all(|&q| q == 128));
+    }
+
+    /// The vector quantiser of the 256-bit kernels writes the bytes and scales of the plain one,
+    /// for both kernels' magnitudes and zero points: ties to even, a group of zeros left alone,
+    /// more groups than a block.
+    #[test]
+    fn the_vector_and_plain_quantisers_write_the_same_bytes() {
+        if !crate::cpu::avx2_fma() {
+            return; // No vector quantiser on this CPU.
+        }
+        let groups = BLOCK + 3;
+        for kernel in [Kernel::Avx2, Kernel::AvxVnni] {
+            let (limit, zero) = (kernel.limit(), kernel.zero());
+            let mut x: Vec<f32> = (0..groups * GROUP)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0 * (1 + i / GROUP) as f32)
+                .collect();
+            // Group 0 is scaled by 1 exactly, with ties between steps.
+            x[..GROUP].fill(1.0);
+            x[0] = limit;
+            (x[1], x[2], x[3], x[4]) = (2.5, -3.5, 0.5, -0.5);
+            x[2 * GROUP..3 * GROUP].fill(0.0);
+            let (mut a, mut b) = (vec![zero as u8; x.len()], vec![zero as u8; x.len()]);
+            let (mut sa, mut sb) = (vec![1f32; groups], vec![1f32; groups]);
+            assert_eq!(quantize_whole_groups(&x, &mut a, &mut sa, kernel), groups);
+            for ((from, to), s) in x.chunks(GROUP).zip(b.chunks_mut(GROUP)).zip(&mut sb) {
+                *s = quantize_plain(from, to, limit, zero);
+            }
+            let bits = |s: &[f32]| s.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&sa), bits(&sb), "{kernel:?}");
+            assert_eq!(a, b, "{kernel:?}");
+            let step = |i: usize| i32::from(a[i]) - zero;
+            assert_eq!((step(1), step(2), step(3), step(4)), (2, -4, 0, 0));
+            assert_eq!(sa[2], 1.0);
+        }
     }
 
     /// Rows quantised by the vector path (whole groups) and the scalar one (the partial group at
