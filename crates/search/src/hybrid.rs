@@ -559,7 +559,8 @@ impl HybridIndex {
 
     /// The `k` visible documents nearest to any of `vs` by cosine (a document's score is its
     /// best), best first. A large catalog is scanned on its 8-bit copies first (all of `vs` in
-    /// one pass) and the best candidates re-scored exactly.
+    /// one pass, split among the cores from [`scan::SPLIT_FROM`] vectors on) and the best
+    /// candidates re-scored exactly.
     fn nearest(&self, q: &Query<'_>, vs: &[&[f32]], k: usize) -> Vec<Hit> {
         let Some(visible) = self.lexical.visibility(q) else {
             return Vec::new();

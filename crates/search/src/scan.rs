@@ -6,6 +6,8 @@
 //! bytes); the scan ranks every tool by that approximate cosine (error about 1e-3 for unit
 //! vectors), keeps [`OVERSAMPLE`] times the candidates asked for, and the caller re-scores those
 //! few with the exact f32 vectors. Catalogs up to [`EXACT_UP_TO`] tools are scanned exactly.
+//! From [`SPLIT_FROM`] vectors on, the scan is split among the CPU's cores ([`scan_parts`]): it
+//! is bound by how fast one core can read memory, and each core reads its own share.
 
 /// Catalogs up to this many vectors are scanned in f32 (fast enough; nothing approximate).
 pub const EXACT_UP_TO: usize = 20_000;
@@ -13,6 +15,19 @@ pub const EXACT_UP_TO: usize = 20_000;
 pub const OVERSAMPLE: usize = 4;
 /// Fewest candidates kept from the approximate scan.
 const MIN_CANDIDATES: usize = 64;
+/// Vectors each part of a split scan gets at least ([`scan_parts`]): a thread costs tens of
+/// microseconds to start, a part of this size about a millisecond to scan.
+pub const SPLIT_FROM: usize = 32_768;
+/// Most parts a scan is split into.
+const MOST_PARTS: usize = 4;
+
+/// How many parts (threads, the caller's included) a scan of `len` vectors is split into: one
+/// per [`SPLIT_FROM`] vectors, at most one per core and [`MOST_PARTS`].
+pub fn scan_parts(len: usize) -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
+    (len / SPLIT_FROM).clamp(1, cores.clamp(1, MOST_PARTS))
+}
 
 /// 8-bit copies of a set of vectors: `codes[d·dim..]` times `scales[d]` ≈ vector `d`.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +77,7 @@ impl Codes {
 
     /// The approximate dot product of every vector `d` with `query` for which `keep(d)`, as
     /// `(d, score)`.
-    pub fn scores(&self, query: &[f32], keep: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
+    pub fn scores(&self, query: &[f32], keep: impl Fn(usize) -> bool + Sync) -> Vec<(usize, f32)> {
         self.best_scores(&[query], keep)
     }
 
@@ -72,7 +87,18 @@ impl Codes {
     pub fn best_scores(
         &self,
         queries: &[&[f32]],
-        keep: impl Fn(usize) -> bool,
+        keep: impl Fn(usize) -> bool + Sync,
+    ) -> Vec<(usize, f32)> {
+        self.best_scores_in(queries, keep, scan_parts(self.len()))
+    }
+
+    /// [`Codes::best_scores`] in `parts` runs of vectors, all but the first on threads of their
+    /// own; the scores come back in the vectors' order whatever the split.
+    pub fn best_scores_in(
+        &self,
+        queries: &[&[f32]],
+        keep: impl Fn(usize) -> bool + Sync,
+        parts: usize,
     ) -> Vec<(usize, f32)> {
         let quantized: Vec<(Vec<i8>, f32)> = queries
             .iter()
@@ -82,17 +108,49 @@ impl Codes {
                 (codes, scale)
             })
             .collect();
+        let len = self.len();
+        let per = len.div_ceil(parts.clamp(1, len.max(1)));
+        if per >= len {
+            return self.scan(&quantized, &keep, 0..len);
+        }
+        let (quantized, keep) = (&quantized, &keep);
+        std::thread::scope(|scope| {
+            let rest: Vec<_> = (per..len)
+                .step_by(per)
+                .map(|start| {
+                    let rows = start..(start + per).min(len);
+                    scope.spawn(move || self.scan(quantized, keep, rows))
+                })
+                .collect();
+            let mut out = self.scan(quantized, keep, 0..per);
+            for part in rest {
+                match part.join() {
+                    Ok(scores) => out.extend(scores),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            out
+        })
+    }
+
+    /// The scores of the vectors `rows` on the best kernel this CPU has.
+    fn scan(
+        &self,
+        quantized: &[(Vec<i8>, f32)],
+        keep: impl Fn(usize) -> bool,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<(usize, f32)> {
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::avx512_vnni() && self.dim > 0 && self.dim.is_multiple_of(64) {
             // SAFETY: AVX-512 F, BW, VL and VNNI were detected; dim is a positive multiple of 64.
-            return unsafe { vnni::best_scores(self, &quantized, keep) };
+            return unsafe { vnni::best_scores(self, quantized, keep, rows) };
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && self.dim > 0 && self.dim.is_multiple_of(32) {
             // SAFETY: AVX2 was detected; dim is a positive multiple of 32.
-            return unsafe { avx2::best_scores(self, &quantized, keep) };
+            return unsafe { avx2::best_scores(self, quantized, keep, rows) };
         }
-        self.best_scores_body(&quantized, keep)
+        self.best_scores_body(quantized, keep, rows)
     }
 
     /// The portable scan (compiled for the build's baseline target).
@@ -100,23 +158,27 @@ impl Codes {
         &self,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
+        rows: std::ops::Range<usize>,
     ) -> Vec<(usize, f32)> {
-        self.best_by(queries, keep, |_, c, i| dot_i8(c, &queries[i].0))
+        self.best_by(queries, keep, rows, |_, c, i| dot_i8(c, &queries[i].0))
     }
 
-    /// Every vector `d` for which `keep(d)`, with its best score over `queries`, as `(d,
-    /// score)`; `dot(d, row, i)` is the integer product of vector `d` (its codes, `row`) with
-    /// query `i`. Inlined into each kernel, so `dot` runs on that kernel's instructions.
+    /// Every vector `d` of `rows` for which `keep(d)`, with its best score over `queries`, as
+    /// `(d, score)`; `dot(d, row, i)` is the integer product of vector `d` (its codes, `row`)
+    /// with query `i`. Inlined into each kernel, so `dot` runs on that kernel's instructions.
     #[inline(always)]
     fn best_by(
         &self,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
+        rows: std::ops::Range<usize>,
         dot: impl Fn(usize, &[i8], usize) -> i32,
     ) -> Vec<(usize, f32)> {
-        let mut out = Vec::with_capacity(self.len());
-        let rows = self.codes.chunks_exact(self.dim.max(1));
-        for (d, (row, scale)) in rows.zip(&self.scales).enumerate() {
+        let mut out = Vec::with_capacity(rows.len());
+        let dim = self.dim.max(1);
+        let codes = self.codes[rows.start * dim..rows.end * dim].chunks_exact(dim);
+        let scales = &self.scales[rows.clone()];
+        for (d, (row, scale)) in rows.zip(codes.zip(scales)) {
             if !keep(d) {
                 continue;
             }
@@ -164,12 +226,13 @@ mod vnni {
         codes: &Codes,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
+        rows: std::ops::Range<usize>,
     ) -> Vec<(usize, f32)> {
         let shifted: Vec<Vec<u8>> = queries
             .iter()
             .map(|(q, _)| q.iter().map(|&x| (i16::from(x) + 128) as u8).collect())
             .collect();
-        codes.best_by(queries, keep, |d, row, i| {
+        codes.best_by(queries, keep, rows, |d, row, i| {
             // SAFETY: the row and the query hold dim bytes, a multiple of 64.
             unsafe { dot(row, &shifted[i]) - 128 * codes.sums[d] }
         })
@@ -219,12 +282,13 @@ mod avx2 {
         codes: &Codes,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
+        rows: std::ops::Range<usize>,
     ) -> Vec<(usize, f32)> {
         let magnitudes: Vec<Vec<u8>> = queries
             .iter()
             .map(|(q, _)| q.iter().map(|x| x.unsigned_abs()).collect())
             .collect();
-        codes.best_by(queries, keep, |_, row, i| {
+        codes.best_by(queries, keep, rows, |_, row, i| {
             // SAFETY: the row, the query and its magnitudes hold dim bytes, a multiple of 32.
             unsafe { dot(row, &queries[i].0, &magnitudes[i]) }
         })
@@ -337,6 +401,25 @@ mod tests {
     }
 
     #[test]
+    fn a_scan_split_among_threads_gives_the_scores_of_one_pass_in_order() {
+        let dim = 64;
+        let vectors: Vec<f32> = (0..1_003).flat_map(|i| unit(i, dim)).collect();
+        let codes = Codes::new(&vectors, dim);
+        let (a, b) = (unit(5, dim), unit(900, dim));
+        let keep = |d: usize| d % 7 != 3;
+        let whole = codes.best_scores_in(&[&a, &b], keep, 1);
+        assert_eq!(whole.len(), 1_003 - 143);
+        for parts in [2, 3, 4, 7, 2_000] {
+            let split = codes.best_scores_in(&[&a, &b], keep, parts);
+            assert_eq!(split, whole, "{parts} parts");
+        }
+        // Small scans stay on the caller; large ones are split, at most once per core.
+        assert_eq!(scan_parts(SPLIT_FROM - 1), 1);
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(scan_parts(10 * SPLIT_FROM), cores.clamp(1, MOST_PARTS));
+    }
+
+    #[test]
     fn several_queries_give_each_vector_its_best_score() {
         let dim = 384;
         let vectors: Vec<f32> = (0..50).flat_map(|i| unit(i, dim)).collect();
@@ -395,7 +478,8 @@ mod tests {
             (c, s)
         })
         .collect();
-        let plain = codes.best_scores_body(&queries, |d| d != 1);
+        let all = 0..codes.len();
+        let plain = codes.best_scores_body(&queries, |d| d != 1, all.clone());
         assert_eq!(plain.len(), codes.len() - 1);
         // All 127s against all −127s: the largest product there is.
         let ones = codes.len() - 2;
@@ -406,9 +490,12 @@ mod tests {
         if is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 was detected; 384 is a positive multiple of 32.
             unsafe {
-                assert_eq!(avx2::best_scores(&codes, &queries, |d| d != 1), plain);
                 assert_eq!(
-                    avx2::best_scores(&codes, &queries[1..2], |d| d == ones),
+                    avx2::best_scores(&codes, &queries, |d| d != 1, all.clone()),
+                    plain
+                );
+                assert_eq!(
+                    avx2::best_scores(&codes, &queries[1..2], |d| d == ones, all.clone()),
                     largest
                 );
             }
@@ -416,9 +503,12 @@ mod tests {
         if crate::cpu::avx512_vnni() {
             // SAFETY: VNNI was detected; 384 is a positive multiple of 64.
             unsafe {
-                assert_eq!(vnni::best_scores(&codes, &queries, |d| d != 1), plain);
                 assert_eq!(
-                    vnni::best_scores(&codes, &queries[1..2], |d| d == ones),
+                    vnni::best_scores(&codes, &queries, |d| d != 1, all.clone()),
+                    plain
+                );
+                assert_eq!(
+                    vnni::best_scores(&codes, &queries[1..2], |d| d == ones, all.clone()),
                     largest
                 );
             }
