@@ -22,7 +22,7 @@ pub const SPLIT_FROM: usize = 32_768;
 const MOST_PARTS: usize = 4;
 
 /// How many parts (threads, the caller's included) a scan of `len` vectors is split into: one
-/// per [`SPLIT_FROM`] vectors, at most one per core and [`MOST_PARTS`].
+/// per [`SPLIT_FROM`] vectors, at most one per core and four.
 pub fn scan_parts(len: usize) -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
