@@ -115,18 +115,25 @@ impl Codes {
         }
         let (quantized, keep) = (&quantized, &keep);
         std::thread::scope(|scope| {
+            // A run whose thread could not be started (the process at its limit of threads)
+            // is scanned here after the first.
             let rest: Vec<_> = (per..len)
                 .step_by(per)
                 .map(|start| {
                     let rows = start..(start + per).min(len);
-                    scope.spawn(move || self.scan(quantized, keep, rows))
+                    let run = rows.clone();
+                    let thread = std::thread::Builder::new()
+                        .name("toolshed-scan".into())
+                        .spawn_scoped(scope, move || self.scan(quantized, keep, run));
+                    (rows, thread.ok())
                 })
                 .collect();
             let mut out = self.scan(quantized, keep, 0..per);
-            for part in rest {
-                match part.join() {
-                    Ok(scores) => out.extend(scores),
-                    Err(panic) => std::panic::resume_unwind(panic),
+            for (rows, thread) in rest {
+                match thread.map(|t| t.join()) {
+                    Some(Ok(scores)) => out.extend(scores),
+                    Some(Err(panic)) => std::panic::resume_unwind(panic),
+                    None => out.extend(self.scan(quantized, keep, rows)),
                 }
             }
             out
