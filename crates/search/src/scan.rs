@@ -6,8 +6,8 @@
 //! bytes); the scan ranks every tool by that approximate cosine (error about 1e-3 for unit
 //! vectors), keeps [`OVERSAMPLE`] times the candidates asked for, and the caller re-scores those
 //! few with the exact f32 vectors. Catalogs up to [`EXACT_UP_TO`] tools are scanned exactly.
-//! From [`SPLIT_FROM`] vectors on, the scan is split among the CPU's cores ([`scan_parts`]): it
-//! is bound by how fast one core can read memory, and each core reads its own share.
+//! From [`SPLIT_FROM`] vectors on, the scan is split among the CPU's cores: a large catalog's
+//! codes do not fit in the caches, and each core then reads its own share of them.
 
 /// Catalogs up to this many vectors are scanned in f32 (fast enough; nothing approximate).
 pub const EXACT_UP_TO: usize = 20_000;
@@ -15,7 +15,7 @@ pub const EXACT_UP_TO: usize = 20_000;
 pub const OVERSAMPLE: usize = 4;
 /// Fewest candidates kept from the approximate scan.
 const MIN_CANDIDATES: usize = 64;
-/// Vectors each part of a split scan gets at least ([`scan_parts`]): a thread costs tens of
+/// Vectors each part of a split scan gets at least: a thread costs tens of
 /// microseconds to start, a part of this size about a millisecond to scan.
 pub const SPLIT_FROM: usize = 32_768;
 /// Most parts a scan is split into.
@@ -23,7 +23,7 @@ const MOST_PARTS: usize = 4;
 
 /// How many parts (threads, the caller's included) a scan of `len` vectors is split into: one
 /// per [`SPLIT_FROM`] vectors, at most one per core and four.
-pub fn scan_parts(len: usize) -> usize {
+pub(crate) fn scan_parts(len: usize) -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
     (len / SPLIT_FROM).clamp(1, cores.clamp(1, MOST_PARTS))
@@ -94,7 +94,7 @@ impl Codes {
 
     /// [`Codes::best_scores`] in `parts` runs of vectors, all but the first on threads of their
     /// own; the scores come back in the vectors' order whatever the split.
-    pub fn best_scores_in(
+    pub(crate) fn best_scores_in(
         &self,
         queries: &[&[f32]],
         keep: impl Fn(usize) -> bool + Sync,
