@@ -336,9 +336,25 @@ pub struct Description {
     pub output_schema: Option<Value>,
 }
 
-/// Summary budget in width units: an ASCII character counts 1, any other character 2 (they cost
-/// about a token each).
+/// Summary budget in width units ([`summary_width`]): about 16 tokens (o200k) of English.
 const SUMMARY_WIDTH: usize = 72;
+
+/// A character's share of [`SUMMARY_WIDTH`], set so that a width unit costs about the same
+/// tokens whatever the script: ASCII 1 (about 4.5 characters a token), a character of the
+/// wide East Asian scripts 3 (about 0.75 tokens each), any other character 2.
+fn summary_width(c: char) -> usize {
+    if c.is_ascii() {
+        return 1;
+    }
+    let wide = matches!(c as u32,
+        0x1100..=0x115F | 0x2E80..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6 | 0x20000..=0x3FFFD);
+    if wide {
+        3
+    } else {
+        2
+    }
+}
 
 fn one_line(s: &str) -> String {
     let line = s
@@ -346,14 +362,20 @@ fn one_line(s: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    let first_sentence = match line.find(". ") {
-        Some(i) if i > 20 => &line[..=i],
-        _ => line,
+    // The first sentence: up to ". " past the first 20 bytes, or up to a full-width "。".
+    let latin_end = line
+        .match_indices(". ")
+        .map(|(i, _)| i + 1)
+        .find(|&end| end > 21);
+    let wide_end = line.find('。').map(|i| i + '。'.len_utf8());
+    let first_sentence = match latin_end.into_iter().chain(wide_end).min() {
+        Some(end) => &line[..end],
+        None => line,
     };
     let mut width = 0;
     let mut out = String::new();
     for c in first_sentence.chars() {
-        width += if c.is_ascii() { 1 } else { 2 };
+        width += summary_width(c);
         if width > SUMMARY_WIDTH - 1 {
             out.push('…');
             return out;
@@ -535,11 +557,24 @@ mod tests {
         let long = "word ".repeat(60);
         assert!(one_line(&long).chars().count() <= 72);
         let wide = "搜索".repeat(60);
-        assert!(one_line(&wide).chars().count() <= 37);
+        assert_eq!(
+            one_line(&wide).chars().count(),
+            24,
+            "23 wide characters and the ellipsis"
+        );
+        let hangul = "검색".repeat(60);
+        assert_eq!(one_line(&hangul).chars().count(), 24);
+        let accented = "é".repeat(60);
+        assert_eq!(one_line(&accented).chars().count(), 36);
         assert_eq!(
             one_line("Creates an issue in a repository. Requires push access."),
             "Creates an issue in a repository."
         );
+        assert_eq!(
+            one_line("根据八字获取公历时间列表。返回的时间格式为：YYYY-MM-DD"),
+            "根据八字获取公历时间列表。"
+        );
+        assert_eq!(one_line("Gets a pet. See below."), "Gets a pet. See below.");
     }
 }
 

@@ -4,6 +4,7 @@
 //! imports the set's tools (`tools.jsonl`) as a catalog, runs every query of `queries.jsonl`
 //! through the engine's search with limit 10, renders the MCP answer text and counts its tokens.
 //! Prints mean, p95 and max, and the same for the JSON form (`format: "json"`) for comparison.
+//! With `ANSWER_LARGEST=1` it also prints the largest text answer and its request.
 
 use std::sync::Arc;
 
@@ -94,15 +95,18 @@ fn main() {
         );
         let caller = engine.caller("me", Face::Mcp);
         let (mut text_tokens, mut json_tokens) = (Vec::new(), Vec::new());
+        let mut largest = (0, String::new());
         for q in &queries {
             let answer = engine.search(&caller, q, 10, None);
             if answer.hits.len() < 10 {
                 continue;
             }
-            text_tokens.push(
-                bpe.encode_ordinary(&toolshed_mcp::search_text(&answer))
-                    .len(),
-            );
+            let text = toolshed_mcp::search_text(&answer);
+            let tokens = bpe.encode_ordinary(&text).len();
+            if tokens > largest.0 {
+                largest = (tokens, format!("{q}\n{text}"));
+            }
+            text_tokens.push(tokens);
             json_tokens.push(
                 bpe.encode_ordinary(&serde_json::to_string(&answer).unwrap())
                     .len(),
@@ -120,5 +124,11 @@ fn main() {
             "10-hit search_tools answer, json:           {}",
             stats(json_tokens)
         );
+        if std::env::var_os("ANSWER_LARGEST").is_some() {
+            println!(
+                "largest text answer ({} tokens), for the request:\n{}",
+                largest.0, largest.1
+            );
+        }
     });
 }
