@@ -336,13 +336,17 @@ pub struct Description {
     pub output_schema: Option<Value>,
 }
 
-/// Summary budget in width units ([`summary_width`]): about 16 tokens (o200k) of English.
+/// Summary budget in width units ([`text_width`]): about 16 tokens (o200k) of English.
 const SUMMARY_WIDTH: usize = 72;
 
-/// A character's share of [`SUMMARY_WIDTH`], set so that a width unit costs about the same
-/// tokens whatever the script: ASCII 1 (about 4.5 characters a token), a character of the
-/// wide East Asian scripts 3 (about 0.75 tokens each), any other character 2.
-fn summary_width(c: char) -> usize {
+/// A hit's name budget in width units: a name is a title ("List Pets"), but an upstream may
+/// declare a paragraph as one, and every hit of an answer carries it.
+const NAME_WIDTH: usize = 60;
+
+/// A character's share of a width budget, set so that a width unit costs about the same tokens
+/// whatever the script: ASCII 1 (about 4.5 characters a token), a character of the wide East
+/// Asian scripts 3 (about 0.75 tokens each), any other character 2.
+fn text_width(c: char) -> usize {
     if c.is_ascii() {
         return 1;
     }
@@ -356,12 +360,32 @@ fn summary_width(c: char) -> usize {
     }
 }
 
-fn one_line(s: &str) -> String {
-    let line = s
-        .lines()
+/// The first non-empty line of `s`, trimmed.
+fn first_line(s: &str) -> &str {
+    s.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .unwrap_or("");
+        .unwrap_or("")
+}
+
+/// `text` within `budget` width units ([`text_width`]), ended by "…" where it was cut.
+fn clip(text: &str, budget: usize) -> String {
+    let mut width = 0;
+    let mut out = String::new();
+    for c in text.chars() {
+        width += text_width(c);
+        if width > budget - 1 {
+            out.push('…');
+            return out;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A hit's summary: the first sentence of the description's first line, clipped.
+fn one_line(s: &str) -> String {
+    let line = first_line(s);
     // The first sentence: up to ". " past the first 20 bytes, or up to a full-width "。".
     let latin_end = line
         .match_indices(". ")
@@ -372,17 +396,12 @@ fn one_line(s: &str) -> String {
         Some(end) => &line[..end],
         None => line,
     };
-    let mut width = 0;
-    let mut out = String::new();
-    for c in first_sentence.chars() {
-        width += summary_width(c);
-        if width > SUMMARY_WIDTH - 1 {
-            out.push('…');
-            return out;
-        }
-        out.push(c);
-    }
-    out
+    clip(first_sentence, SUMMARY_WIDTH)
+}
+
+/// A hit's name: the tool's name on one line, clipped.
+fn hit_name(name: &str) -> String {
+    clip(first_line(name), NAME_WIDTH)
 }
 
 impl Engine {
@@ -485,7 +504,7 @@ impl Engine {
                 let d = &e.tool.def;
                 SearchHit {
                     path: d.path.to_string(),
-                    name: d.name.clone(),
+                    name: hit_name(&d.name),
                     summary: one_line(&d.description),
                     destructive: d.annotations.destructive,
                     kind: (!d.kind.is_tool()).then(|| d.kind.as_str().to_string()),
@@ -549,7 +568,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{hit_name, one_line};
 
     #[test]
     fn summaries_are_one_short_line() {
@@ -575,6 +594,17 @@ mod tests {
             "根据八字获取公历时间列表。"
         );
         assert_eq!(one_line("Gets a pet. See below."), "Gets a pet. See below.");
+    }
+
+    #[test]
+    fn hit_names_are_one_short_line() {
+        assert_eq!(hit_name("List Pets"), "List Pets");
+        assert_eq!(hit_name("\n  Search\nEverything"), "Search");
+        let long = "Word ".repeat(100);
+        let name = hit_name(&long);
+        assert_eq!(name.chars().count(), 60, "59 characters and the ellipsis");
+        assert!(name.ends_with('…'));
+        assert_eq!(hit_name(&"名".repeat(50)).chars().count(), 20);
     }
 }
 
