@@ -56,7 +56,7 @@ pub fn search_text(answer: &toolshed_engine::SearchAnswer) -> String {
     for h in &answer.hits {
         out.push_str(&h.path);
         let last = h.path.rsplit('.').next().unwrap_or_default();
-        let name_adds = toolshed_core::path::to_segment(&h.name) != last;
+        let name_adds = !restates(&h.name, last);
         if name_adds {
             out.push_str(" — ");
             out.push_str(&h.name);
@@ -71,6 +71,16 @@ pub fn search_text(answer: &toolshed_engine::SearchAnswer) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Whether a hit's name only restates the last segment of its path: spelled as a segment, it
+/// is that segment, or, when the engine clipped it ("…"), the segment's start.
+fn restates(name: &str, last: &str) -> bool {
+    use toolshed_core::path::to_segment;
+    match name.strip_suffix('…') {
+        Some(head) => last.starts_with(&to_segment(head)),
+        None => to_segment(name) == last,
+    }
 }
 
 /// How a meta-tool call is answered besides its arguments.
@@ -160,4 +170,51 @@ pub(crate) async fn call_meta(
 pub(crate) enum MetaAnswer {
     Done(CallToolResult),
     Task(toolshed_engine::Outcome),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::search_text;
+    use toolshed_engine::{SearchAnswer, SearchHit};
+
+    fn hit(path: &str, name: &str) -> SearchHit {
+        SearchHit {
+            path: path.into(),
+            name: name.into(),
+            summary: "Does it.".into(),
+            destructive: false,
+            kind: None,
+        }
+    }
+
+    #[test]
+    fn a_name_is_shown_only_when_it_says_more_than_the_path() {
+        let answer = SearchAnswer {
+            total: 4,
+            hits: vec![
+                hit("tables.create", "Create"),
+                hit("github.issues_create", "Open an issue"),
+                // A name the engine clipped: its start restates the segment.
+                hit(
+                    "nestful.get_the_weather_forecast_for_a_city",
+                    "Get The Weather Fore…",
+                ),
+                // A clipped name that does not.
+                hit("weather.forecast", "Weather forecast for a…"),
+            ],
+        };
+        let text = search_text(&answer);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "4 matching tools");
+        assert_eq!(lines[1], "tables.create — Does it.");
+        assert_eq!(lines[2], "github.issues_create — Open an issue: Does it.");
+        assert_eq!(
+            lines[3],
+            "nestful.get_the_weather_forecast_for_a_city — Does it."
+        );
+        assert_eq!(
+            lines[4],
+            "weather.forecast — Weather forecast for a…: Does it."
+        );
+    }
 }
