@@ -374,7 +374,7 @@ fn clip(text: &str, budget: usize) -> String {
     let mut out = String::new();
     for c in text.chars() {
         width += text_width(c);
-        if width > budget - 1 {
+        if width >= budget {
             out.push('…');
             return out;
         }
