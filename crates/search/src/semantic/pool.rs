@@ -7,14 +7,88 @@
 //! counter: a helper that is late, or not scheduled at all on a busy machine, only takes fewer
 //! chunks; the caller never waits for a helper that has not started one. One job runs at a time;
 //! a second caller meanwhile (another query on another thread) runs its chunks alone.
+//!
+//! The caller does wait for a chunk a helper has started, and a helper that loses its core in
+//! the middle of one (another process, or the server's own background embedding, wants the
+//! core) holds the whole product up until it is scheduled again: on a loaded two-core machine
+//! two threads were slower than one (one busy process beside the benchmark, the longest requests:
+//! median 5.0–5.5 against 4.2–4.4 ms, p99 14.8–15.3 against 8.6–9.5 ms). So a join that waits longer than [`LATE_JOIN`] for a helper
+//! puts the pool on its own for a while ([`Solo`]): jobs run on the caller alone, and the
+//! window doubles while late joins keep following it.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long an idle helper spins before it sleeps.
 const SPIN: Duration = Duration::from_micros(300);
+
+/// A join that waits longer than this for a helper's chunk means the helper lost its core. A
+/// chunk is a few dozen microseconds of work, and on an idle machine a join waits up to half a
+/// millisecond now and then (an interrupt, a page fault); a helper that lost its core to
+/// another thread waited 3–10 ms (a scheduler's slice).
+const LATE_JOIN: Duration = Duration::from_millis(1);
+/// How long jobs run on the caller alone after a late join that follows a calm spell: a
+/// query or two. A late join within one window's length after the last window ended (the core
+/// is still taken) doubles it, up to [`SOLO_MAX`].
+const SOLO_FIRST: Duration = Duration::from_millis(10);
+/// The longest window alone.
+const SOLO_MAX: Duration = Duration::from_secs(1);
+
+/// When the pool runs jobs on the caller alone (see the module docs): a heuristic shared by all
+/// callers, so its atomics need no ordering with each other. Times are nanoseconds on the pool's
+/// clock.
+struct Solo {
+    origin: Instant,
+    /// Jobs run alone until this time.
+    until: AtomicU64,
+    /// The length of the last window.
+    window: AtomicU64,
+    /// The first window's length after a calm spell ([`SOLO_FIRST`] but in tests).
+    first: u64,
+}
+
+/// `d` in nanoseconds.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Solo {
+    fn new(first: Duration) -> Self {
+        Self {
+            origin: Instant::now(),
+            until: AtomicU64::new(0),
+            window: AtomicU64::new(0),
+            first: nanos(first),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        nanos(self.origin.elapsed())
+    }
+
+    /// Whether jobs run on the caller alone at `now`.
+    fn on(&self, now: u64) -> bool {
+        now < self.until.load(Relaxed)
+    }
+
+    /// Opens a window after a join at `now` was late: twice the last one if that ended less
+    /// than its length ago, the first length otherwise.
+    fn late(&self, now: u64) {
+        let last = self.window.load(Relaxed);
+        let calm = now.saturating_sub(self.until.load(Relaxed)) > last;
+        let window = if calm {
+            self.first
+        } else {
+            // Never shorter than the first window (a test's may exceed SOLO_MAX).
+            last.saturating_mul(2).min(nanos(SOLO_MAX)).max(self.first)
+        };
+        self.window.store(window, Relaxed);
+        self.until.store(now.saturating_add(window), Relaxed);
+    }
+}
 
 /// One job: `run(i)` for every chunk `i < count`.
 struct Job<'a> {
@@ -50,6 +124,7 @@ struct Shared {
     panicked: AtomicBool,
     /// Serialises jobs: a caller that finds it taken runs its chunks alone.
     busy: Mutex<()>,
+    solo: Solo,
     sleep: Mutex<()>,
     wake: Condvar,
 }
@@ -71,6 +146,11 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// A pool in which jobs run on `threads` threads: the caller and `threads − 1` helpers.
     pub(crate) fn new(threads: usize) -> Self {
+        Self::with_first_solo(threads, SOLO_FIRST)
+    }
+
+    /// A pool whose first window alone after a late join lasts `first_solo`.
+    fn with_first_solo(threads: usize, first_solo: Duration) -> Self {
         let shared = Arc::new(Shared {
             job: AtomicPtr::new(std::ptr::null_mut()),
             epoch: AtomicU64::new(0),
@@ -79,6 +159,7 @@ impl Pool {
             stop: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             busy: Mutex::new(()),
+            solo: Solo::new(first_solo),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
         });
@@ -99,6 +180,13 @@ impl Pool {
         self.handles.len() + 1
     }
 
+    /// Whether jobs run on the caller alone for now, after a helper was late to join.
+    #[cfg(test)]
+    fn solo(&self) -> bool {
+        let solo = &self.shared.solo;
+        solo.on(solo.now())
+    }
+
     /// Runs `run(i)` for every `i < count`, on the caller and the helpers; returns when all
     /// are done.
     pub(crate) fn run(&self, count: usize, run: &(dyn Fn(usize) + Sync)) {
@@ -107,9 +195,13 @@ impl Pool {
             count,
             next: AtomicUsize::new(0),
         };
-        let guard = match self.shared.busy.try_lock() {
-            Ok(g) if count > 1 && !self.handles.is_empty() => g,
-            _ => {
+        let solo = &self.shared.solo;
+        let shared = (count > 1 && !self.handles.is_empty() && !solo.on(solo.now()))
+            .then(|| self.shared.busy.try_lock().ok())
+            .flatten();
+        let guard = match shared {
+            Some(g) => g,
+            None => {
                 job.work();
                 return;
             }
@@ -136,14 +228,23 @@ impl Pool {
     }
 }
 
-/// Clears the published job and waits until no helper is inside it.
+/// Clears the published job and waits until no helper is inside it; a wait longer than
+/// [`LATE_JOIN`] puts the pool on its own for a while.
 struct Unpublish<'a>(&'a Shared);
 
 impl Drop for Unpublish<'_> {
     fn drop(&mut self) {
         self.0.job.store(std::ptr::null_mut(), SeqCst);
+        if self.0.active.load(SeqCst) == 0 {
+            return;
+        }
+        let start = Instant::now();
         while self.0.active.load(SeqCst) != 0 {
             std::hint::spin_loop();
+        }
+        if start.elapsed() > LATE_JOIN {
+            let solo = &self.0.solo;
+            solo.late(solo.now());
         }
     }
 }
@@ -235,6 +336,72 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_helper_late_to_join_leaves_the_caller_alone_for_a_while() {
+        // A first window long enough that a loaded test machine cannot outlast it.
+        let pool = Pool::with_first_solo(2, Duration::from_secs(600));
+        let caller = std::thread::current().id();
+        let mut late = false;
+        for _ in 0..1000 {
+            // Two chunks; one a helper takes outlasts the caller's by three LATE_JOINs. A helper
+            // may not be scheduled in time to take one: then try again.
+            let helped = AtomicBool::new(false);
+            pool.run(2, &|_| {
+                if std::thread::current().id() == caller {
+                    std::thread::sleep(LATE_JOIN);
+                } else {
+                    helped.store(true, SeqCst);
+                    std::thread::sleep(LATE_JOIN * 4);
+                }
+            });
+            assert!(
+                helped.load(SeqCst) || !pool.solo(),
+                "alone after an on-time join"
+            );
+            if helped.load(SeqCst) {
+                late = true;
+                break;
+            }
+        }
+        assert!(late, "no helper took a chunk in 1,000 jobs");
+        assert!(pool.solo());
+        for _ in 0..20 {
+            let elsewhere = AtomicUsize::new(0);
+            pool.run(8, &|_| {
+                if std::thread::current().id() != caller {
+                    elsewhere.fetch_add(1, SeqCst);
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            });
+            assert_eq!(
+                elsewhere.load(SeqCst),
+                0,
+                "a helper ran a chunk while alone"
+            );
+        }
+    }
+
+    #[test]
+    fn windows_alone_double_while_late_joins_follow_them_and_start_over_after_calm() {
+        let ms = |n: u64| n * 1_000_000;
+        let solo = Solo::new(Duration::from_millis(10));
+        assert!(!solo.on(0));
+        solo.late(ms(100));
+        assert!(solo.on(ms(100)) && solo.on(ms(109)) && !solo.on(ms(110)));
+        // Late again within 10 ms of the window's end: 20 ms.
+        solo.late(ms(115));
+        assert!(solo.on(ms(134)) && !solo.on(ms(135)), "doubled");
+        // Late again more than 20 ms after: 10 ms again.
+        solo.late(ms(160));
+        assert!(solo.on(ms(169)) && !solo.on(ms(170)), "calm starts over");
+        let mut now = ms(200);
+        for _ in 0..12 {
+            solo.late(now);
+            now = solo.until.load(Relaxed) + ms(1);
+        }
+        assert_eq!(solo.window.load(Relaxed), nanos(SOLO_MAX), "capped");
     }
 
     #[test]
