@@ -11,7 +11,9 @@
 //! the model (no cache), the cosine scan over every tool and the fusion. It prints the memory
 //! the vectors take (f32, and the 8-bit copies a large catalog is scanned on), and how long a
 //! new snapshot whose vectors are all stored takes to get its hybrid index (the engine builds
-//! it at once, before that snapshot's first search).
+//! it at once, before that snapshot's first search). Last it times the same searches again
+//! while another thread embeds tools with the same model, as the server's background embedding
+//! of a new catalog does.
 //!
 //! `-- --catalog FILE` measures a real catalog instead: FILE in the retrieval benchmark's
 //! `tools.jsonl` layout (all of APIs.guru, 125,205 operations, is written by `cargo bench -p
@@ -312,7 +314,13 @@ fn hybrid(
     }
     drop(some);
     let rate = embedded as f64 / took.as_secs_f64();
-    let index = HybridIndex::from_rows(lexical, model, vectors, extra_of, HybridConfig::default());
+    let index = HybridIndex::from_rows(
+        lexical,
+        model.clone(),
+        vectors,
+        extra_of,
+        HybridConfig::default(),
+    );
     let install = install.elapsed();
     let (rss_after, peak) = memory_mb();
     println!(
@@ -328,6 +336,30 @@ fn hybrid(
         index.search(q).expect("the query embeds").total
     });
     print_times("  hybrid", &times, mean);
+
+    // The same searches while the same model embeds tools on another thread, as the server
+    // does after a new catalog arrives (its background embedding shares the model and its
+    // threads with the searches).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let background = &refs[..refs.len().min(EMBEDDED)];
+    let (times, mean) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for chunk in background.chunks(64) {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    model.embed_texts(chunk).expect("tools embed");
+                }
+            }
+        });
+        let timed = run_queries(10, namespaces, |q| {
+            index.search(q).expect("the query embeds").total
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        timed
+    });
+    print_times("  hybrid while tools embed in the background", &times, mean);
 }
 
 fn print_times(what: &str, times: &[Duration], mean_total: usize) {

@@ -31,6 +31,24 @@ use crate::tokenize::split_words;
 pub struct EmbedError(pub String);
 
 /// Turns texts into unit-length vectors of one fixed dimension.
+/// A search's hold on a model's threads ([`TextEmbedder::hold_for_search`]); it ends when this
+/// drops, on the thread that took it.
+pub struct SearchHold<'a> {
+    _held: Box<dyn HeldForSearch + 'a>,
+}
+
+impl<'a> SearchHold<'a> {
+    /// A hold that ends when `held` drops.
+    pub fn new(held: impl HeldForSearch + 'a) -> Self {
+        Self {
+            _held: Box::new(held),
+        }
+    }
+}
+
+/// A value whose drop ends a search's hold on a model's threads ([`SearchHold`]).
+pub trait HeldForSearch {}
+
 pub trait TextEmbedder: Send + Sync + std::fmt::Debug {
     /// Length of every vector.
     fn dim(&self) -> usize;
@@ -62,6 +80,13 @@ pub trait TextEmbedder: Send + Sync + std::fmt::Debug {
     /// ([`crate::CachedEmbedder`]) serves "book 2 rooms" for "book 3 rooms".
     fn query_key<'a>(&self, text: &'a str) -> Cow<'a, str> {
         Cow::Borrowed(text)
+    }
+
+    /// Holds the model's threads for one search until the value returned drops: work the model
+    /// does meanwhile on other threads (a catalog embedded in the background) waits for it. By
+    /// default nothing is held.
+    fn hold_for_search(&self) -> Option<SearchHold<'_>> {
+        None
     }
 
     /// The vectors a search compares the tools' vectors with: by default the query's
@@ -478,6 +503,9 @@ impl HybridIndex {
         if q.text.trim().is_empty() {
             return Ok(self.lexical.search(q));
         }
+        // The scan after the query's embedding is split among the cores on a large catalog, so
+        // the hold covers the whole search.
+        let _hold = self.embedder.hold_for_search();
         let v = self.embedder.embed_query_clauses(q.text)?;
         Ok(self.search_clauses(q, &v))
     }
@@ -1055,6 +1083,65 @@ mod tests {
 
         // A query without text is lexical; an embedding failure is an error, not a panic.
         assert!(index.search(&Query::new("FAIL now", 3)).is_err());
+    }
+
+    /// [`Concepts`] whose searches hold it: it counts the holds open now, and notes how many
+    /// were open when a query was embedded.
+    #[derive(Debug, Default)]
+    struct Holding {
+        open: Arc<std::sync::atomic::AtomicUsize>,
+        open_at_query: std::sync::atomic::AtomicUsize,
+    }
+
+    struct Held(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl HeldForSearch for Held {}
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl TextEmbedder for Holding {
+        fn dim(&self) -> usize {
+            Concepts.dim()
+        }
+
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            Concepts.embed_texts(texts)
+        }
+
+        fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+            let open = self.open.load(std::sync::atomic::Ordering::SeqCst);
+            self.open_at_query
+                .store(open, std::sync::atomic::Ordering::SeqCst);
+            Concepts.embed_query(text)
+        }
+
+        fn hold_for_search(&self) -> Option<SearchHold<'_>> {
+            self.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some(SearchHold::new(Held(self.open.clone())))
+        }
+    }
+
+    #[test]
+    fn a_search_holds_the_model_while_it_embeds_and_scans_and_lets_go_after() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let docs = [
+            doc("clock.current", "Return the current hour in a zone."),
+            doc("sky.outlook", "Rain and wind outlook for a city."),
+        ];
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        let model = Arc::new(Holding::default());
+        let index = HybridIndex::build(&docs, lexical, model.clone()).unwrap();
+        let r = index.search(&Query::new("how late is it", 2)).unwrap();
+        assert_eq!(r.hits[0].doc, 0);
+        assert_eq!(model.open_at_query.load(SeqCst), 1, "held while embedding");
+        assert_eq!(model.open.load(SeqCst), 0, "let go after the search");
+        // An embedding failure lets go too.
+        assert!(index.search(&Query::new("FAIL now", 2)).is_err());
+        assert_eq!(model.open.load(SeqCst), 0);
     }
 
     #[test]

@@ -33,7 +33,10 @@ pub mod stem;
 pub mod tokenize;
 pub mod vectors;
 
-pub use hybrid::{EmbedError, Fusion, HybridConfig, HybridIndex, QueryVectors, TextEmbedder};
+pub use hybrid::{
+    EmbedError, Fusion, HeldForSearch, HybridConfig, HybridIndex, QueryVectors, SearchHold,
+    TextEmbedder,
+};
 pub use index::{
     Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
 };

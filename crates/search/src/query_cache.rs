@@ -85,6 +85,10 @@ impl TextEmbedder for CachedEmbedder {
         self.inner.query_key(text)
     }
 
+    fn hold_for_search(&self) -> Option<crate::hybrid::SearchHold<'_>> {
+        self.inner.hold_for_search()
+    }
+
     /// Keyed by what the model reads ([`TextEmbedder::query_key`]), so requests that differ only
     /// in the values they carry share one entry.
     fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, EmbedError> {

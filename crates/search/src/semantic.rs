@@ -380,6 +380,7 @@ impl Embedder {
     /// sentence. Only the text's first [`QUERY_BYTES`] are tokenized: a query carrying a
     /// pasted file (an 18 KB base64 image, say) would spend 20–30 ms in the tokenizer alone.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SemanticError> {
+        let _search = self.pool.as_ref().map(Pool::foreground);
         self.embed_ids(&self.query_ids(query_prefix(text))?)
     }
 
@@ -389,8 +390,10 @@ impl Embedder {
     /// [`QUERY_TOKENS`] tokens together), and as the whole the unit mean of those vectors:
     /// about the cost of [`Embedder::embed_query`], where embedding the sentence too would
     /// double it. A request of one clause (or whose second clause does not fit) is embedded
-    /// whole, without clauses.
+    /// whole, without clauses. Like [`Embedder::embed_query`], it has the forward pass's threads
+    /// first: tools being embedded meanwhile on another thread wait for it.
     pub fn embed_query_clauses(&self, text: &str) -> Result<QueryVectors, SemanticError> {
+        let _search = self.pool.as_ref().map(Pool::foreground);
         let seqs = self.query_sequences(text)?;
         if let [one] = seqs.as_slice() {
             return Ok(QueryVectors {
@@ -523,6 +526,11 @@ impl crate::hybrid::TextEmbedder for Embedder {
 
     fn query_key<'a>(&self, text: &'a str) -> Cow<'a, str> {
         Cow::Owned(Embedder::reading_key(text))
+    }
+
+    fn hold_for_search(&self) -> Option<crate::hybrid::SearchHold<'_>> {
+        let pool = self.pool.as_ref()?;
+        Some(crate::hybrid::SearchHold::new(pool.foreground()))
     }
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, crate::hybrid::EmbedError> {

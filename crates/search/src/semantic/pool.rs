@@ -15,7 +15,14 @@
 //! median 5.0–5.5 against 4.2–4.4 ms, p99 14.8–15.3 against 8.6–9.5 ms). So a join that waits longer than [`LATE_JOIN`] for a helper
 //! puts the pool on its own for a while ([`Solo`]): jobs run on the caller alone, and the
 //! window doubles while late joins keep following it.
+//!
+//! Searches come first. The server embeds a new catalog on a background thread with the same
+//! model, and so with this pool; a search's query would then run on its own thread against
+//! both of the catalog's. A thread that embeds a query marks itself ([`Pool::foreground`]), and
+//! every other caller's job gives way while one is marked: its participants finish the chunks
+//! they hold, the helpers are left to the search, and the caller sleeps until no search embeds.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex};
@@ -90,23 +97,47 @@ impl Solo {
     }
 }
 
+/// How long a job that gives way to a search sleeps before it looks again.
+const GIVE_WAY: Duration = Duration::from_micros(100);
+
+thread_local! {
+    /// Whether this thread is embedding a search's query ([`Pool::foreground`]).
+    static FOREGROUND: Cell<bool> = const { Cell::new(false) };
+}
+
 /// One job: `run(i)` for every chunk `i < count`.
 struct Job<'a> {
     run: &'a (dyn Fn(usize) + Sync),
     count: usize,
     next: AtomicUsize,
+    /// For a job that gives way to searches: the number of searches embedding now.
+    gives_way: Option<&'a AtomicUsize>,
 }
 
 impl Job<'_> {
-    /// Claims and runs chunks until none is left.
-    fn work(&self) {
+    /// Claims and runs chunks until none is left (true), or until a search starts embedding
+    /// when the job gives way to searches (false).
+    fn work(&self) -> bool {
         loop {
+            if self.waiting() {
+                return false;
+            }
             let i = self.next.fetch_add(1, SeqCst);
             if i >= self.count {
-                return;
+                return true;
             }
             (self.run)(i);
         }
+    }
+
+    /// Whether the job gives way to a search that is embedding now.
+    fn waiting(&self) -> bool {
+        self.gives_way.is_some_and(|n| n.load(SeqCst) > 0)
+    }
+
+    /// Whether every chunk has been claimed.
+    fn claimed(&self) -> bool {
+        self.next.load(SeqCst) >= self.count
     }
 }
 
@@ -125,6 +156,8 @@ struct Shared {
     /// Serialises jobs: a caller that finds it taken runs its chunks alone.
     busy: Mutex<()>,
     solo: Solo,
+    /// Searches embedding their queries now ([`Pool::foreground`]).
+    foreground: AtomicUsize,
     sleep: Mutex<()>,
     wake: Condvar,
 }
@@ -160,6 +193,7 @@ impl Pool {
             panicked: AtomicBool::new(false),
             busy: Mutex::new(()),
             solo: Solo::new(first_solo),
+            foreground: AtomicUsize::new(0),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
         });
@@ -187,31 +221,57 @@ impl Pool {
         solo.on(solo.now())
     }
 
+    /// Marks this thread as embedding a search's query until the guard drops: meanwhile the
+    /// jobs of other threads (a catalog embedded in the background) give way to it.
+    pub(crate) fn foreground(&self) -> Foreground<'_> {
+        let nested = FOREGROUND.replace(true);
+        if !nested {
+            self.shared.foreground.fetch_add(1, SeqCst);
+        }
+        Foreground {
+            shared: &self.shared,
+            nested,
+        }
+    }
+
     /// Runs `run(i)` for every `i < count`, on the caller and the helpers; returns when all
-    /// are done.
+    /// are done. A job of a thread that is not embedding a search ([`Pool::foreground`]) gives
+    /// way to searches: while one embeds, its participants finish the chunks they hold, the
+    /// job leaves the helpers to the search, and the caller sleeps until no search embeds.
     pub(crate) fn run(&self, count: usize, run: &(dyn Fn(usize) + Sync)) {
+        let s = &*self.shared;
         let job = Job {
             run,
             count,
             next: AtomicUsize::new(0),
+            gives_way: (!FOREGROUND.get()).then_some(&s.foreground),
         };
-        let solo = &self.shared.solo;
-        let shared = (count > 1 && !self.handles.is_empty() && !solo.on(solo.now()))
-            .then(|| self.shared.busy.try_lock().ok())
-            .flatten();
-        let guard = match shared {
-            Some(g) => g,
-            None => {
-                job.work();
-                return;
+        while !job.claimed() {
+            while job.waiting() {
+                std::thread::sleep(GIVE_WAY);
             }
-        };
+            let solo = &s.solo;
+            let shared = (count > 1 && !self.handles.is_empty() && !solo.on(solo.now()))
+                .then(|| s.busy.try_lock().ok())
+                .flatten();
+            match shared {
+                Some(guard) => self.share(&job, guard),
+                None => {
+                    job.work();
+                }
+            }
+        }
+    }
+
+    /// Works on `job` with the helpers until every chunk is claimed or the job gives way,
+    /// holding `guard` (the pool's one shared job) meanwhile.
+    fn share(&self, job: &Job<'_>, guard: std::sync::MutexGuard<'_, ()>) {
         let s = &*self.shared;
         // Publishing a pointer to this frame is sound because a helper raises `active` before
         // it reads `job` and lowers it after its last use of the job, and `Unpublish` (also on
         // unwinding) clears `job` and then waits for `active` to fall to zero, all in SeqCst
         // order: no helper touches the job once this function has returned.
-        let ptr = &job as *const Job<'_> as *mut Job<'static>;
+        let ptr = job as *const Job<'_> as *mut Job<'static>;
         s.job.store(ptr, SeqCst);
         let unpublish = Unpublish(s);
         s.epoch.fetch_add(1, SeqCst);
@@ -224,6 +284,24 @@ impl Pool {
         drop(guard);
         if s.panicked.swap(false, SeqCst) {
             panic!("an embedding helper thread panicked");
+        }
+    }
+}
+
+/// A thread's mark as embedding a search's query ([`Pool::foreground`]).
+pub(crate) struct Foreground<'a> {
+    shared: &'a Shared,
+    /// The thread was marked already (the outer guard unmarks it).
+    nested: bool,
+}
+
+impl crate::hybrid::HeldForSearch for Foreground<'_> {}
+
+impl Drop for Foreground<'_> {
+    fn drop(&mut self) {
+        if !self.nested {
+            FOREGROUND.set(false);
+            self.shared.foreground.fetch_sub(1, SeqCst);
         }
     }
 }
@@ -296,7 +374,10 @@ fn helper(s: &Shared) {
             // SAFETY: `active` was raised before the load, so the caller that published the job
             // waits for this helper before its frame (and the job) goes away.
             let job = unsafe { &*job };
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.work())).is_err() {
+            let work = || {
+                job.work();
+            };
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
                 s.panicked.store(true, SeqCst);
             }
         }
@@ -402,6 +483,59 @@ mod tests {
             now = solo.until.load(Relaxed) + ms(1);
         }
         assert_eq!(solo.window.load(Relaxed), nanos(SOLO_MAX), "capped");
+    }
+
+    #[test]
+    fn a_job_gives_way_while_a_search_embeds_and_then_finishes() {
+        let pool = Pool::new(2);
+        let started = AtomicUsize::new(0);
+        let runs: Vec<AtomicUsize> = (0..400).map(|_| AtomicUsize::new(0)).collect();
+        let grace = Duration::from_millis(20);
+        std::thread::scope(|scope| {
+            let background = scope.spawn(|| {
+                pool.run(runs.len(), &|i| {
+                    started.fetch_add(1, SeqCst);
+                    runs[i].fetch_add(1, SeqCst);
+                    std::thread::sleep(Duration::from_micros(200));
+                });
+            });
+            while started.load(SeqCst) < 5 {
+                std::thread::yield_now();
+            }
+            let search = pool.foreground();
+            // Chunks already claimed finish; then none starts while the search embeds.
+            std::thread::sleep(grace);
+            let before = started.load(SeqCst);
+            let ours = AtomicUsize::new(0);
+            pool.run(8, &|_| {
+                ours.fetch_add(1, SeqCst);
+            });
+            assert_eq!(ours.load(SeqCst), 8, "the search's own job runs");
+            std::thread::sleep(grace);
+            assert_eq!(
+                started.load(SeqCst),
+                before,
+                "a chunk started during the search"
+            );
+            assert!(before < runs.len(), "the job ended before the search");
+            drop(search);
+            background.join().expect("the background job ends");
+        });
+        assert!(runs.iter().all(|r| r.load(SeqCst) == 1), "every chunk once");
+        assert_eq!(pool.shared.foreground.load(SeqCst), 0);
+    }
+
+    #[test]
+    fn a_nested_search_mark_is_released_by_the_outer_one() {
+        let pool = Pool::new(2);
+        let outer = pool.foreground();
+        let inner = pool.foreground();
+        assert_eq!(pool.shared.foreground.load(SeqCst), 1);
+        drop(inner);
+        assert!(FOREGROUND.get());
+        drop(outer);
+        assert!(!FOREGROUND.get());
+        assert_eq!(pool.shared.foreground.load(SeqCst), 0);
     }
 
     #[test]
