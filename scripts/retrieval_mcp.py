@@ -19,6 +19,7 @@ Every tool is read-only.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
@@ -128,6 +129,8 @@ def measure(url: str, setdir: str) -> None:
     queries = [json.loads(l) for l in open(Path(setdir) / "queries.jsonl", encoding="utf-8") if l.strip()]
     queries = [q for q in queries if q["id"] in relevant]
 
+    timed: list[tuple[float, str, int]] = []
+
     async def run() -> tuple[list[float], list[float], list[float]]:
         r5, r10, ms = [], [], []
         async with Client(url) as client:
@@ -135,6 +138,7 @@ def measure(url: str, setdir: str) -> None:
                 start = time.perf_counter()
                 result = await client.call_tool("search_tools", {"query": q["text"], "limit": 10})
                 ms.append((time.perf_counter() - start) * 1000)
+                timed.append((ms[-1], q["id"], len(q["text"])))
                 text = next(c.text for c in result.content if c.type == "text")
                 if result.is_error:
                     sys.exit(f"search_tools failed for {q['id']}: {text[:300]}")
@@ -152,6 +156,9 @@ def measure(url: str, setdir: str) -> None:
         f"{Path(setdir).name:<18} {len(r5):>6} queries  R@5 {100 * statistics.mean(r5):5.1f}  "
         f"R@10 {100 * statistics.mean(r10):5.1f}  call p50 {pct(0.5):6.2f} ms  p99 {pct(0.99):6.2f} ms"
     )
+    # RETRIEVAL_SLOWEST=N also lists the N slowest calls: time, query id, request length.
+    for took, qid, length in sorted(timed, reverse=True)[: int(os.environ.get("RETRIEVAL_SLOWEST", "0"))]:
+        print(f"        {took:8.2f} ms  {qid}  ({length} bytes)")
 
 
 if __name__ == "__main__":

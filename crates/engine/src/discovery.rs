@@ -114,6 +114,8 @@ impl SearchCache {
             // taken away) ranks with its vectors from its first search.
             Some(semantic) => match semantic.hybrid_from_stored(&docs, lexical.clone()) {
                 Ok(hybrid) => {
+                    // Said as after embedding, so a log reader learns it either way.
+                    tracing::info!(tools = docs.len(), embedded = 0, "semantic search ready");
                     semantic.finish(version, None);
                     (Some(Arc::new(hybrid)), None)
                 }
