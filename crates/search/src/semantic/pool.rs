@@ -231,6 +231,7 @@ impl Pool {
         Foreground {
             shared: &self.shared,
             nested,
+            _thread: std::marker::PhantomData,
         }
     }
 
@@ -288,11 +289,13 @@ impl Pool {
     }
 }
 
-/// A thread's mark as embedding a search's query ([`Pool::foreground`]).
+/// A thread's mark as embedding a search's query ([`Pool::foreground`]). It stays on the thread
+/// that took it (not `Send`): dropping it elsewhere would unmark the wrong thread.
 pub(crate) struct Foreground<'a> {
     shared: &'a Shared,
     /// The thread was marked already (the outer guard unmarks it).
     nested: bool,
+    _thread: std::marker::PhantomData<*const ()>,
 }
 
 impl crate::hybrid::HeldForSearch for Foreground<'_> {}
