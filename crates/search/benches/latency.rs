@@ -340,13 +340,14 @@ fn hybrid(
     // The same searches while the same model embeds tools on another thread, as the server
     // does after a new catalog arrives (its background embedding shares the model and its
     // threads with the searches).
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let stop = AtomicBool::new(false);
     let background = &refs[..refs.len().min(EMBEDDED)];
     let (times, mean) = std::thread::scope(|scope| {
         scope.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Relaxed) {
                 for chunk in background.chunks(64) {
-                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if stop.load(Relaxed) {
                         break;
                     }
                     model.embed_texts(chunk).expect("tools embed");
@@ -356,7 +357,7 @@ fn hybrid(
         let timed = run_queries(10, namespaces, |q| {
             index.search(q).expect("the query embeds").total
         });
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        stop.store(true, Relaxed);
         timed
     });
     print_times("  hybrid while tools embed in the background", &times, mean);

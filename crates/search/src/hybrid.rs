@@ -30,7 +30,6 @@ use crate::tokenize::split_words;
 #[error("embedding failed: {0}")]
 pub struct EmbedError(pub String);
 
-/// Turns texts into unit-length vectors of one fixed dimension.
 /// A search's hold on a model's threads ([`TextEmbedder::hold_for_search`]); it ends when this
 /// drops, on the thread that took it.
 pub struct SearchHold<'a> {
@@ -49,6 +48,7 @@ impl<'a> SearchHold<'a> {
 /// A value whose drop ends a search's hold on a model's threads ([`SearchHold`]).
 pub trait HeldForSearch {}
 
+/// Turns texts into unit-length vectors of one fixed dimension.
 pub trait TextEmbedder: Send + Sync + std::fmt::Debug {
     /// Length of every vector.
     fn dim(&self) -> usize;
@@ -679,6 +679,7 @@ fn fuse(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
     /// A model that is never asked to embed: the tests give it vectors of 48 values, or of
     /// `Unused(dim)` values.
@@ -1089,17 +1090,17 @@ mod tests {
     /// were open when a query was embedded.
     #[derive(Debug, Default)]
     struct Holding {
-        open: Arc<std::sync::atomic::AtomicUsize>,
-        open_at_query: std::sync::atomic::AtomicUsize,
+        open: Arc<AtomicUsize>,
+        open_at_query: AtomicUsize,
     }
 
-    struct Held(Arc<std::sync::atomic::AtomicUsize>);
+    struct Held(Arc<AtomicUsize>);
 
     impl HeldForSearch for Held {}
 
     impl Drop for Held {
         fn drop(&mut self) {
-            self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.0.fetch_sub(1, SeqCst);
         }
     }
 
@@ -1113,21 +1114,18 @@ mod tests {
         }
 
         fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-            let open = self.open.load(std::sync::atomic::Ordering::SeqCst);
-            self.open_at_query
-                .store(open, std::sync::atomic::Ordering::SeqCst);
+            self.open_at_query.store(self.open.load(SeqCst), SeqCst);
             Concepts.embed_query(text)
         }
 
         fn hold_for_search(&self) -> Option<SearchHold<'_>> {
-            self.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.open.fetch_add(1, SeqCst);
             Some(SearchHold::new(Held(self.open.clone())))
         }
     }
 
     #[test]
     fn a_search_holds_the_model_while_it_embeds_and_scans_and_lets_go_after() {
-        use std::sync::atomic::Ordering::SeqCst;
         let docs = [
             doc("clock.current", "Return the current hour in a zone."),
             doc("sky.outlook", "Rain and wind outlook for a city."),

@@ -10,11 +10,12 @@
 //!
 //! The caller does wait for a chunk a helper has started, and a helper that loses its core in
 //! the middle of one (another process, or the server's own background embedding, wants the
-//! core) holds the whole product up until it is scheduled again: on a loaded two-core machine
-//! two threads were slower than one (one busy process beside the benchmark, the longest requests:
-//! median 5.0–5.5 against 4.2–4.4 ms, p99 14.8–15.3 against 8.6–9.5 ms). So a join that waits longer than [`LATE_JOIN`] for a helper
-//! puts the pool on its own for a while ([`Solo`]): jobs run on the caller alone, and the
-//! window doubles while late joins keep following it.
+//! core) holds the whole product up until it is scheduled again. On a loaded two-core machine
+//! two threads were slower than one (one busy process beside the benchmark, the longest
+//! requests: median 5.0–5.5 against 4.2–4.4 ms, p99 14.8–15.3 against 8.6–9.5 ms). So a join
+//! that waits longer than [`LATE_JOIN`] for a helper puts the pool on its own for a while
+//! ([`Solo`]): jobs run on the caller alone, and the window doubles while late joins keep
+//! following it.
 //!
 //! Searches come first. The server embeds a new catalog on a background thread with the same
 //! model, and so with this pool; a search's query would then run on its own thread against
