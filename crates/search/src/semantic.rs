@@ -271,26 +271,31 @@ impl Embedder {
 
         let safetensors = dir.join("model.safetensors");
         let pickle = dir.join("pytorch_model.bin");
-        let (weights_path, tensors): (_, HashMap<String, Tensor>) =
+        let (weights_path, weights, tensors): (_, _, HashMap<String, Tensor>) =
             if safetensors.exists() || !pickle.exists() {
                 let bytes = read(&safetensors)?;
                 let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
                     .map_err(|e| malformed(&safetensors, e))?;
-                (safetensors, tensors)
+                (safetensors, weights_fingerprint(&bytes), tensors)
             } else {
                 let tensors = candle_core::pickle::read_all(&pickle)
                     .map_err(|e| malformed(&pickle, e))?
                     .into_iter()
                     .collect();
-                (pickle, tensors)
+                (
+                    pickle.clone(),
+                    weights_fingerprint(&read(&pickle)?),
+                    tensors,
+                )
             };
         let encoder = Encoder::from_tensors(&tensors, &config, precision)
             .map_err(|e| malformed(&weights_path, e))?;
         drop(tensors);
-        let weights_len = std::fs::metadata(&weights_path).map_or(0, |m| m.len());
-        // The kernels' tag is part of the id: stored vectors are reused only with the same kernels.
+        // The weights' fingerprint and the kernels' tag are part of the id: stored vectors are
+        // reused only with the same weights (a model re-tuned into the same folder, at the same
+        // size, is another model) and the same kernels.
         let id = format!(
-            "{} dim={} weights={weights_len} precision={}",
+            "{} dim={} weights={weights} precision={}",
             dir.display(),
             config.hidden_size,
             kernels::kernel_tag(encoder.precision())
@@ -510,6 +515,25 @@ impl Embedder {
     }
 }
 
+/// Bytes of a weights file read for its fingerprint: one run in every [`FINGERPRINT_STRIDE`].
+const FINGERPRINT_RUN: usize = 64;
+const FINGERPRINT_STRIDE: usize = 4096;
+
+/// Names a weights file's content for [`Embedder`]'s id: its length and a hash of its header
+/// and of one run of bytes in every 4 KiB (about 1.5 % of the file). Tuning changes every
+/// weight, so two models of one shape differ in every run; hashing the whole file would add
+/// tens of milliseconds to every start. (Should the standard hasher change with a Rust release,
+/// stored vectors are embedded again once: a cost, never a wrong reuse.)
+fn weights_fingerprint(bytes: &[u8]) -> String {
+    use std::hash::Hasher as _;
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(&bytes[..bytes.len().min(FINGERPRINT_STRIDE)]);
+    for start in (0..bytes.len()).step_by(FINGERPRINT_STRIDE) {
+        hasher.write(&bytes[start..bytes.len().min(start + FINGERPRINT_RUN)]);
+    }
+    format!("{}:{:016x}", bytes.len(), hasher.finish())
+}
+
 impl crate::hybrid::TextEmbedder for Embedder {
     fn dim(&self) -> usize {
         self.dim
@@ -645,6 +669,25 @@ mod tests {
             let cos = dot(&m.embed(text).unwrap(), r);
             assert!(cos > bound, "{text}: cosine {cos} to the f32 vector");
         }
+    }
+
+    #[test]
+    fn weights_of_one_size_with_other_values_have_other_fingerprints() {
+        let base: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let mut tuned = base.clone();
+        // A re-tuned model: same size, the values changed throughout.
+        for b in tuned.iter_mut().skip(9_000).step_by(7) {
+            *b = b.wrapping_add(1);
+        }
+        assert_ne!(weights_fingerprint(&base), weights_fingerprint(&tuned));
+        assert_eq!(
+            weights_fingerprint(&base),
+            weights_fingerprint(&base.clone())
+        );
+        assert!(weights_fingerprint(&base).starts_with("200000:"));
+        // Short and empty files are named too.
+        assert_ne!(weights_fingerprint(b"ab"), weights_fingerprint(b"ac"));
+        assert_eq!(weights_fingerprint(b""), weights_fingerprint(b""));
     }
 
     #[test]
