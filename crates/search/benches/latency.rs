@@ -19,7 +19,13 @@
 //! `tools.jsonl` layout (all of APIs.guru, 125,205 operations, is written by `cargo bench -p
 //! toolshed-openapi --bench apis_guru -- /tmp/package --tools-out FILE`). There the hybrid part
 //! embeds **every** tool with the model, as the server does in the background, and prints the
-//! time it took, the rate, and the process's resident memory before and after.
+//! time it took, the rate, and the process's resident memory before and after. With
+//! `--queries FILE` as well (a `queries.jsonl`: one `{"text": …}` per line; the first 2,000 are
+//! used) it then compares the scan that ranks one-bit sketches first (what a catalog of
+//! `scan::SKETCH_FROM` vectors or more gets) with the 8-bit scan of every vector on the same
+//! vectors: how many top-10 answers and nearest-50 lists are the same, and the time each takes
+//! once the queries are embedded. `--vectors FILE` keeps the catalog's vectors in FILE, so that
+//! a second run reads them instead of embedding the catalog again.
 
 use std::time::{Duration, Instant};
 
@@ -271,17 +277,31 @@ fn hybrid(
     let (rss_before, _) = memory_mb();
     let start = Instant::now();
     let dim = model.dim();
-    let mut some = Vec::with_capacity(refs.len() * dim);
-    for (i, chunk) in refs.chunks(5_000).enumerate() {
-        some.extend(model.embed_texts(chunk).expect("tools embed"));
-        if all {
-            eprintln!(
-                "  {} of {} tools embedded, {:.0} s",
-                (i * 5_000 + chunk.len()),
-                refs.len(),
-                start.elapsed().as_secs_f64()
-            );
+    let cache = all.then(vector_cache).flatten();
+    let mut some = match &cache {
+        Some(file) => read_vectors(file, refs.len() * dim),
+        None => None,
+    }
+    .unwrap_or_default();
+    if some.is_empty() {
+        some.reserve(refs.len() * dim);
+        for (i, chunk) in refs.chunks(5_000).enumerate() {
+            some.extend(model.embed_texts(chunk).expect("tools embed"));
+            if all {
+                eprintln!(
+                    "  {} of {} tools embedded, {:.0} s",
+                    (i * 5_000 + chunk.len()),
+                    refs.len(),
+                    start.elapsed().as_secs_f64()
+                );
+            }
         }
+        if let Some(file) = &cache {
+            let bytes: Vec<u8> = some.iter().flat_map(|x| x.to_le_bytes()).collect();
+            std::fs::write(file, bytes).expect("the vector file is writable");
+        }
+    } else {
+        println!("  (vectors read from the --vectors file: the embedding figures below are not measured)");
     }
     let took = start.elapsed();
     // Every tool past the embedded ones reuses the vectors (and lead vector) of tool
@@ -314,6 +334,7 @@ fn hybrid(
     }
     drop(some);
     let rate = embedded as f64 / took.as_secs_f64();
+    let (lexical_again, extra_again) = (lexical.clone(), extra_of.clone());
     let index = HybridIndex::from_rows(
         lexical,
         model.clone(),
@@ -336,6 +357,24 @@ fn hybrid(
         index.search(q).expect("the query embeds").total
     });
     print_times("  hybrid", &times, mean);
+    if all {
+        compare_sketches(&index, &lexical_again, extra_again);
+    }
+    // The same searches in two parts, to tell where a slow one spends its time: the query's
+    // embedding alone, then the scan and fusion alone with the query vectors given.
+    let mut embedded_queries = std::collections::HashMap::new();
+    let (times, _) = run_queries(10, namespaces, |q| {
+        let _hold = model.hold_for_search();
+        let v = model.embed_query_clauses(q.text).expect("the query embeds");
+        embedded_queries.insert(q.text.to_string(), v);
+        1
+    });
+    print_times("    of which the query's embedding", &times, 1);
+    let (times, mean) = run_queries(10, namespaces, |q| {
+        let _hold = model.hold_for_search();
+        index.search_clauses(q, &embedded_queries[q.text]).total
+    });
+    print_times("    of which the scan and fusion", &times, mean);
 
     // The same searches while the same model embeds tools on another thread, as the server
     // does after a new catalog arrives (its background embedding shares the model and its
@@ -361,6 +400,117 @@ fn hybrid(
         timed
     });
     print_times("  hybrid while tools embed in the background", &times, mean);
+}
+
+/// The file of `--vectors FILE`: a real catalog's vectors (f32, little-endian, texts in order)
+/// are read from it when it holds as many as the catalog needs, and written to it after they
+/// are embedded otherwise, so that a second run skips the embedding.
+#[cfg(feature = "semantic")]
+fn vector_cache() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == "--vectors")?;
+    args.get(i + 1).map(std::path::PathBuf::from)
+}
+
+/// The `values` f32 of `file`, if it holds exactly that many.
+#[cfg(feature = "semantic")]
+fn read_vectors(file: &std::path::Path, values: usize) -> Option<Vec<f32>> {
+    let bytes = std::fs::read(file).ok()?;
+    (bytes.len() == values * 4).then(|| {
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    })
+}
+
+/// The queries of `--queries FILE`, at most 2,000.
+fn query_file() -> Vec<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(file) = args
+        .iter()
+        .position(|a| a == "--queries")
+        .and_then(|i| args.get(i + 1))
+    else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(file)
+        .expect("the queries file is readable")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .take(2_000)
+        .collect()
+}
+
+/// The sketch-first scan of `index` against the 8-bit scan of every vector (see the module
+/// docs), over the queries of `--queries`.
+#[cfg(feature = "semantic")]
+fn compare_sketches(
+    index: &toolshed_search::HybridIndex,
+    lexical: &std::sync::Arc<SearchIndex>,
+    extra_of: Vec<u32>,
+) {
+    use toolshed_search::{HybridConfig, HybridIndex};
+    let queries = query_file();
+    if queries.is_empty() {
+        return;
+    }
+    let plain = HybridIndex::from_rows(
+        lexical.clone(),
+        index.embedder().clone(),
+        index.vectors().to_vec(),
+        extra_of,
+        HybridConfig {
+            sketch_from: usize::MAX,
+            ..*index.config()
+        },
+    );
+    let embedded: Vec<_> = queries
+        .iter()
+        .map(|q| {
+            index
+                .embedder()
+                .embed_query_clauses(q)
+                .expect("the query embeds")
+        })
+        .collect();
+    let (mut same_top, mut same_near, mut overlap_top, mut overlap_near) = (0, 0, 0usize, 0usize);
+    let (mut sketched_times, mut plain_times) = (Vec::new(), Vec::new());
+    for (text, v) in queries.iter().zip(&embedded) {
+        let q = Query::new(text, 10);
+        let t = Instant::now();
+        let a = index.search_clauses(&q, v);
+        sketched_times.push(t.elapsed());
+        let t = Instant::now();
+        let b = plain.search_clauses(&q, v);
+        plain_times.push(t.elapsed());
+        let docs_of = |r: &toolshed_search::SearchResult| -> Vec<usize> {
+            r.hits.iter().map(|h| h.doc).collect()
+        };
+        let (a, b) = (docs_of(&a), docs_of(&b));
+        same_top += usize::from(a == b);
+        overlap_top += a.iter().filter(|d| b.contains(d)).count();
+        let near = Query::new(text, 50);
+        let a = docs_of(&index.search_semantic(&near, &v.whole));
+        let b = docs_of(&plain.search_semantic(&near, &v.whole));
+        same_near += usize::from(a == b);
+        overlap_near += a.iter().filter(|d| b.contains(d)).count();
+    }
+    let n = queries.len();
+    println!(
+        "  sketches first vs the 8-bit scan of every vector, {n} queries: top-10 answers the same in {same_top} ({:.2} % of their hits shared), nearest 50 the same in {same_near} ({:.2} % shared)",
+        100.0 * overlap_top as f64 / (10 * n) as f64,
+        100.0 * overlap_near as f64 / (50 * n) as f64,
+    );
+    sketched_times.sort_unstable();
+    plain_times.sort_unstable();
+    print_times("    scan and fusion, sketches first", &sketched_times, 0);
+    print_times(
+        "    scan and fusion, 8-bit scan of every vector",
+        &plain_times,
+        0,
+    );
 }
 
 fn print_times(what: &str, times: &[Duration], mean_total: usize) {
@@ -441,6 +591,20 @@ fn main() {
             &times,
             mean,
         );
+        let requests = query_file();
+        if all && !requests.is_empty() {
+            // The depth the hybrid search asks the lexical index for.
+            let mut times: Vec<Duration> = requests
+                .iter()
+                .map(|text| {
+                    let t = Instant::now();
+                    std::hint::black_box(index.search(&Query::new(text, 50)));
+                    t.elapsed()
+                })
+                .collect();
+            times.sort_unstable();
+            print_times("  lexical, the --queries requests at depth 50", &times, 0);
+        }
         #[cfg(feature = "semantic")]
         hybrid(&docs, index.clone(), &namespaces, all);
         #[cfg(not(feature = "semantic"))]

@@ -76,6 +76,18 @@ pub(crate) fn avx512_vnni() -> bool {
     false
 }
 
+/// Whether this CPU has [`avx512`] and VPOPCNTDQ (`popcount` of eight 64-bit words per
+/// instruction, for the sketch scan), and [`AVX512_ENV`] does not turn them off.
+pub(crate) fn avx512_popcnt() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| avx512() && is_x86_feature_detected!("avx512vpopcntdq"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Whether this CPU has AVX-VNNI (`vpdpbusd` on 256-bit vectors, VEX-encoded: no AVX-512
 /// needed) with AVX2 and FMA, and [`AVX_VNNI_ENV`] does not turn it off.
 #[cfg_attr(not(feature = "semantic"), allow(dead_code))]

@@ -215,6 +215,9 @@ pub struct HybridConfig {
     /// Share `w` of the semantic side, 0 (lexical only) to 1 (semantic only).
     pub semantic_weight: f32,
     pub fusion: Fusion,
+    /// Rows (tool vectors and lead vectors) from which a scan ranks one-bit sketches first
+    /// ([`crate::sketch`]); `usize::MAX` never does.
+    pub sketch_from: usize,
 }
 
 impl Default for HybridConfig {
@@ -229,6 +232,7 @@ impl Default for HybridConfig {
             semantic_depth: 50,
             semantic_weight: 0.6,
             fusion: Fusion::Convex,
+            sketch_from: scan::SKETCH_FROM,
         }
     }
 }
@@ -456,7 +460,8 @@ impl HybridIndex {
             }
         }
         let codes = if docs > scan::EXACT_UP_TO {
-            Codes::new(&vectors, dim)
+            let rows = docs + extra_of.len();
+            Codes::with_sketches(&vectors, dim, rows >= config.sketch_from)
         } else {
             Codes::default()
         };
@@ -587,7 +592,8 @@ impl HybridIndex {
 
     /// The `k` visible documents nearest to any of `vs` by cosine (a document's score is its
     /// best), best first. A large catalog is scanned on its 8-bit copies first (all of `vs` in
-    /// one pass, split among the cores from [`scan::SPLIT_FROM`] vectors on) and the best
+    /// one pass, split among the cores from [`scan::SPLIT_FROM`] vectors on; from
+    /// [`scan::SKETCH_FROM`] on, only the vectors its one-bit sketches rank best) and the best
     /// candidates re-scored exactly.
     fn nearest(&self, q: &Query<'_>, vs: &[&[f32]], k: usize) -> Vec<Hit> {
         let Some(visible) = self.lexical.visibility(q) else {
@@ -605,7 +611,9 @@ impl HybridIndex {
             let hits: Vec<Hit> = (0..docs).filter(|&d| visible(d)).map(exact).collect();
             return top_k(hits, k);
         }
-        let scores = self.codes.best_scores(vs, |row| visible(self.owner(row)));
+        let scores =
+            self.codes
+                .candidate_scores(vs, |row| visible(self.owner(row)), scan::candidates(k));
         let rough: Vec<Hit> = if self.extra_of.is_empty() {
             let hit = |(doc, score)| Hit { doc, score };
             scores.into_iter().map(hit).collect()
@@ -727,19 +735,48 @@ mod tests {
             .collect()
     }
 
+    /// The default configuration, and one whose scans rank one-bit sketches first.
+    fn with_and_without_sketches() -> [HybridConfig; 2] {
+        [
+            HybridConfig::default(),
+            HybridConfig {
+                sketch_from: 0,
+                ..HybridConfig::default()
+            },
+        ]
+    }
+
     #[test]
     fn a_large_catalog_scanned_on_8_bit_copies_finds_the_exact_nearest() {
         let n = scan::EXACT_UP_TO + 500;
         let docs = nameless_docs(n);
         let vectors = random_unit_vectors(n, 48, 0x2545_F491_4F6C_DD1D);
         let lexical = Arc::new(SearchIndex::build(&docs));
-        let index = HybridIndex::from_vectors(
-            lexical,
-            Arc::new(Unused::default()),
-            vectors.clone(),
-            HybridConfig::default(),
-        );
-        assert_eq!(index.vector_bytes(), n * 48 * 4 + n * 48 + n * 8);
+        for config in with_and_without_sketches() {
+            let sketched = config.sketch_from == 0;
+            let index = HybridIndex::from_vectors(
+                lexical.clone(),
+                Arc::new(Unused::default()),
+                vectors.clone(),
+                config,
+            );
+            // One word and one scale per vector, in blocks of eight; the mean vector.
+            let blocks = n.div_ceil(8) * 8;
+            let sketch_bytes = if sketched {
+                blocks * (8 + 4) + 48 * 4
+            } else {
+                0
+            };
+            assert_eq!(
+                index.vector_bytes(),
+                n * 48 * 4 + n * 48 + n * 8 + sketch_bytes
+            );
+            large_catalog_probes(&index, &vectors, n);
+        }
+    }
+
+    /// The ten nearest of three tools' own vectors are the exact ten nearest.
+    fn large_catalog_probes(index: &HybridIndex, vectors: &[f32], n: usize) {
         for probe in [3usize, 777, n - 1] {
             let v = &vectors[probe * 48..(probe + 1) * 48];
             let q = Query::new("anything", 10);
@@ -775,13 +812,27 @@ mod tests {
             own.iter_mut().for_each(|x| *x /= norm);
         }
         let lexical = Arc::new(SearchIndex::build(&docs));
-        let index = HybridIndex::from_rows(
-            lexical,
-            Arc::new(Unused(DIM)),
-            rows.clone(),
-            extra_of.clone(),
-            HybridConfig::default(),
-        );
+        for config in with_and_without_sketches() {
+            let index = HybridIndex::from_rows(
+                lexical.clone(),
+                Arc::new(Unused(DIM)),
+                rows.clone(),
+                extra_of.clone(),
+                config,
+            );
+            lead_probes(&index, &rows, &extra_of, &probes, n);
+        }
+    }
+
+    /// Each probe tool comes first for its lead vector, and the ten nearest are the exact ones.
+    fn lead_probes(
+        index: &HybridIndex,
+        rows: &[f32],
+        extra_of: &[u32],
+        probes: &[usize],
+        n: usize,
+    ) {
+        const DIM: usize = 256;
         let row = |r: usize| &rows[r * DIM..(r + 1) * DIM];
         let exact = |d: usize, v: &[f32]| {
             let own = dot(row(d), v);
@@ -790,7 +841,7 @@ mod tests {
                 None => own,
             }
         };
-        for &d in &probes {
+        for &d in probes {
             let v = row(n + d / 7);
             assert!(
                 dot(row(d), v) < 0.3,

@@ -29,6 +29,7 @@ pub mod query_cache;
 pub mod scan;
 #[cfg(feature = "semantic")]
 pub mod semantic;
+pub mod sketch;
 pub mod stem;
 pub mod tokenize;
 pub mod vectors;

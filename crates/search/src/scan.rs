@@ -7,7 +7,12 @@
 //! vectors), keeps [`OVERSAMPLE`] times the candidates asked for, and the caller re-scores those
 //! few with the exact f32 vectors. Catalogs up to [`EXACT_UP_TO`] tools are scanned exactly.
 //! From [`SPLIT_FROM`] vectors on, the scan is split among the CPU's cores: a large catalog's
-//! codes do not fit in the caches, and each core then reads its own share of them.
+//! codes do not fit in the caches, and each core then reads its own share of them. From
+//! [`SKETCH_FROM`] vectors on, a one-bit sketch of every vector is scanned first and only the
+//! vectors it ranks best are scored on the codes ([`crate::sketch`]).
+
+pub use crate::sketch::SKETCH_FROM;
+use crate::sketch::{self, Sketches};
 
 /// Catalogs up to this many vectors are scanned in f32 (fast enough; nothing approximate).
 pub const EXACT_UP_TO: usize = 20_000;
@@ -37,11 +42,20 @@ pub struct Codes {
     scales: Vec<f32>,
     /// Per vector, the sum of its codes (the VNNI scan's correction, see [`vnni`]).
     sums: Vec<i32>,
+    /// One-bit sketches of the vectors, in a catalog of [`SKETCH_FROM`] vectors or more.
+    sketches: Option<Sketches>,
 }
 
 impl Codes {
-    /// Quantises `vectors` (`dim` values each).
+    /// Quantises `vectors` (`dim` values each), and sketches them when there are
+    /// [`SKETCH_FROM`] or more.
     pub fn new(vectors: &[f32], dim: usize) -> Self {
+        let sketch = vectors.len() / dim.max(1) >= SKETCH_FROM;
+        Self::with_sketches(vectors, dim, sketch)
+    }
+
+    /// [`Codes::new`], with sketches or without whatever the number of vectors.
+    pub fn with_sketches(vectors: &[f32], dim: usize, sketch: bool) -> Self {
         let mut codes = vec![0i8; vectors.len()];
         let scales = vectors
             .chunks_exact(dim.max(1))
@@ -57,6 +71,7 @@ impl Codes {
             codes,
             scales,
             sums,
+            sketches: sketch.then(|| Sketches::new(vectors, dim)),
         }
     }
 
@@ -70,9 +85,40 @@ impl Codes {
         self.scales.is_empty()
     }
 
-    /// Bytes the copies take.
+    /// Bytes the copies take (the sketches' included).
     pub fn bytes(&self) -> usize {
-        self.codes.len() + self.scales.len() * 4 + self.sums.len() * 4
+        let sketches = self.sketches.as_ref().map_or(0, Sketches::bytes);
+        self.codes.len() + self.scales.len() * 4 + self.sums.len() * 4 + sketches
+    }
+
+    /// The approximate best products with `queries` of at least the `candidates` vectors for
+    /// which `keep(d)` that score best, as `(d, score)`: [`Codes::best_scores`] of every such
+    /// vector, or with sketches, of the [`sketch::keep`] best by their sketch only.
+    pub fn candidate_scores(
+        &self,
+        queries: &[&[f32]],
+        keep: impl Fn(usize) -> bool + Sync,
+        candidates: usize,
+    ) -> Vec<(usize, f32)> {
+        match &self.sketches {
+            Some(sketches) if sketch::keep(candidates) < self.len() => {
+                let rows = sketches.best(queries, keep, sketch::keep(candidates));
+                self.scan(&self.quantize_queries(queries), |_| true, rows.into_iter())
+            }
+            _ => self.best_scores(queries, keep),
+        }
+    }
+
+    /// The queries' 8-bit codes and scales.
+    fn quantize_queries(&self, queries: &[&[f32]]) -> Vec<(Vec<i8>, f32)> {
+        queries
+            .iter()
+            .map(|q| {
+                let mut codes = vec![0i8; self.dim];
+                let scale = quantize(q, &mut codes);
+                (codes, scale)
+            })
+            .collect()
     }
 
     /// The approximate dot product of every vector `d` with `query` for which `keep(d)`, as
@@ -100,14 +146,7 @@ impl Codes {
         keep: impl Fn(usize) -> bool + Sync,
         parts: usize,
     ) -> Vec<(usize, f32)> {
-        let quantized: Vec<(Vec<i8>, f32)> = queries
-            .iter()
-            .map(|q| {
-                let mut codes = vec![0i8; self.dim];
-                let scale = quantize(q, &mut codes);
-                (codes, scale)
-            })
-            .collect();
+        let quantized = self.quantize_queries(queries);
         let len = self.len();
         let per = len.div_ceil(parts.clamp(1, len.max(1)));
         if per >= len {
@@ -145,7 +184,7 @@ impl Codes {
         &self,
         quantized: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
-        rows: std::ops::Range<usize>,
+        rows: impl ExactSizeIterator<Item = usize>,
     ) -> Vec<(usize, f32)> {
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::avx512_vnni() && self.dim > 0 && self.dim.is_multiple_of(64) {
@@ -165,7 +204,7 @@ impl Codes {
         &self,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
-        rows: std::ops::Range<usize>,
+        rows: impl ExactSizeIterator<Item = usize>,
     ) -> Vec<(usize, f32)> {
         self.best_by(queries, keep, rows, |_, c, i| dot_i8(c, &queries[i].0))
     }
@@ -178,17 +217,16 @@ impl Codes {
         &self,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
-        rows: std::ops::Range<usize>,
+        rows: impl ExactSizeIterator<Item = usize>,
         dot: impl Fn(usize, &[i8], usize) -> i32,
     ) -> Vec<(usize, f32)> {
         let mut out = Vec::with_capacity(rows.len());
         let dim = self.dim.max(1);
-        let codes = self.codes[rows.start * dim..rows.end * dim].chunks_exact(dim);
-        let scales = &self.scales[rows.clone()];
-        for (d, (row, scale)) in rows.zip(codes.zip(scales)) {
+        for d in rows {
             if !keep(d) {
                 continue;
             }
+            let (row, scale) = (&self.codes[d * dim..(d + 1) * dim], self.scales[d]);
             let mut best = f32::NEG_INFINITY;
             for (i, (_, query_scale)) in queries.iter().enumerate() {
                 best = best.max(dot(d, row, i) as f32 * scale * query_scale);
@@ -233,7 +271,7 @@ mod vnni {
         codes: &Codes,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
-        rows: std::ops::Range<usize>,
+        rows: impl ExactSizeIterator<Item = usize>,
     ) -> Vec<(usize, f32)> {
         let shifted: Vec<Vec<u8>> = queries
             .iter()
@@ -289,7 +327,7 @@ mod avx2 {
         codes: &Codes,
         queries: &[(Vec<i8>, f32)],
         keep: impl Fn(usize) -> bool,
-        rows: std::ops::Range<usize>,
+        rows: impl ExactSizeIterator<Item = usize>,
     ) -> Vec<(usize, f32)> {
         let magnitudes: Vec<Vec<u8>> = queries
             .iter()
@@ -520,6 +558,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn with_sketches_only_the_best_by_sketch_are_scored_on_the_codes() {
+        let (dim, n) = (64, 6_000);
+        let vectors: Vec<f32> = (0..n as u64).flat_map(|i| unit(i, dim)).collect();
+        let plain = Codes::with_sketches(&vectors, dim, false);
+        let sketched = Codes::with_sketches(&vectors, dim, true);
+        assert!(sketched.bytes() > plain.bytes());
+        let q = unit(17, dim);
+        let all = plain.candidate_scores(&[&q], |_| true, 64);
+        assert_eq!(all.len(), n, "without sketches every vector is scored");
+        let some = sketched.candidate_scores(&[&q], |_| true, 64);
+        assert_eq!(some.len(), sketch::keep(64));
+        for &(d, score) in &some {
+            assert_eq!(score, all[d].1, "vector {d} keeps its 8-bit score");
+        }
+        assert!(
+            some.iter().any(|&(d, _)| d == 17),
+            "the query's own vector is kept"
+        );
+        // A filter that leaves fewer than the sketches keep leaves them all.
+        let even = sketched.candidate_scores(&[&q], |d| d % 4 == 0, 64);
+        assert_eq!(even.len(), n / 4);
+        assert!(even.iter().all(|&(d, _)| d % 4 == 0));
+        // Sketches come with size.
+        let dim = 8;
+        let many: Vec<f32> = (0..SKETCH_FROM as u64).flat_map(|i| unit(i, dim)).collect();
+        assert!(Codes::new(&many, dim).sketches.is_some());
+        assert!(Codes::new(&many[dim..], dim).sketches.is_none());
     }
 
     #[test]

@@ -1,0 +1,546 @@
+//! One-bit sketches of a very large catalog's vectors: the first, rough pass of its scan.
+//!
+//! The 8-bit scan ([`crate::scan`]) of 125,000 tools reads some 60 MB per query. That much
+//! memory is read at the pace of the host's memory bus, which a virtual machine shares with
+//! its neighbours: on a two-core VM the same 48 MB read took 2 ms at the median and up to
+//! 16–24 ms now and then, while 6 MB (which stays in the caches) never took more than 0.7 ms
+//! (docs/benchmarks.md). So from [`SKETCH_FROM`] vectors on, each vector is also kept as one
+//! bit per value, the sign of its difference from the catalog's mean vector, with one scale:
+//! 48 bytes for 384 values, 6 MB for 125,000 tools. A query scans the sketches first and only
+//! the best [`keep`] of them go on to the 8-bit scan, and the best of those to the exact one.
+//! On all of APIs.guru (185,646 vectors) and 1,552 requests, the top ten answers and the 50
+//! nearest tools were those of the 8-bit scan of every vector, every one.
+//!
+//! The estimate is asymmetric: the query keeps four bits per value (as four bit planes), the
+//! vector one, so the score is a sum of a few `popcount`s per 64 values. For a vector `v`, the
+//! catalog's mean `c`, `x = v − c`, its signs `s` and `α = mean |xᵢ|` (the scale that makes
+//! `α·s` nearest `x`): `q·v = q·c + q·x ≈ q·c + α · Σ qᵢ sᵢ`. Adding `q·c` keeps the scores of
+//! several queries (a request's clauses) comparable, so a vector's best one ranks it.
+
+/// Catalogs of this many vectors or more get sketches; below it the 8-bit scan reads under
+/// 20 MB per query.
+pub const SKETCH_FROM: usize = 50_000;
+/// Fewest vectors a sketch scan passes on to the 8-bit scan.
+const KEEP_AT_LEAST: usize = 4_096;
+/// Vectors passed on per candidate the 8-bit scan is to keep.
+const KEEP_PER_CANDIDATE: usize = 12;
+/// Bits a query value is quantised to (one bit plane each).
+const PLANES: usize = 4;
+
+/// How many vectors a sketch scan passes on when the 8-bit scan is to keep `candidates`.
+pub fn keep(candidates: usize) -> usize {
+    candidates
+        .saturating_mul(KEEP_PER_CANDIDATE)
+        .max(KEEP_AT_LEAST)
+}
+
+/// Vectors per block: a block's sketches are stored word by word, eight vectors side by side
+/// (one 512-bit register per word), so a scan works on eight vectors at once.
+const LANES: usize = 8;
+
+/// The sketches of a set of vectors (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct Sketches {
+    /// Vectors held.
+    len: usize,
+    /// 64-bit words per vector.
+    words: usize,
+    /// The vectors' mean.
+    center: Vec<f32>,
+    /// Per block of [`LANES`] vectors, `words` runs of [`LANES`] words: word `w` of vector
+    /// `b · LANES + l` at `(b · words + w) · LANES + l`. Bit `i` of a vector is set when its value
+    /// `i` is above the mean's; the last block's missing vectors have no bit set.
+    bits: Vec<u64>,
+    /// Per vector, the mean magnitude of its difference from the mean (0 past the last).
+    scales: Vec<f32>,
+}
+
+/// A query as the sketch scan uses it: value `i` ≈ `low + step · uᵢ`, `uᵢ` in 0..16, bit `j`
+/// of `uᵢ` in `planes[j]`.
+struct Planes {
+    planes: Vec<u64>,
+    low: f32,
+    step: f32,
+    /// `Σ (low + step · uᵢ)`: the quantised query's sum.
+    sum: f32,
+    /// `q · c`.
+    offset: f32,
+}
+
+impl Sketches {
+    /// Sketches of `vectors` (`dim` values each).
+    pub fn new(vectors: &[f32], dim: usize) -> Self {
+        let dim = dim.max(1);
+        let n = vectors.len() / dim;
+        let words = dim.div_ceil(64);
+        let mut center = vec![0f64; dim];
+        for v in vectors.chunks_exact(dim) {
+            for (c, &x) in center.iter_mut().zip(v) {
+                *c += f64::from(x);
+            }
+        }
+        let center: Vec<f32> = center
+            .into_iter()
+            .map(|c| (c / n.max(1) as f64) as f32)
+            .collect();
+        let padded = n.div_ceil(LANES) * LANES;
+        let mut bits = vec![0u64; padded * words];
+        let mut scales = vec![0f32; padded];
+        for (row, v) in vectors.chunks_exact(dim).enumerate() {
+            let (block, lane) = (row / LANES, row % LANES);
+            let mut magnitude = 0f32;
+            for (i, (&x, &c)) in v.iter().zip(&center).enumerate() {
+                let d = x - c;
+                magnitude += d.abs();
+                if d > 0.0 {
+                    bits[(block * words + i / 64) * LANES + lane] |= 1 << (i % 64);
+                }
+            }
+            scales[row] = magnitude / dim as f32;
+        }
+        Self {
+            len: n,
+            words,
+            center,
+            bits,
+            scales,
+        }
+    }
+
+    /// Vectors held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no vector is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes the sketches take.
+    pub fn bytes(&self) -> usize {
+        self.bits.len() * 8 + self.scales.len() * 4 + self.center.len() * 4
+    }
+
+    /// The `n` vectors `d` for which `keep(d)` with the best estimated product with any of
+    /// `queries`, in increasing order (all of them when fewer are kept).
+    ///
+    /// The scan keeps at most `2n` candidates at a time (whenever that fills, the best `n` stay
+    /// and a vector must beat the worst of them from then on), so what it writes stays in the
+    /// caches however large the catalog.
+    pub fn best(&self, queries: &[&[f32]], keep: impl Fn(usize) -> bool, n: usize) -> Vec<usize> {
+        let planes: Vec<Planes> = queries.iter().map(|q| self.planes(q)).collect();
+        let n = n.max(1);
+        let mut kept: Vec<(usize, f32)> = Vec::with_capacity(2 * n.min(self.len()));
+        let mut floor = f32::NEG_INFINITY;
+        let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1);
+        self.scores(&planes, keep, |d, score| {
+            if score < floor {
+                return;
+            }
+            kept.push((d, score));
+            if kept.len() == 2 * n {
+                kept.select_nth_unstable_by(n - 1, by_score);
+                kept.truncate(n);
+                floor = kept[n - 1].1;
+            }
+        });
+        if kept.len() > n {
+            kept.select_nth_unstable_by(n - 1, by_score);
+            kept.truncate(n);
+        }
+        // In order, so that the next stage reads their codes front to back.
+        let mut rows: Vec<usize> = kept.into_iter().map(|(d, _)| d).collect();
+        rows.sort_unstable();
+        rows
+    }
+
+    /// `q` as bit planes.
+    fn planes(&self, q: &[f32]) -> Planes {
+        let (low, high) = q
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &x| {
+                (l.min(x), h.max(x))
+            });
+        let levels = ((1 << PLANES) - 1) as f32;
+        let step = if high > low && (high - low).is_finite() {
+            (high - low) / levels
+        } else {
+            0.0
+        };
+        let low = if low.is_finite() { low } else { 0.0 };
+        let mut planes = vec![0u64; PLANES * self.words];
+        let mut units = 0u32;
+        for (i, &x) in q.iter().enumerate().take(self.center.len()) {
+            let u = if step > 0.0 {
+                ((x - low) / step).round().clamp(0.0, levels) as u32
+            } else {
+                0
+            };
+            units += u;
+            for (j, plane) in planes.chunks_exact_mut(self.words).enumerate() {
+                if u >> j & 1 == 1 {
+                    plane[i / 64] |= 1 << (i % 64);
+                }
+            }
+        }
+        Planes {
+            planes,
+            low,
+            step,
+            sum: self.center.len() as f32 * low + step * units as f32,
+            offset: q.iter().zip(&self.center).map(|(a, b)| a * b).sum(),
+        }
+    }
+
+    /// Gives `sink` every vector `d` for which `keep(d)`, in order, with its best estimated
+    /// product over `queries`.
+    fn scores(
+        &self,
+        queries: &[Planes],
+        keep: impl Fn(usize) -> bool,
+        sink: impl FnMut(usize, f32),
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::avx512_popcnt() {
+            // SAFETY: AVX-512 F, BW, VL and VPOPCNTDQ were detected.
+            return unsafe { avx512::scores(self, queries, keep, sink) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU has POPCNT.
+            return unsafe { self.scores_popcnt(queries, keep, sink) };
+        }
+        self.scores_body(queries, keep, sink)
+    }
+
+    /// [`Sketches::scores`] with the POPCNT instruction.
+    ///
+    /// # Safety
+    /// The CPU must have POPCNT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn scores_popcnt(
+        &self,
+        queries: &[Planes],
+        keep: impl Fn(usize) -> bool,
+        sink: impl FnMut(usize, f32),
+    ) {
+        self.scores_body(queries, keep, sink)
+    }
+
+    /// The portable body of [`Sketches::scores`], one vector at a time; inlined where POPCNT
+    /// is enabled.
+    #[inline(always)]
+    fn scores_body(
+        &self,
+        queries: &[Planes],
+        keep: impl Fn(usize) -> bool,
+        mut sink: impl FnMut(usize, f32),
+    ) {
+        let words = self.words;
+        for d in (0..self.len).filter(|&d| keep(d)) {
+            let (block, lane) = (d / LANES, d % LANES);
+            let word = |w: usize| self.bits[(block * words + w) * LANES + lane];
+            let set: u32 = (0..words).map(|w| word(w).count_ones()).sum();
+            let mut best = f32::NEG_INFINITY;
+            for q in queries {
+                let mut units = 0u32;
+                for (j, plane) in q.planes.chunks_exact(words.max(1)).enumerate() {
+                    let count: u32 = (0..words).map(|w| (word(w) & plane[w]).count_ones()).sum();
+                    units += count << j;
+                }
+                best = best.max(q.estimate(self.scales[d], set, units));
+            }
+            sink(d, best);
+        }
+    }
+}
+
+/// The sketch scan on AVX-512 with VPOPCNTDQ: eight vectors per step, one per 64-bit lane.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Planes, Sketches, LANES, PLANES};
+    use std::arch::x86_64::*;
+
+    /// [`Sketches::scores`] on AVX-512.
+    ///
+    /// # Safety
+    /// [`crate::cpu::avx512_popcnt`] must have said yes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vpopcntdq,avx2")]
+    pub(super) unsafe fn scores(
+        sketches: &Sketches,
+        queries: &[Planes],
+        keep: impl Fn(usize) -> bool,
+        mut sink: impl FnMut(usize, f32),
+    ) {
+        let words = sketches.words;
+        let mut best = [0f32; LANES];
+        for (block, bits) in sketches
+            .bits
+            .chunks_exact((words * LANES).max(1))
+            .enumerate()
+        {
+            let first = block * LANES;
+            let lanes = LANES.min(sketches.len - first);
+            if !(first..first + lanes).any(&keep) {
+                continue;
+            }
+            // SAFETY: the block holds `words` runs of LANES words; the scales hold LANES per block.
+            let (set, scales) = unsafe {
+                let mut set = _mm512_setzero_si512();
+                for w in 0..words {
+                    let v = _mm512_loadu_si512(bits.as_ptr().add(w * LANES).cast());
+                    set = _mm512_add_epi64(set, _mm512_popcnt_epi64(v));
+                }
+                let scales = _mm256_loadu_ps(sketches.scales.as_ptr().add(first));
+                (to_f32(set), scales)
+            };
+            let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
+            for q in queries {
+                // SAFETY: as above; a query holds PLANES runs of `words` words.
+                let units = unsafe { units(bits, q, words) };
+                let above = _mm256_add_ps(
+                    _mm256_mul_ps(_mm256_set1_ps(q.low), set),
+                    _mm256_mul_ps(_mm256_set1_ps(q.step), units),
+                );
+                let twice = _mm256_add_ps(above, above);
+                let estimate = _mm256_add_ps(
+                    _mm256_set1_ps(q.offset),
+                    _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
+                );
+                top = _mm256_max_ps(top, estimate);
+            }
+            // SAFETY: `best` holds LANES f32.
+            unsafe { _mm256_storeu_ps(best.as_mut_ptr(), top) };
+            for (l, &score) in best.iter().enumerate().take(lanes) {
+                if keep(first + l) {
+                    sink(first + l, score);
+                }
+            }
+        }
+    }
+
+    /// `Σ 2ʲ · |sketch ∧ planeⱼ|` of the block's eight vectors, as f32.
+    ///
+    /// # Safety
+    /// As [`scores`]; `bits` holds `words` runs of LANES words, `q.planes` PLANES runs of
+    /// `words`.
+    #[inline(always)]
+    unsafe fn units(bits: &[u64], q: &Planes, words: usize) -> __m256 {
+        debug_assert!(PLANES == 4 && q.planes.len() == PLANES * words);
+        let mut c = [_mm512_setzero_si512(); PLANES];
+        for w in 0..words {
+            // SAFETY: w < words, so the loads stay within the block and the query's planes.
+            unsafe {
+                let v = _mm512_loadu_si512(bits.as_ptr().add(w * LANES).cast());
+                for (j, c) in c.iter_mut().enumerate() {
+                    let plane = _mm512_set1_epi64(*q.planes.get_unchecked(j * words + w) as i64);
+                    *c = _mm512_add_epi64(*c, _mm512_popcnt_epi64(_mm512_and_si512(v, plane)));
+                }
+            }
+        }
+        let units = _mm512_add_epi64(
+            _mm512_add_epi64(c[0], _mm512_slli_epi64::<1>(c[1])),
+            _mm512_add_epi64(_mm512_slli_epi64::<2>(c[2]), _mm512_slli_epi64::<3>(c[3])),
+        );
+        // SAFETY: as above.
+        unsafe { to_f32(units) }
+    }
+
+    /// Eight small 64-bit counts as f32.
+    ///
+    /// # Safety
+    /// As [`scores`], where it is inlined.
+    #[inline(always)]
+    unsafe fn to_f32(counts: __m512i) -> __m256 {
+        // SAFETY: AVX-512 F and AVX are enabled where this is inlined.
+        unsafe { _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(counts)) }
+    }
+}
+
+impl Planes {
+    /// The estimated product with a vector of scale `scale` whose sketch has `set` bits set,
+    /// `units` being `Σ 2ʲ · |sketch ∧ planeⱼ|`.
+    #[inline(always)]
+    fn estimate(&self, scale: f32, set: u32, units: u32) -> f32 {
+        // Σ over the set bits of the quantised query, then Σ qᵢ sᵢ with sᵢ = ±1: what the set
+        // bits add minus what the others do.
+        let above = self.low * set as f32 + self.step * units as f32;
+        self.offset + scale * (2.0 * above - self.sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pseudo-random vector of `dim` values in −1..1 (unnormalised).
+    fn noise(seed: u64, dim: usize) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..dim)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn normalised(v: Vec<f32>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / n).collect()
+    }
+
+    /// `n` unit vectors in `clusters` groups around shared directions, plus a shared offset
+    /// (sentence embeddings are neither centred nor spread evenly).
+    fn clustered(n: usize, clusters: u64, dim: usize) -> Vec<f32> {
+        let offset = noise(999_999, dim);
+        (0..n as u64)
+            .flat_map(|i| {
+                let centre = noise(i % clusters + 1_000_000, dim);
+                let own = noise(i, dim);
+                normalised(
+                    (0..dim)
+                        .map(|k| 0.5 * offset[k] + centre[k] + 0.8 * own[k])
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    /// What a scoring function gives its sink, in order.
+    fn collect(score: impl FnOnce(&mut dyn FnMut(usize, f32))) -> Vec<(usize, f32)> {
+        let mut out = Vec::new();
+        score(&mut |d, s| out.push((d, s)));
+        out
+    }
+
+    #[test]
+    fn the_nearest_vectors_are_among_those_the_sketches_keep() {
+        let (dim, n) = (384, 20_000);
+        let vectors = clustered(n, 300, dim);
+        let sketches = Sketches::new(&vectors, dim);
+        assert_eq!(sketches.len(), n);
+        assert_eq!(sketches.bytes(), n * 48 + n * 4 + dim * 4);
+        let (mut found, mut wanted) = ([0; 2], [0; 2]);
+        for seed in 0..40u64 {
+            // A query near one vector of the catalog, and one near none in particular.
+            let near = &vectors[(seed as usize * 487 % n) * dim..][..dim];
+            let q1 = normalised(
+                near.iter()
+                    .zip(noise(seed + 77, dim))
+                    .map(|(a, b)| a + 0.03 * b)
+                    .collect(),
+            );
+            let q2 = normalised(noise(seed + 5_000, dim));
+            for (kind, q) in [(0, q1), (1, q2)] {
+                let mut exact: Vec<(usize, f32)> = vectors
+                    .chunks_exact(dim)
+                    .map(|v| dot(v, &q))
+                    .enumerate()
+                    .collect();
+                exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+                let kept = sketches.best(&[&q], |_| true, 800);
+                assert_eq!(kept.len(), 800);
+                let kept: std::collections::HashSet<usize> = kept.into_iter().collect();
+                wanted[kind] += 50;
+                found[kind] += exact[..50].iter().filter(|(d, _)| kept.contains(d)).count();
+            }
+        }
+        // The 50 nearest of 20,000 to a query near a vector are all in the best 4 % by the
+        // sketch (all 2,000 when measured). A query near nothing has 50 nearest of much the
+        // same scores, and most of them are (1,759 of 2,000).
+        assert!(found[0] * 100 >= wanted[0] * 98, "{found:?} of {wanted:?}");
+        assert!(found[1] * 100 >= wanted[1] * 80, "{found:?} of {wanted:?}");
+    }
+
+    #[test]
+    fn estimates_follow_the_products_and_several_queries_take_the_best() {
+        let dim = 128;
+        let vectors = clustered(2_000, 40, dim);
+        let sketches = Sketches::new(&vectors, dim);
+        let q = normalised(noise(3, dim));
+        let planes = [sketches.planes(&q)];
+        let est = collect(|sink| sketches.scores(&planes, |_| true, sink));
+        // The estimate tracks the product: their correlation over the catalog is high.
+        let exact: Vec<f32> = vectors.chunks_exact(dim).map(|v| dot(v, &q)).collect();
+        let mean = |x: &[f32]| x.iter().sum::<f32>() / x.len() as f32;
+        let e: Vec<f32> = est.iter().map(|p| p.1).collect();
+        let (me, mx) = (mean(&e), mean(&exact));
+        let cov: f32 = e.iter().zip(&exact).map(|(a, b)| (a - me) * (b - mx)).sum();
+        let var = |x: &[f32], m: f32| x.iter().map(|a| (a - m) * (a - m)).sum::<f32>();
+        let r = cov / (var(&e, me) * var(&exact, mx)).sqrt();
+        assert!(r > 0.75, "correlation {r}");
+        // The best few, kept within a bounded buffer, are the best of the whole scan.
+        for n in [1, 7, 100, 999, 5_000] {
+            let mut top: Vec<f32> = est.iter().map(|p| p.1).collect();
+            top.sort_by(|a, b| b.total_cmp(a));
+            top.truncate(n);
+            let mut got: Vec<f32> = sketches
+                .best(&[&q], |_| true, n)
+                .iter()
+                .map(|&d| est[d].1)
+                .collect();
+            got.sort_by(|a, b| b.total_cmp(a));
+            assert_eq!(got, top, "best {n}");
+        }
+        // With a second query, each vector's estimate is its better one; filters hold.
+        let q2 = normalised(noise(4, dim));
+        let pair = [sketches.planes(&q), sketches.planes(&q2)];
+        let both = collect(|sink| sketches.scores(&pair, |d| d % 3 != 0, sink));
+        let second = collect(|sink| sketches.scores(&pair[1..], |_| true, sink));
+        assert_eq!(both.len(), 2_000 - 667);
+        for &(d, s) in &both {
+            assert_ne!(d % 3, 0);
+            assert_eq!(s, est[d].1.max(second[d].1), "vector {d}");
+        }
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("popcnt") {
+            // SAFETY: POPCNT was detected.
+            let fast = collect(|sink| unsafe { sketches.scores_popcnt(&planes, |_| true, sink) });
+            let body = collect(|sink| sketches.scores_body(&planes, |_| true, sink));
+            assert_eq!(fast, body);
+        }
+        // The AVX-512 kernel gives the portable loop's estimates, a last block part-filled.
+        for dim in [384, 768, 100] {
+            let vectors = clustered(301, 10, dim);
+            let sketches = Sketches::new(&vectors, dim);
+            let planes = [
+                sketches.planes(&normalised(noise(9, dim))),
+                sketches.planes(&normalised(noise(10, dim))),
+            ];
+            let body = collect(|sink| sketches.scores_body(&planes, |d| d != 4, sink));
+            assert_eq!(body.len(), 300);
+            #[cfg(target_arch = "x86_64")]
+            if crate::cpu::avx512_popcnt() {
+                // SAFETY: AVX-512 with VPOPCNTDQ was detected.
+                let fast =
+                    collect(|sink| unsafe { avx512::scores(&sketches, &planes, |d| d != 4, sink) });
+                assert_eq!(fast, body, "{dim} values");
+            }
+        }
+    }
+
+    #[test]
+    fn degenerate_input_is_handled() {
+        // Constant, zero and odd-length vectors; a constant query has no step.
+        let s = Sketches::new(&[0.5; 30], 3);
+        assert_eq!(s.len(), 10);
+        assert_eq!(s.best(&[&[1.0, 1.0, 1.0]], |_| true, 4).len(), 4);
+        assert_eq!(s.best(&[&[0.0, 0.0, 0.0]], |d| d < 2, 4).len(), 2);
+        assert!(Sketches::new(&[], 384).is_empty());
+        assert_eq!(
+            Sketches::new(&[], 384).best(&[&[0.0; 384]], |_| true, 5),
+            Vec::<usize>::new()
+        );
+        assert_eq!(keep(200), 4_096.max(200 * KEEP_PER_CANDIDATE));
+        assert_eq!(keep(10), 4_096);
+        assert_eq!(keep(usize::MAX), usize::MAX);
+    }
+}
