@@ -5,6 +5,11 @@
 //! through the engine's search with limit 10, renders the MCP answer text and counts its tokens.
 //! Prints mean, p95 and max, and the same for the JSON form (`format: "json"`) for comparison.
 //! With `ANSWER_LARGEST=1` it also prints the largest text answer and its request.
+//!
+//! Built with `--features semantic` and run with `TOOLSHED_SEARCH_MODEL=<model folder>`, the
+//! engine ranks as the server does by default (BM25F fused with the embedding model), so the
+//! answers measured are the hybrid ranking's; otherwise they are the lexical ranking's. The
+//! first line printed says which.
 
 use std::sync::Arc;
 
@@ -21,6 +26,26 @@ fn stats(mut v: Vec<usize>) -> String {
     let mean = v.iter().sum::<usize>() as f64 / v.len().max(1) as f64;
     let p95 = v[((v.len() - 1) as f64 * 0.95) as usize];
     format!("mean {mean:.0}, p95 {p95}, max {}", v.last().unwrap())
+}
+
+/// The engine with the model of `TOOLSHED_SEARCH_MODEL` attached, when the bench is built with
+/// the `semantic` feature and the variable is set.
+#[cfg(feature = "semantic")]
+fn with_model(engine: Engine) -> Engine {
+    let Some(dir) = std::env::var_os("TOOLSHED_SEARCH_MODEL") else {
+        return engine;
+    };
+    let model = toolshed_search::Embedder::load(&dir)
+        .unwrap_or_else(|e| panic!("TOOLSHED_SEARCH_MODEL={}: {e}", dir.to_string_lossy()));
+    engine.with_embedder(Arc::new(model), None)
+}
+
+#[cfg(not(feature = "semantic"))]
+fn with_model(engine: Engine) -> Engine {
+    if std::env::var_os("TOOLSHED_SEARCH_MODEL").is_some() {
+        println!("TOOLSHED_SEARCH_MODEL is ignored: build the bench with --features semantic");
+    }
+    engine
 }
 
 fn main() {
@@ -87,12 +112,16 @@ fn main() {
         .unwrap();
         let catalog = b.build().unwrap();
         let n = catalog.len();
-        let engine = Engine::new(
+        let engine = with_model(Engine::new(
             Arc::new(SharedCatalog::new(catalog)),
             policy,
             Store::open("sqlite::memory:").await.unwrap(),
             EngineConfig::default(),
-        );
+        ));
+        // Embedding the catalog runs in the background; measure once it ranks with it.
+        let ready = engine.wait_semantic_search(std::time::Duration::from_secs(3600));
+        assert_eq!(ready, Ok(true), "embedding the catalog did not finish");
+        println!("ranking: {}", engine.search_mode());
         let caller = engine.caller("me", Face::Mcp);
         let (mut text_tokens, mut json_tokens) = (Vec::new(), Vec::new());
         let mut largest = (0, String::new());
