@@ -13,7 +13,8 @@
 //! new snapshot whose vectors are all stored takes to get its hybrid index (the engine builds
 //! it at once, before that snapshot's first search). Last it times the same searches again
 //! while another thread embeds tools with the same model, as the server's background embedding
-//! of a new catalog does.
+//! of a new catalog does. `EMBED_THREADS=N` sets the forward pass's threads (as in the embed
+//! bench; 1 runs it on the caller alone).
 //!
 //! `-- --catalog FILE` measures a real catalog instead: FILE in the retrieval benchmark's
 //! `tools.jsonl` layout (all of APIs.guru, 125,205 operations, is written by `cargo bench -p
@@ -270,7 +271,15 @@ fn hybrid(
         println!("  (TOOLSHED_SEARCH_MODEL unset: no hybrid figures)");
         return;
     };
-    let model: Arc<dyn TextEmbedder> = Arc::new(model.expect("the model loads"));
+    let mut model = model.expect("the model loads");
+    // As in the embed bench: `EMBED_THREADS=1` runs the forward pass on the caller alone.
+    if let Some(n) = std::env::var("EMBED_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        model.set_threads(n);
+    }
+    let model: Arc<dyn TextEmbedder> = Arc::new(model);
     let embedded = if all { docs.len() } else { EMBEDDED };
     let texts = toolshed_search::hybrid::EmbedTexts::of(&docs[..embedded.min(docs.len())]);
     let refs: Vec<&str> = texts.texts.iter().map(String::as_str).collect();
