@@ -216,7 +216,8 @@ pub struct HybridConfig {
     pub semantic_weight: f32,
     pub fusion: Fusion,
     /// Rows (tool vectors and lead vectors) from which a scan ranks one-bit sketches first
-    /// ([`crate::sketch`]); `usize::MAX` never does.
+    /// ([`crate::sketch`]); `usize::MAX` never does. By default [`scan::SKETCH_FROM`] where the
+    /// CPU scans sketches eight at a time, else never ([`crate::sketch::default_from`]).
     pub sketch_from: usize,
 }
 
@@ -232,7 +233,7 @@ impl Default for HybridConfig {
             semantic_depth: 50,
             semantic_weight: 0.6,
             fusion: Fusion::Convex,
-            sketch_from: scan::SKETCH_FROM,
+            sketch_from: crate::sketch::default_from(),
         }
     }
 }

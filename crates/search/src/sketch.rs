@@ -20,6 +20,19 @@
 /// Catalogs of this many vectors or more get sketches; below it the 8-bit scan reads under
 /// 20 MB per query.
 pub const SKETCH_FROM: usize = 50_000;
+/// The catalog size from which a search ranks sketches first by default: [`SKETCH_FROM`] on a
+/// CPU with AVX-512 VPOPCNTDQ (eight vectors per step), else never. One vector at a time, with
+/// `popcnt`, the sketches of 125,000 tools took 3.6–4.0 ms to scan, and with AVX-512 turned off
+/// a search of 125,000 tools was slower with them (p50 6.5–7.5 ms) than with the 8-bit scan
+/// split between two cores on AVX2 (4.3–4.9 ms; docs/benchmarks.md).
+pub fn default_from() -> usize {
+    if crate::cpu::avx512_popcnt() {
+        SKETCH_FROM
+    } else {
+        usize::MAX
+    }
+}
+
 /// Fewest vectors a sketch scan passes on to the 8-bit scan.
 const KEEP_AT_LEAST: usize = 4_096;
 /// Vectors passed on per candidate the 8-bit scan is to keep.
@@ -542,5 +555,9 @@ mod tests {
         assert_eq!(keep(200), 4_096.max(200 * KEEP_PER_CANDIDATE));
         assert_eq!(keep(10), 4_096);
         assert_eq!(keep(usize::MAX), usize::MAX);
+        // Searches rank sketches first by default only where eight are scanned per step.
+        let fast = crate::cpu::avx512_popcnt();
+        assert_eq!(default_from(), if fast { SKETCH_FROM } else { usize::MAX });
+        assert_eq!(crate::HybridConfig::default().sketch_from, default_from());
     }
 }
