@@ -81,25 +81,33 @@ struct Planes {
 }
 
 impl Sketches {
-    /// Sketches of `vectors` (`dim` values each).
+    /// Sketches of `vectors` (`dim` values each). A vector with a value that is not finite
+    /// (a damaged one) counts for nothing in the mean and gets no bits and a scale of 0, as its
+    /// 8-bit copy gets codes and a scale of 0.
     pub fn new(vectors: &[f32], dim: usize) -> Self {
         let dim = dim.max(1);
         let n = vectors.len() / dim;
         let words = dim.div_ceil(64);
+        let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
         let mut center = vec![0f64; dim];
-        for v in vectors.chunks_exact(dim) {
+        let mut counted = 0usize;
+        for v in vectors.chunks_exact(dim).filter(|v| finite(v)) {
+            counted += 1;
             for (c, &x) in center.iter_mut().zip(v) {
                 *c += f64::from(x);
             }
         }
         let center: Vec<f32> = center
             .into_iter()
-            .map(|c| (c / n.max(1) as f64) as f32)
+            .map(|c| (c / counted.max(1) as f64) as f32)
             .collect();
         let padded = n.div_ceil(LANES) * LANES;
         let mut bits = vec![0u64; padded * words];
         let mut scales = vec![0f32; padded];
         for (row, v) in vectors.chunks_exact(dim).enumerate() {
+            if !finite(v) {
+                continue;
+            }
             let (block, lane) = (row / LANES, row % LANES);
             let mut magnitude = 0f32;
             for (i, (&x, &c)) in v.iter().zip(&center).enumerate() {
@@ -144,7 +152,8 @@ impl Sketches {
     pub fn best(&self, queries: &[&[f32]], keep: impl Fn(usize) -> bool, n: usize) -> Vec<usize> {
         let planes: Vec<Planes> = queries.iter().map(|q| self.planes(q)).collect();
         let n = n.max(1);
-        let mut kept: Vec<(usize, f32)> = Vec::with_capacity(2 * n.min(self.len()));
+        let full = n.saturating_mul(2);
+        let mut kept: Vec<(usize, f32)> = Vec::with_capacity(full.min(self.len()));
         let mut floor = f32::NEG_INFINITY;
         let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1);
         self.scores(&planes, keep, |d, score| {
@@ -152,7 +161,7 @@ impl Sketches {
                 return;
             }
             kept.push((d, score));
-            if kept.len() == 2 * n {
+            if kept.len() == full {
                 kept.select_nth_unstable_by(n - 1, by_score);
                 kept.truncate(n);
                 floor = kept[n - 1].1;
@@ -322,7 +331,9 @@ mod avx512 {
                     _mm256_set1_ps(q.offset),
                     _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
                 );
-                top = _mm256_max_ps(top, estimate);
+                // A NaN estimate (a query value that is not a number) leaves `top` as it is,
+                // as `f32::max` does in the portable kernel: `maxps` gives its second operand.
+                top = _mm256_max_ps(estimate, top);
             }
             // SAFETY: `best` holds LANES f32.
             unsafe { _mm256_storeu_ps(best.as_mut_ptr(), top) };
@@ -538,6 +549,37 @@ mod tests {
                 assert_eq!(fast, body, "{dim} values");
             }
         }
+    }
+
+    #[test]
+    fn a_damaged_vector_or_query_value_leaves_the_rest_ranked() {
+        let dim = 64;
+        let mut vectors = clustered(1_000, 20, dim);
+        let q: Vec<f32> = vectors[5 * dim..6 * dim].to_vec();
+        vectors[999 * dim + 3] = f32::NAN;
+        vectors[998 * dim] = f32::INFINITY;
+        // The two damaged vectors count for nothing: the rest rank as without them.
+        let clean = Sketches::new(&vectors[..998 * dim], dim).best(&[&q], |_| true, 10);
+        let damaged = Sketches::new(&vectors, dim);
+        assert_eq!(damaged.best(&[&q], |_| true, 10), clean);
+        assert!(damaged.center.iter().all(|c| c.is_finite()));
+        assert_eq!((damaged.scales[999], damaged.scales[998]), (0.0, 0.0));
+        // A clause with a value that is not a number ranks nothing, in either kernel and
+        // whichever place it has among the clauses.
+        let mut bad = q.clone();
+        bad[0] = f32::NAN;
+        assert_eq!(damaged.best(&[&q, &bad], |_| true, 10), clean);
+        assert_eq!(damaged.best(&[&bad, &q], |_| true, 10), clean);
+        let planes = [damaged.planes(&q), damaged.planes(&bad)];
+        let body = collect(|sink| damaged.scores_body(&planes, |_| true, sink));
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::avx512_popcnt() {
+            // SAFETY: AVX-512 with VPOPCNTDQ was detected.
+            let fast = collect(|sink| unsafe { avx512::scores(&damaged, &planes, |_| true, sink) });
+            assert_eq!(fast, body);
+        }
+        // Asking for more than there are gives them all.
+        assert_eq!(damaged.best(&[&q], |_| true, usize::MAX).len(), 1_000);
     }
 
     #[test]
