@@ -26,8 +26,9 @@
 //! `scan::SKETCH_FROM` vectors or more gets on a CPU with AVX-512 VPOPCNTDQ) with the 8-bit
 //! scan of every vector on the same
 //! vectors: how many top-10 answers and nearest-50 lists are the same, and the time each takes
-//! once the queries are embedded. `--vectors FILE` keeps the catalog's vectors in FILE, so that
-//! a second run reads them instead of embedding the catalog again.
+//! once the queries are embedded. `--vectors FILE` keeps the catalog's vectors in FILE (the
+//! server's stored-vector format, keyed by text and model), so that a second run reads them
+//! instead of embedding the catalog again.
 
 use std::time::{Duration, Instant};
 
@@ -287,12 +288,11 @@ fn hybrid(
     let (rss_before, _) = memory_mb();
     let start = Instant::now();
     let dim = model.dim();
-    let cache = all.then(vector_cache).flatten();
-    let mut some = match &cache {
-        Some(file) => read_vectors(file, refs.len() * dim),
-        None => None,
-    }
-    .unwrap_or_default();
+    let cache = all.then(|| arg_value("--vectors")).flatten();
+    let mut some = cache
+        .as_deref()
+        .and_then(|file| stored_vectors(file, model.as_ref(), &refs))
+        .unwrap_or_default();
     if some.is_empty() {
         some.reserve(refs.len() * dim);
         for (i, chunk) in refs.chunks(5_000).enumerate() {
@@ -307,8 +307,13 @@ fn hybrid(
             }
         }
         if let Some(file) = &cache {
-            let bytes: Vec<u8> = some.iter().flat_map(|x| x.to_le_bytes()).collect();
-            std::fs::write(file, bytes).expect("the vector file is writable");
+            let stored = refs
+                .iter()
+                .zip(some.chunks_exact(dim))
+                .map(|(t, v)| (toolshed_search::vectors::text_key(t), Arc::from(v)))
+                .collect();
+            toolshed_search::vectors::save(file.as_ref(), &model.model_id(), dim, &stored)
+                .expect("the vector file is writable");
         }
     } else {
         println!("  (vectors read from the --vectors file: the embedding figures below are not measured)");
@@ -412,36 +417,33 @@ fn hybrid(
     print_times("  hybrid while tools embed in the background", &times, mean);
 }
 
-/// The file of `--vectors FILE`: a real catalog's vectors (f32, little-endian, texts in order)
-/// are read from it when it holds as many as the catalog needs, and written to it after they
-/// are embedded otherwise, so that a second run skips the embedding.
-#[cfg(feature = "semantic")]
-fn vector_cache() -> Option<std::path::PathBuf> {
+/// The value after `flag` on the command line.
+fn arg_value(flag: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    let i = args.iter().position(|a| a == "--vectors")?;
-    args.get(i + 1).map(std::path::PathBuf::from)
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
 }
 
-/// The `values` f32 of `file`, if it holds exactly that many.
+/// The vectors of `texts`, in order, from the file of `--vectors` (the server's stored-vector
+/// format, [`toolshed_search::vectors`]), when it holds one for every text and this model.
 #[cfg(feature = "semantic")]
-fn read_vectors(file: &std::path::Path, values: usize) -> Option<Vec<f32>> {
-    let bytes = std::fs::read(file).ok()?;
-    (bytes.len() == values * 4).then(|| {
-        bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
-    })
+fn stored_vectors(
+    file: &str,
+    model: &dyn toolshed_search::TextEmbedder,
+    texts: &[&str],
+) -> Option<Vec<f32>> {
+    use toolshed_search::vectors;
+    let stored = vectors::load(file.as_ref(), &model.model_id(), model.dim());
+    let mut out = Vec::with_capacity(texts.len() * model.dim());
+    for t in texts {
+        out.extend_from_slice(stored.get(&vectors::text_key(t))?);
+    }
+    Some(out)
 }
 
 /// The queries of `--queries FILE`, at most 2,000.
 fn query_file() -> Vec<String> {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(file) = args
-        .iter()
-        .position(|a| a == "--queries")
-        .and_then(|i| args.get(i + 1))
-    else {
+    let Some(file) = arg_value("--queries") else {
         return Vec::new();
     };
     std::fs::read_to_string(file)
@@ -560,16 +562,11 @@ fn to_doc(row: &serde_json::Value) -> SearchDoc {
 /// The catalogs to measure: the file after `--catalog` (every tool embedded), or the two
 /// synthetic ones.
 fn catalogs() -> Vec<(String, Vec<SearchDoc>, bool)> {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(file) = args
-        .iter()
-        .position(|a| a == "--catalog")
-        .and_then(|i| args.get(i + 1))
-    {
+    if let Some(file) = arg_value("--catalog") {
         // Line by line: the file holds every tool's whole input schema (2 GB for APIs.guru).
         use std::io::BufRead;
         let reader = std::io::BufReader::new(
-            std::fs::File::open(file).expect("the catalog file is readable"),
+            std::fs::File::open(&file).expect("the catalog file is readable"),
         );
         let docs: Vec<SearchDoc> = reader
             .lines()
@@ -577,7 +574,7 @@ fn catalogs() -> Vec<(String, Vec<SearchDoc>, bool)> {
             .filter(|l| !l.trim().is_empty())
             .map(|l| to_doc(&serde_json::from_str(&l).expect("a JSON line")))
             .collect();
-        return vec![(file.clone(), docs, true)];
+        return vec![(file, docs, true)];
     }
     [10_000, 125_000]
         .into_iter()

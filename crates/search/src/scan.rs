@@ -42,19 +42,18 @@ pub struct Codes {
     scales: Vec<f32>,
     /// Per vector, the sum of its codes (the VNNI scan's correction, see [`vnni`]).
     sums: Vec<i32>,
-    /// One-bit sketches of the vectors, in a catalog of [`SKETCH_FROM`] vectors or more.
+    /// One-bit sketches of the vectors, when asked for ([`Codes::with_sketches`]).
     sketches: Option<Sketches>,
 }
 
 impl Codes {
-    /// Quantises `vectors` (`dim` values each), and sketches them when there are
-    /// [`SKETCH_FROM`] or more.
+    /// Quantises `vectors` (`dim` values each), without sketches.
     pub fn new(vectors: &[f32], dim: usize) -> Self {
-        let sketch = vectors.len() / dim.max(1) >= SKETCH_FROM;
-        Self::with_sketches(vectors, dim, sketch)
+        Self::with_sketches(vectors, dim, false)
     }
 
-    /// [`Codes::new`], with sketches or without whatever the number of vectors.
+    /// [`Codes::new`], and one-bit sketches of the vectors when `sketch` (whether a catalog
+    /// gets them is [`crate::HybridConfig::sketch_from`]'s to say).
     pub fn with_sketches(vectors: &[f32], dim: usize, sketch: bool) -> Self {
         let mut codes = vec![0i8; vectors.len()];
         let scales = vectors
@@ -583,11 +582,6 @@ mod tests {
         let even = sketched.candidate_scores(&[&q], |d| d % 4 == 0, 64);
         assert_eq!(even.len(), n / 4);
         assert!(even.iter().all(|&(d, _)| d % 4 == 0));
-        // Sketches come with size.
-        let dim = 8;
-        let many: Vec<f32> = (0..SKETCH_FROM as u64).flat_map(|i| unit(i, dim)).collect();
-        assert!(Codes::new(&many, dim).sketches.is_some());
-        assert!(Codes::new(&many[dim..], dim).sketches.is_none());
     }
 
     #[test]
