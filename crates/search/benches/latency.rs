@@ -23,7 +23,7 @@
 //! time it took, the rate, and the process's resident memory before and after. With
 //! `--queries FILE` as well (a `queries.jsonl`: one `{"text": …}` per line; the first 2,000 are
 //! used) it then compares the scan that ranks one-bit sketches first (what a catalog of
-//! `scan::SKETCH_FROM` vectors or more gets on a CPU with AVX-512 VPOPCNTDQ) with the 8-bit
+//! `scan::SKETCH_FROM` vectors or more gets on a CPU with AVX-512 VPOPCNTDQ or AVX2) with the 8-bit
 //! scan of every vector on the same
 //! vectors: how many top-10 answers and nearest-50 lists are the same, and the time each takes
 //! once the queries are embedded. `--vectors FILE` keeps the catalog's vectors in FILE (the
@@ -468,7 +468,7 @@ fn compare_sketches(
     if queries.is_empty() {
         return;
     }
-    // Both built here: the default scans sketches only on a CPU with AVX-512 VPOPCNTDQ.
+    // Both built here: the default scans sketches only on a CPU with AVX-512 VPOPCNTDQ or AVX2.
     let with = |sketch_from: usize, extra_of: Vec<u32>| {
         HybridIndex::from_rows(
             lexical.clone(),

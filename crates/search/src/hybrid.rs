@@ -761,10 +761,11 @@ mod tests {
                 vectors.clone(),
                 config,
             );
-            // One word and one scale per vector, in blocks of eight; the mean vector.
+            // One word, one scale and one count of set bits per vector, in blocks of eight;
+            // the mean vector.
             let blocks = n.div_ceil(8) * 8;
             let sketch_bytes = if sketched {
-                blocks * (8 + 4) + 48 * 4
+                blocks * (8 + 4 + 4) + 48 * 4
             } else {
                 0
             };

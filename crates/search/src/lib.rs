@@ -25,6 +25,7 @@ pub mod expand;
 pub mod hybrid;
 pub mod index;
 pub mod params;
+mod parts;
 pub mod query_cache;
 pub mod scan;
 #[cfg(feature = "semantic")]

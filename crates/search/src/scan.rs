@@ -101,7 +101,8 @@ impl Codes {
     ) -> Vec<(usize, f32)> {
         match &self.sketches {
             Some(sketches) if sketch::keep(candidates) < self.len() => {
-                let rows = sketches.best(queries, keep, sketch::keep(candidates));
+                let parts = scan_parts(self.len());
+                let rows = sketches.best(queries, keep, sketch::keep(candidates), parts);
                 self.scan(&self.quantize_queries(queries), |_| true, rows.into_iter())
             }
             _ => self.best_scores(queries, keep),
@@ -146,36 +147,12 @@ impl Codes {
         parts: usize,
     ) -> Vec<(usize, f32)> {
         let quantized = self.quantize_queries(queries);
-        let len = self.len();
-        let per = len.div_ceil(parts.clamp(1, len.max(1)));
-        if per >= len {
-            return self.scan(&quantized, &keep, 0..len);
-        }
-        let (quantized, keep) = (&quantized, &keep);
-        std::thread::scope(|scope| {
-            // A run whose thread could not be started (the process at its limit of threads)
-            // is scanned here after the first.
-            let rest: Vec<_> = (per..len)
-                .step_by(per)
-                .map(|start| {
-                    let rows = start..(start + per).min(len);
-                    let run = rows.clone();
-                    let thread = std::thread::Builder::new()
-                        .name("toolshed-scan".into())
-                        .spawn_scoped(scope, move || self.scan(quantized, keep, run));
-                    (rows, thread.ok())
-                })
-                .collect();
-            let mut out = self.scan(quantized, keep, 0..per);
-            for (rows, thread) in rest {
-                match thread.map(|t| t.join()) {
-                    Some(Ok(scores)) => out.extend(scores),
-                    Some(Err(panic)) => std::panic::resume_unwind(panic),
-                    None => out.extend(self.scan(quantized, keep, rows)),
-                }
-            }
-            out
-        })
+        let mut runs =
+            crate::parts::run(self.len(), parts, |rows| self.scan(&quantized, &keep, rows))
+                .into_iter();
+        let mut out = runs.next().unwrap_or_default();
+        runs.for_each(|run| out.extend(run));
+        out
     }
 
     /// The scores of the vectors `rows` on the best kernel this CPU has.

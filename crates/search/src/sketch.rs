@@ -6,7 +6,7 @@
 //! 16–24 ms now and then, while 6 MB (which stays in the caches) never took more than 0.7 ms
 //! (docs/benchmarks.md). So from [`SKETCH_FROM`] vectors on, each vector is also kept as one
 //! bit per value, the sign of its difference from the catalog's mean vector, with one scale:
-//! 48 bytes for 384 values, 6 MB for 125,000 tools. A query scans the sketches first and only
+//! 48 bytes for 384 values, 6 MB for 125,000 tools (and a scale and a count of its set bits). A query scans the sketches first and only
 //! the best [`keep`] of them go on to the 8-bit scan, and the best of those to the exact one.
 //! On all of APIs.guru (185,646 vectors) and 1,552 requests, the top ten answers and the 50
 //! nearest tools were those of the 8-bit scan of every vector, every one.
@@ -16,21 +16,39 @@
 //! catalog's mean `c`, `x = v − c`, its signs `s` and `α = mean |xᵢ|` (the scale that makes
 //! `α·s` nearest `x`): `q·v = q·c + q·x ≈ q·c + α · Σ qᵢ sᵢ`. Adding `q·c` keeps the scores of
 //! several queries (a request's clauses) comparable, so a vector's best one ranks it.
+//!
+//! Three kernels give the same estimates: eight vectors per step on AVX-512 VPOPCNTDQ, eight
+//! per step on AVX2 (`popcount`s of bytes by table lookup), and one at a time elsewhere. A
+//! large scan is split among the cores by runs of blocks ([`crate::parts`]); each run keeps its
+//! own best, and the best of those are the best of the whole.
+
+use std::ops::Range;
 
 /// Catalogs of this many vectors or more get sketches; below it the 8-bit scan reads under
 /// 20 MB per query.
 pub const SKETCH_FROM: usize = 50_000;
 /// The catalog size from which a search ranks sketches first by default: [`SKETCH_FROM`] on a
-/// CPU with AVX-512 VPOPCNTDQ (eight vectors per step), else never. One vector at a time, with
-/// `popcnt`, the sketches of 125,000 tools took 3.6–4.0 ms to scan, and with AVX-512 turned off
-/// a search of 125,000 tools was slower with them (p50 6.5–7.5 ms) than with the 8-bit scan
-/// split between two cores on AVX2 (4.3–4.9 ms; docs/benchmarks.md).
+/// CPU with AVX-512 VPOPCNTDQ or AVX2 (eight vectors per step), else never. One vector at a
+/// time, with `popcnt`, the sketches of 125,000 tools took 3.6–4.0 ms to scan, and a search of
+/// them was slower (p50 6.5–7.5 ms) than with the 8-bit scan split between two cores on AVX2
+/// (4.3–4.9 ms); eight at a time on AVX2, split between the cores too, a sketch-first scan of
+/// 185,646 vectors took p50 1.6–1.7 ms against 2.0 ms for the 8-bit scan (docs/benchmarks.md).
 pub fn default_from() -> usize {
-    if crate::cpu::avx512_popcnt() {
+    if crate::cpu::avx512_popcnt() || avx2() {
         SKETCH_FROM
     } else {
         usize::MAX
     }
+}
+
+/// Whether this CPU has AVX2 (the eight-vector sketch scan without AVX-512).
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Fewest vectors a sketch scan passes on to the 8-bit scan.
@@ -66,6 +84,9 @@ pub struct Sketches {
     bits: Vec<u64>,
     /// Per vector, the mean magnitude of its difference from the mean (0 past the last).
     scales: Vec<f32>,
+    /// Per vector, its sketch's set bits (0 past the last): the same for every query, so
+    /// counted once.
+    sets: Vec<f32>,
 }
 
 /// A query as the sketch scan uses it: value `i` ≈ `low + step · uᵢ`, `uᵢ` in 0..16, bit `j`
@@ -104,20 +125,23 @@ impl Sketches {
         let padded = n.div_ceil(LANES) * LANES;
         let mut bits = vec![0u64; padded * words];
         let mut scales = vec![0f32; padded];
+        let mut sets = vec![0f32; padded];
         for (row, v) in vectors.chunks_exact(dim).enumerate() {
             if !finite(v) {
                 continue;
             }
             let (block, lane) = (row / LANES, row % LANES);
-            let mut magnitude = 0f32;
+            let (mut magnitude, mut set) = (0f32, 0u32);
             for (i, (&x, &c)) in v.iter().zip(&center).enumerate() {
                 let d = x - c;
                 magnitude += d.abs();
                 if d > 0.0 {
                     bits[(block * words + i / 64) * LANES + lane] |= 1 << (i % 64);
+                    set += 1;
                 }
             }
             scales[row] = magnitude / dim as f32;
+            sets[row] = set as f32;
         }
         Self {
             len: n,
@@ -125,6 +149,7 @@ impl Sketches {
             center,
             bits,
             scales,
+            sets,
         }
     }
 
@@ -140,23 +165,51 @@ impl Sketches {
 
     /// Bytes the sketches take.
     pub fn bytes(&self) -> usize {
-        self.bits.len() * 8 + self.scales.len() * 4 + self.center.len() * 4
+        self.bits.len() * 8 + (self.scales.len() + self.sets.len() + self.center.len()) * 4
     }
 
     /// The `n` vectors `d` for which `keep(d)` with the best estimated product with any of
-    /// `queries`, in increasing order (all of them when fewer are kept).
+    /// `queries`, in increasing order (all of them when fewer are kept); the scan is split into
+    /// `parts` runs of blocks, all but one on threads of their own (`1` scans on the caller).
+    pub fn best(
+        &self,
+        queries: &[&[f32]],
+        keep: impl Fn(usize) -> bool + Sync,
+        n: usize,
+        parts: usize,
+    ) -> Vec<usize> {
+        let planes: Vec<Planes> = queries.iter().map(|q| self.planes(q)).collect();
+        let n = n.max(1);
+        let blocks = self.len.div_ceil(LANES);
+        let runs = crate::parts::run(blocks, parts, |run| self.best_of(&planes, &keep, n, run));
+        // Each run's best `n` holds whatever of the best `n` overall lies in it.
+        let mut kept = runs.concat();
+        if kept.len() > n {
+            kept.select_nth_unstable_by(n - 1, by_score);
+            kept.truncate(n);
+        }
+        // In order, so that the next stage reads their codes front to back.
+        let mut rows: Vec<usize> = kept.into_iter().map(|(d, _)| d).collect();
+        rows.sort_unstable();
+        rows
+    }
+
+    /// The best `n` vectors of the blocks `blocks` for which `keep(d)`, with their estimates.
     ///
     /// The scan keeps at most `2n` candidates at a time (whenever that fills, the best `n` stay
     /// and a vector must beat the worst of them from then on), so what it writes stays in the
     /// caches however large the catalog.
-    pub fn best(&self, queries: &[&[f32]], keep: impl Fn(usize) -> bool, n: usize) -> Vec<usize> {
-        let planes: Vec<Planes> = queries.iter().map(|q| self.planes(q)).collect();
-        let n = n.max(1);
+    fn best_of(
+        &self,
+        planes: &[Planes],
+        keep: impl Fn(usize) -> bool,
+        n: usize,
+        blocks: Range<usize>,
+    ) -> Vec<(usize, f32)> {
         let full = n.saturating_mul(2);
-        let mut kept: Vec<(usize, f32)> = Vec::with_capacity(full.min(self.len()));
+        let mut kept: Vec<(usize, f32)> = Vec::with_capacity(full.min(blocks.len() * LANES));
         let mut floor = f32::NEG_INFINITY;
-        let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1);
-        self.scores(&planes, keep, |d, score| {
+        self.scores(planes, keep, blocks, |d, score| {
             if score < floor {
                 return;
             }
@@ -171,10 +224,7 @@ impl Sketches {
             kept.select_nth_unstable_by(n - 1, by_score);
             kept.truncate(n);
         }
-        // In order, so that the next stage reads their codes front to back.
-        let mut rows: Vec<usize> = kept.into_iter().map(|(d, _)| d).collect();
-        rows.sort_unstable();
-        rows
+        kept
     }
 
     /// `q` as bit planes.
@@ -215,25 +265,49 @@ impl Sketches {
         }
     }
 
-    /// Gives `sink` every vector `d` for which `keep(d)`, in order, with its best estimated
-    /// product over `queries`.
+    /// Gives `sink` every vector `d` of the blocks `blocks` for which `keep(d)`, in order,
+    /// with its best estimated product over `queries`.
     fn scores(
         &self,
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
+        blocks: Range<usize>,
         sink: impl FnMut(usize, f32),
     ) {
+        let blocks = blocks.start.min(self.blocks())..blocks.end.min(self.blocks());
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::avx512_popcnt() {
-            // SAFETY: AVX-512 F, BW, VL and VPOPCNTDQ were detected.
-            return unsafe { avx512::scores(self, queries, keep, sink) };
+            // SAFETY: AVX-512 F, BW, VL and VPOPCNTDQ were detected; the blocks exist.
+            return unsafe { avx512::scores(self, queries, keep, blocks, sink) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if avx2() {
+            // SAFETY: the CPU has AVX2; the blocks exist.
+            return unsafe { avx2::scores(self, queries, keep, blocks, sink) };
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("popcnt") {
             // SAFETY: the CPU has POPCNT.
-            return unsafe { self.scores_popcnt(queries, keep, sink) };
+            return unsafe { self.scores_popcnt(queries, keep, blocks, sink) };
         }
-        self.scores_body(queries, keep, sink)
+        self.scores_body(queries, keep, blocks, sink)
+    }
+
+    /// Blocks of [`LANES`] vectors held, the last one part-filled.
+    fn blocks(&self) -> usize {
+        self.len.div_ceil(LANES)
+    }
+
+    /// The words and the vectors' scales and set bits of block `block`.
+    #[inline(always)]
+    fn block(&self, block: usize) -> (&[u64], &[f32], &[f32]) {
+        let words = self.words * LANES;
+        let lanes = block * LANES..(block + 1) * LANES;
+        (
+            &self.bits[block * words..(block + 1) * words],
+            &self.scales[lanes.clone()],
+            &self.sets[lanes],
+        )
     }
 
     /// [`Sketches::scores`] with the POPCNT instruction.
@@ -246,9 +320,10 @@ impl Sketches {
         &self,
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
+        blocks: Range<usize>,
         sink: impl FnMut(usize, f32),
     ) {
-        self.scores_body(queries, keep, sink)
+        self.scores_body(queries, keep, blocks, sink)
     }
 
     /// The portable body of [`Sketches::scores`], one vector at a time; inlined where POPCNT
@@ -258,13 +333,16 @@ impl Sketches {
         &self,
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
+        blocks: Range<usize>,
         mut sink: impl FnMut(usize, f32),
     ) {
         let words = self.words;
-        for d in (0..self.len).filter(|&d| keep(d)) {
+        let rows =
+            blocks.start.saturating_mul(LANES)..blocks.end.saturating_mul(LANES).min(self.len);
+        for d in rows.filter(|&d| keep(d)) {
             let (block, lane) = (d / LANES, d % LANES);
             let word = |w: usize| self.bits[(block * words + w) * LANES + lane];
-            let set: u32 = (0..words).map(|w| word(w).count_ones()).sum();
+            let set = self.sets[d];
             let mut best = f32::NEG_INFINITY;
             for q in queries {
                 let mut units = 0u32;
@@ -282,7 +360,7 @@ impl Sketches {
 /// The sketch scan on AVX-512 with VPOPCNTDQ: eight vectors per step, one per 64-bit lane.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{Planes, Sketches, LANES, PLANES};
+    use super::{Planes, Range, Sketches, LANES, PLANES};
     use std::arch::x86_64::*;
 
     /// [`Sketches::scores`] on AVX-512.
@@ -294,29 +372,24 @@ mod avx512 {
         sketches: &Sketches,
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
+        blocks: Range<usize>,
         mut sink: impl FnMut(usize, f32),
     ) {
         let words = sketches.words;
         let mut best = [0f32; LANES];
-        for (block, bits) in sketches
-            .bits
-            .chunks_exact((words * LANES).max(1))
-            .enumerate()
-        {
+        for block in blocks {
             let first = block * LANES;
             let lanes = LANES.min(sketches.len - first);
             if !(first..first + lanes).any(&keep) {
                 continue;
             }
-            // SAFETY: the block holds `words` runs of LANES words; the scales hold LANES per block.
+            let (bits, scales, sets) = sketches.block(block);
+            // SAFETY: a block holds LANES scales and set counts.
             let (set, scales) = unsafe {
-                let mut set = _mm512_setzero_si512();
-                for w in 0..words {
-                    let v = _mm512_loadu_si512(bits.as_ptr().add(w * LANES).cast());
-                    set = _mm512_add_epi64(set, _mm512_popcnt_epi64(v));
-                }
-                let scales = _mm256_loadu_ps(sketches.scales.as_ptr().add(first));
-                (to_f32(set), scales)
+                (
+                    _mm256_loadu_ps(sets.as_ptr()),
+                    _mm256_loadu_ps(scales.as_ptr()),
+                )
             };
             let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
             for q in queries {
@@ -383,14 +456,164 @@ mod avx512 {
     }
 }
 
+/// The sketch scan on AVX2: eight vectors per step as two registers of four 64-bit lanes, the
+/// `popcount`s done on bytes by table lookup (`vpshufb` on each half-byte).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Planes, Range, Sketches, LANES, PLANES};
+    use std::arch::x86_64::*;
+
+    /// [`Sketches::scores`] on AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn scores(
+        sketches: &Sketches,
+        queries: &[Planes],
+        keep: impl Fn(usize) -> bool,
+        blocks: Range<usize>,
+        mut sink: impl FnMut(usize, f32),
+    ) {
+        let words = sketches.words;
+        let mut best = [0f32; LANES];
+        for block in blocks {
+            let first = block * LANES;
+            let lanes = LANES.min(sketches.len - first);
+            if !(first..first + lanes).any(&keep) {
+                continue;
+            }
+            let (bits, scales, sets) = sketches.block(block);
+            // SAFETY: a block holds LANES scales and set counts.
+            let (set, scales) = unsafe {
+                (
+                    _mm256_loadu_ps(sets.as_ptr()),
+                    _mm256_loadu_ps(scales.as_ptr()),
+                )
+            };
+            let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
+            for q in queries {
+                // SAFETY: as above; a query holds PLANES runs of `words` words.
+                let units = unsafe { units(bits, q, words) };
+                let above = _mm256_add_ps(
+                    _mm256_mul_ps(_mm256_set1_ps(q.low), set),
+                    _mm256_mul_ps(_mm256_set1_ps(q.step), units),
+                );
+                let twice = _mm256_add_ps(above, above);
+                let estimate = _mm256_add_ps(
+                    _mm256_set1_ps(q.offset),
+                    _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
+                );
+                // As in the AVX-512 kernel: a NaN estimate leaves `top` as it is.
+                top = _mm256_max_ps(estimate, top);
+            }
+            // SAFETY: `best` holds LANES f32.
+            unsafe { _mm256_storeu_ps(best.as_mut_ptr(), top) };
+            for (l, &score) in best.iter().enumerate().take(lanes) {
+                if keep(first + l) {
+                    sink(first + l, score);
+                }
+            }
+        }
+    }
+
+    /// `Σ 2ʲ · |sketch ∧ planeⱼ|` of the block's eight vectors, as f32.
+    ///
+    /// # Safety
+    /// As [`scores`]; `bits` holds `words` runs of LANES words, `q.planes` PLANES runs of
+    /// `words`.
+    #[inline(always)]
+    unsafe fn units(bits: &[u64], q: &Planes, words: usize) -> __m256 {
+        debug_assert!(PLANES == 4 && q.planes.len() == PLANES * words);
+        let mut units = [_mm256_setzero_si256(); 2];
+        for w in 0..words {
+            // SAFETY: w < words, so the loads stay within the block and the query's planes.
+            unsafe {
+                let plane =
+                    |j: usize| _mm256_set1_epi64x(*q.planes.get_unchecked(j * words + w) as i64);
+                let planes = [plane(0), plane(1), plane(2), plane(3)];
+                for (h, units) in units.iter_mut().enumerate() {
+                    let v = load(bits, w * LANES + h * 4);
+                    let count = |j: usize| byte_counts(_mm256_and_si256(v, planes[j]));
+                    // Per byte Σ 2ʲ · count: at most 8 · 15 = 120, so it stays in the byte.
+                    let mut weighted = count(3);
+                    for j in (0..3).rev() {
+                        weighted = _mm256_add_epi8(_mm256_add_epi8(weighted, weighted), count(j));
+                    }
+                    *units = _mm256_add_epi64(*units, sums(weighted));
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe { to_f32(units) }
+    }
+
+    /// Four words of `bits` from `at`.
+    ///
+    /// # Safety
+    /// `bits` must hold four words from `at`; AVX2 enabled where this is inlined.
+    #[inline(always)]
+    unsafe fn load(bits: &[u64], at: usize) -> __m256i {
+        debug_assert!(at + 4 <= bits.len());
+        // SAFETY: as the caller promises.
+        unsafe { _mm256_loadu_si256(bits.as_ptr().add(at).cast()) }
+    }
+
+    /// The number of set bits of each byte of `v`.
+    ///
+    /// # Safety
+    /// AVX2 must be enabled where this is inlined.
+    #[inline(always)]
+    unsafe fn byte_counts(v: __m256i) -> __m256i {
+        let table = _mm256_setr_epi8(
+            0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2,
+            3, 3, 4,
+        );
+        let low = _mm256_set1_epi8(0x0f);
+        let lo = _mm256_and_si256(v, low);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+        _mm256_add_epi8(
+            _mm256_shuffle_epi8(table, lo),
+            _mm256_shuffle_epi8(table, hi),
+        )
+    }
+
+    /// The sum of each 64-bit lane's eight bytes.
+    ///
+    /// # Safety
+    /// AVX2 must be enabled where this is inlined.
+    #[inline(always)]
+    unsafe fn sums(bytes: __m256i) -> __m256i {
+        _mm256_sad_epu8(bytes, _mm256_setzero_si256())
+    }
+
+    /// Eight counts below 2³¹, vectors 0–3 in `halves[0]`'s 64-bit lanes and 4–7 in
+    /// `halves[1]`'s, as f32 in vector order.
+    ///
+    /// # Safety
+    /// AVX2 must be enabled where this is inlined.
+    #[inline(always)]
+    unsafe fn to_f32(halves: [__m256i; 2]) -> __m256 {
+        // 32-bit lanes 0, 1, 2, … hold vectors 0, 4, 1, 5, …; put them in order.
+        let mixed = _mm256_or_si256(halves[0], _mm256_slli_epi64::<32>(halves[1]));
+        let order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+        _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(mixed, order))
+    }
+}
+
+/// Orders `(vector, estimate)` pairs best first.
+fn by_score(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1)
+}
+
 impl Planes {
     /// The estimated product with a vector of scale `scale` whose sketch has `set` bits set,
     /// `units` being `Σ 2ʲ · |sketch ∧ planeⱼ|`.
     #[inline(always)]
-    fn estimate(&self, scale: f32, set: u32, units: u32) -> f32 {
+    fn estimate(&self, scale: f32, set: f32, units: u32) -> f32 {
         // Σ over the set bits of the quantised query, then Σ qᵢ sᵢ with sᵢ = ±1: what the set
         // bits add minus what the others do.
-        let above = self.low * set as f32 + self.step * units as f32;
+        let above = self.low * set + self.step * units as f32;
         self.offset + scale * (2.0 * above - self.sum)
     }
 }
@@ -398,6 +621,9 @@ impl Planes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every block (the scan clips the range to those held).
+    const ALL: Range<usize> = 0..usize::MAX;
 
     /// A pseudo-random vector of `dim` values in −1..1 (unnormalised).
     fn noise(seed: u64, dim: usize) -> Vec<f32> {
@@ -451,7 +677,7 @@ mod tests {
         let vectors = clustered(n, 300, dim);
         let sketches = Sketches::new(&vectors, dim);
         assert_eq!(sketches.len(), n);
-        assert_eq!(sketches.bytes(), n * 48 + n * 4 + dim * 4);
+        assert_eq!(sketches.bytes(), n * 48 + n * 8 + dim * 4);
         let (mut found, mut wanted) = ([0; 2], [0; 2]);
         for seed in 0..40u64 {
             // A query near one vector of the catalog, and one near none in particular.
@@ -470,7 +696,7 @@ mod tests {
                     .enumerate()
                     .collect();
                 exact.sort_by(|a, b| b.1.total_cmp(&a.1));
-                let kept = sketches.best(&[&q], |_| true, 800);
+                let kept = sketches.best(&[&q], |_| true, 800, 2);
                 assert_eq!(kept.len(), 800);
                 let kept: std::collections::HashSet<usize> = kept.into_iter().collect();
                 wanted[kind] += 50;
@@ -491,7 +717,7 @@ mod tests {
         let sketches = Sketches::new(&vectors, dim);
         let q = normalised(noise(3, dim));
         let planes = [sketches.planes(&q)];
-        let est = collect(|sink| sketches.scores(&planes, |_| true, sink));
+        let est = collect(|sink| sketches.scores(&planes, |_| true, ALL, sink));
         // The estimate tracks the product: their correlation over the catalog is high.
         let exact: Vec<f32> = vectors.chunks_exact(dim).map(|v| dot(v, &q)).collect();
         let mean = |x: &[f32]| x.iter().sum::<f32>() / x.len() as f32;
@@ -501,24 +727,26 @@ mod tests {
         let var = |x: &[f32], m: f32| x.iter().map(|a| (a - m) * (a - m)).sum::<f32>();
         let r = cov / (var(&e, me) * var(&exact, mx)).sqrt();
         assert!(r > 0.75, "correlation {r}");
-        // The best few, kept within a bounded buffer, are the best of the whole scan.
-        for n in [1, 7, 100, 999, 5_000] {
+        // The best few, kept within a bounded buffer, are the best of the whole scan, however
+        // it is split among threads.
+        for (n, parts) in [1, 7, 100, 999, 5_000]
+            .into_iter()
+            .flat_map(|n| [(n, 1), (n, 3)])
+        {
             let mut top: Vec<f32> = est.iter().map(|p| p.1).collect();
             top.sort_by(|a, b| b.total_cmp(a));
             top.truncate(n);
-            let mut got: Vec<f32> = sketches
-                .best(&[&q], |_| true, n)
-                .iter()
-                .map(|&d| est[d].1)
-                .collect();
+            let rows = sketches.best(&[&q], |_| true, n, parts);
+            assert!(rows.is_sorted(), "best {n} in {parts} parts");
+            let mut got: Vec<f32> = rows.iter().map(|&d| est[d].1).collect();
             got.sort_by(|a, b| b.total_cmp(a));
-            assert_eq!(got, top, "best {n}");
+            assert_eq!(got, top, "best {n} in {parts} parts");
         }
         // With a second query, each vector's estimate is its better one; filters hold.
         let q2 = normalised(noise(4, dim));
         let pair = [sketches.planes(&q), sketches.planes(&q2)];
-        let both = collect(|sink| sketches.scores(&pair, |d| d % 3 != 0, sink));
-        let second = collect(|sink| sketches.scores(&pair[1..], |_| true, sink));
+        let both = collect(|sink| sketches.scores(&pair, |d| d % 3 != 0, ALL, sink));
+        let second = collect(|sink| sketches.scores(&pair[1..], |_| true, ALL, sink));
         assert_eq!(both.len(), 2_000 - 667);
         for &(d, s) in &both {
             assert_ne!(d % 3, 0);
@@ -527,11 +755,13 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("popcnt") {
             // SAFETY: POPCNT was detected.
-            let fast = collect(|sink| unsafe { sketches.scores_popcnt(&planes, |_| true, sink) });
-            let body = collect(|sink| sketches.scores_body(&planes, |_| true, sink));
+            let fast =
+                collect(|sink| unsafe { sketches.scores_popcnt(&planes, |_| true, ALL, sink) });
+            let body = collect(|sink| sketches.scores_body(&planes, |_| true, ALL, sink));
             assert_eq!(fast, body);
         }
-        // The AVX-512 kernel gives the portable loop's estimates, a last block part-filled.
+        // The SIMD kernels give the portable loop's estimates, on all blocks or some, the last
+        // one part-filled.
         for dim in [384, 768, 100] {
             let vectors = clustered(301, 10, dim);
             let sketches = Sketches::new(&vectors, dim);
@@ -539,14 +769,36 @@ mod tests {
                 sketches.planes(&normalised(noise(9, dim))),
                 sketches.planes(&normalised(noise(10, dim))),
             ];
-            let body = collect(|sink| sketches.scores_body(&planes, |d| d != 4, sink));
+            let keep = |d: usize| d != 4;
+            let body = collect(|sink| sketches.scores_body(&planes, keep, ALL, sink));
             assert_eq!(body.len(), 300);
-            #[cfg(target_arch = "x86_64")]
-            if crate::cpu::avx512_popcnt() {
-                // SAFETY: AVX-512 with VPOPCNTDQ was detected.
-                let fast =
-                    collect(|sink| unsafe { avx512::scores(&sketches, &planes, |d| d != 4, sink) });
-                assert_eq!(fast, body, "{dim} values");
+            assert_eq!(sketches.blocks(), 38);
+            for blocks in [0..38, 3..20, 37..38] {
+                let rows = blocks.start * LANES..(blocks.end * LANES).min(301);
+                let part =
+                    collect(|sink| sketches.scores_body(&planes, keep, blocks.clone(), sink));
+                let expected: Vec<_> = body
+                    .iter()
+                    .filter(|p| rows.contains(&p.0))
+                    .copied()
+                    .collect();
+                assert_eq!(part, expected, "{dim} values, blocks {blocks:?}");
+                #[cfg(target_arch = "x86_64")]
+                if crate::cpu::avx512_popcnt() {
+                    // SAFETY: AVX-512 with VPOPCNTDQ was detected; the blocks exist.
+                    let fast = collect(|sink| unsafe {
+                        avx512::scores(&sketches, &planes, keep, blocks.clone(), sink)
+                    });
+                    assert_eq!(fast, part, "{dim} values, blocks {blocks:?}, AVX-512");
+                }
+                #[cfg(target_arch = "x86_64")]
+                if is_x86_feature_detected!("avx2") {
+                    // SAFETY: AVX2 was detected; the blocks exist.
+                    let fast = collect(|sink| unsafe {
+                        avx2::scores(&sketches, &planes, keep, blocks.clone(), sink)
+                    });
+                    assert_eq!(fast, part, "{dim} values, blocks {blocks:?}, AVX2");
+                }
             }
         }
     }
@@ -559,27 +811,37 @@ mod tests {
         vectors[999 * dim + 3] = f32::NAN;
         vectors[998 * dim] = f32::INFINITY;
         // The two damaged vectors count for nothing: the rest rank as without them.
-        let clean = Sketches::new(&vectors[..998 * dim], dim).best(&[&q], |_| true, 10);
+        let clean = Sketches::new(&vectors[..998 * dim], dim).best(&[&q], |_| true, 10, 1);
         let damaged = Sketches::new(&vectors, dim);
-        assert_eq!(damaged.best(&[&q], |_| true, 10), clean);
+        assert_eq!(damaged.best(&[&q], |_| true, 10, 2), clean);
         assert!(damaged.center.iter().all(|c| c.is_finite()));
         assert_eq!((damaged.scales[999], damaged.scales[998]), (0.0, 0.0));
         // A clause with a value that is not a number ranks nothing, in either kernel and
         // whichever place it has among the clauses.
         let mut bad = q.clone();
         bad[0] = f32::NAN;
-        assert_eq!(damaged.best(&[&q, &bad], |_| true, 10), clean);
-        assert_eq!(damaged.best(&[&bad, &q], |_| true, 10), clean);
+        assert_eq!(damaged.best(&[&q, &bad], |_| true, 10, 1), clean);
+        assert_eq!(damaged.best(&[&bad, &q], |_| true, 10, 3), clean);
         let planes = [damaged.planes(&q), damaged.planes(&bad)];
-        let body = collect(|sink| damaged.scores_body(&planes, |_| true, sink));
+        let body = collect(|sink| damaged.scores_body(&planes, |_| true, ALL, sink));
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::avx512_popcnt() {
             // SAFETY: AVX-512 with VPOPCNTDQ was detected.
-            let fast = collect(|sink| unsafe { avx512::scores(&damaged, &planes, |_| true, sink) });
+            let fast = collect(|sink| unsafe {
+                avx512::scores(&damaged, &planes, |_| true, 0..damaged.blocks(), sink)
+            });
+            assert_eq!(fast, body);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            let fast = collect(|sink| unsafe {
+                avx2::scores(&damaged, &planes, |_| true, 0..damaged.blocks(), sink)
+            });
             assert_eq!(fast, body);
         }
         // Asking for more than there are gives them all.
-        assert_eq!(damaged.best(&[&q], |_| true, usize::MAX).len(), 1_000);
+        assert_eq!(damaged.best(&[&q], |_| true, usize::MAX, 4).len(), 1_000);
     }
 
     #[test]
@@ -587,18 +849,18 @@ mod tests {
         // Constant, zero and odd-length vectors; a constant query has no step.
         let s = Sketches::new(&[0.5; 30], 3);
         assert_eq!(s.len(), 10);
-        assert_eq!(s.best(&[&[1.0, 1.0, 1.0]], |_| true, 4).len(), 4);
-        assert_eq!(s.best(&[&[0.0, 0.0, 0.0]], |d| d < 2, 4).len(), 2);
+        assert_eq!(s.best(&[&[1.0, 1.0, 1.0]], |_| true, 4, 1).len(), 4);
+        assert_eq!(s.best(&[&[0.0, 0.0, 0.0]], |d| d < 2, 4, 2).len(), 2);
         assert!(Sketches::new(&[], 384).is_empty());
         assert_eq!(
-            Sketches::new(&[], 384).best(&[&[0.0; 384]], |_| true, 5),
+            Sketches::new(&[], 384).best(&[&[0.0; 384]], |_| true, 5, 2),
             Vec::<usize>::new()
         );
         assert_eq!(keep(200), 4_096.max(200 * KEEP_PER_CANDIDATE));
         assert_eq!(keep(10), 4_096);
         assert_eq!(keep(usize::MAX), usize::MAX);
         // Searches rank sketches first by default only where eight are scanned per step.
-        let fast = crate::cpu::avx512_popcnt();
+        let fast = crate::cpu::avx512_popcnt() || avx2();
         assert_eq!(default_from(), if fast { SKETCH_FROM } else { usize::MAX });
         assert_eq!(crate::HybridConfig::default().sketch_from, default_from());
     }
