@@ -5,8 +5,12 @@
 
 use std::ops::Range;
 
-/// `scan` of `0..len` in `parts` consecutive runs of the same length (the last one shorter),
-/// all but the first on threads of their own; the runs' outputs in order. A run whose
+/// Most runs a scan is split into, whatever its caller asks for (each but one is a thread).
+const MOST_RUNS: usize = 16;
+
+/// `scan` of `0..len` in `parts` consecutive runs of the same length (the last one shorter;
+/// at most [`MOST_RUNS`]), all but the first on threads of their own; the runs' outputs in
+/// order. A run whose
 /// thread could not be started (the process at its limit of threads) is scanned on the caller
 /// after the first; a run that panics panics the caller.
 pub(crate) fn run<T: Send>(
@@ -14,7 +18,7 @@ pub(crate) fn run<T: Send>(
     parts: usize,
     scan: impl Fn(Range<usize>) -> T + Sync,
 ) -> Vec<T> {
-    let per = len.div_ceil(parts.clamp(1, len.max(1)));
+    let per = len.div_ceil(parts.clamp(1, MOST_RUNS).min(len.max(1)));
     if per >= len {
         return vec![scan(0..len)];
     }
@@ -62,9 +66,13 @@ mod tests {
         }
         assert_eq!(run(100, 4, |r| r.len()), vec![25; 4]);
         assert_eq!(run(10, 3, |r| r.len()), vec![4, 4, 2]);
-        // The runs after the first are run on threads of their own.
+        // However many are asked for, a scan has at most MOST_RUNS runs.
+        assert_eq!(run(1_000, usize::MAX, |r| r).len(), MOST_RUNS);
+        // The first run is the caller's (the others are on threads of their own unless one
+        // could not be started).
         let caller = std::thread::current().id();
         let on_caller = run(4, 2, |_| std::thread::current().id() == caller);
-        assert_eq!(on_caller, vec![true, false]);
+        assert_eq!(on_caller.len(), 2);
+        assert!(on_caller[0]);
     }
 }

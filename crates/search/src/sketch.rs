@@ -5,9 +5,10 @@
 //! its neighbours: on a two-core VM the same 48 MB read took 2 ms at the median and up to
 //! 16–24 ms now and then, while 6 MB (which stays in the caches) never took more than 0.7 ms
 //! (docs/benchmarks.md). So from [`SKETCH_FROM`] vectors on, each vector is also kept as one
-//! bit per value, the sign of its difference from the catalog's mean vector, with one scale:
-//! 48 bytes for 384 values, 6 MB for 125,000 tools (and a scale and a count of its set bits). A query scans the sketches first and only
-//! the best [`keep`] of them go on to the 8-bit scan, and the best of those to the exact one.
+//! bit per value, the sign of its difference from the catalog's mean vector, with a scale and
+//! a count of its set bits: 56 bytes for 384 values, 7 MB for 125,000 tools. A query scans the
+//! sketches first and only the best [`keep`] of them go on to the 8-bit scan, and the best of
+//! those to the exact one.
 //! On all of APIs.guru (185,646 vectors) and 1,552 requests, the top ten answers and the 50
 //! nearest tools were those of the 8-bit scan of every vector, every one.
 //!
@@ -601,9 +602,10 @@ mod avx2 {
     }
 }
 
-/// Orders `(vector, estimate)` pairs best first.
+/// Orders `(vector, estimate)` pairs best first, ties by vector: which of several equal
+/// estimates are kept then does not depend on how the scan was split among the cores.
 fn by_score(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
-    b.1.total_cmp(&a.1)
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 impl Planes {
@@ -850,6 +852,14 @@ mod tests {
         let s = Sketches::new(&[0.5; 30], 3);
         assert_eq!(s.len(), 10);
         assert_eq!(s.best(&[&[1.0, 1.0, 1.0]], |_| true, 4, 1).len(), 4);
+        // Equal estimates: the first vectors are kept, however the scan is split.
+        let tied = Sketches::new(&[0.5; 3 * 40], 3);
+        for parts in [1, 2, 5] {
+            assert_eq!(
+                tied.best(&[&[1.0, 0.0, 2.0]], |_| true, 9, parts),
+                (0..9).collect::<Vec<_>>()
+            );
+        }
         assert_eq!(s.best(&[&[0.0, 0.0, 0.0]], |d| d < 2, 4, 2).len(), 2);
         assert!(Sketches::new(&[], 384).is_empty());
         assert_eq!(
