@@ -31,8 +31,20 @@ pub(crate) enum Mode {
 struct Def {
     name: String,
     schema: Value,
+    /// The schema's length as compact JSON (what it adds to a tool's schema).
+    bytes: usize,
     deps: Vec<String>,
     error: Option<String>,
+}
+
+/// How much of a definition closure a tool's schema may carry; the nearest definitions are
+/// kept first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefLimits {
+    /// Definitions.
+    pub count: usize,
+    /// Bytes of the definitions as compact JSON.
+    pub bytes: usize,
 }
 
 const MAX_DEPTH: usize = 64;
@@ -150,6 +162,7 @@ impl<'d, 'a> Converter<'d, 'a> {
             Def {
                 name: name.clone(),
                 schema: json!({}),
+                bytes: 2,
                 deps: Vec::new(),
                 error: None,
             },
@@ -159,6 +172,7 @@ impl<'d, 'a> Converter<'d, 'a> {
         let def = self.defs.get_mut(&k).expect("inserted above");
         match result {
             Ok(schema) => {
+                def.bytes = serde_json::to_string(&schema).map_or(usize::MAX, |j| j.len());
                 def.schema = schema;
                 def.deps = own;
                 deps.push(t.key);
@@ -497,16 +511,23 @@ impl<'d, 'a> Converter<'d, 'a> {
 
     /// Adds the `$defs` that `deps` (transitively) need to `schema`, which must be an object.
     ///
-    /// At most `limit` definitions are kept (nearest first); references to the others are
-    /// replaced by an open schema with a note, so the result stays self-contained. Returns
-    /// `false` when something was left out.
-    pub fn attach_defs(&self, schema: &mut Value, deps: &Deps, mode: Mode, limit: usize) -> bool {
+    /// Definitions are kept nearest first within `limits` (so many, so many bytes); references
+    /// to the others are replaced by an open schema with a note, so the result stays
+    /// self-contained. Returns `false` when something was left out.
+    pub fn attach_defs(
+        &self,
+        schema: &mut Value,
+        deps: &Deps,
+        mode: Mode,
+        limits: DefLimits,
+    ) -> bool {
         if deps.is_empty() {
             return true;
         }
         let mut seen: HashSet<&str> = HashSet::new();
         let mut queue: VecDeque<&str> = deps.iter().map(String::as_str).collect();
         let mut kept: Vec<&Def> = Vec::new();
+        let mut bytes = 0usize;
         let mut complete = true;
         while let Some(key) = queue.pop_front() {
             if !seen.insert(key) {
@@ -515,10 +536,11 @@ impl<'d, 'a> Converter<'d, 'a> {
             let Some(d) = self.defs.get(&(mode, key.to_string())) else {
                 continue;
             };
-            if kept.len() >= limit {
+            if kept.len() >= limits.count || bytes.saturating_add(d.bytes) > limits.bytes {
                 complete = false;
                 break;
             }
+            bytes += d.bytes;
             kept.push(d);
             queue.extend(d.deps.iter().map(String::as_str));
         }
@@ -603,12 +625,20 @@ mod tests {
     use super::*;
     use toolshed_core::CompiledSchema;
 
+    /// At most `count` definitions, of any size.
+    fn limits(count: usize) -> DefLimits {
+        DefLimits {
+            count,
+            bytes: usize::MAX,
+        }
+    }
+
     fn convert(doc: &Value, s: &Value, version: Version) -> Value {
         let docs = Docs::new(doc, None);
         let mut c = Converter::new(&docs, version);
         let mut deps = Vec::new();
         let mut out = c.convert(0, s, Mode::Request, &mut deps).unwrap();
-        assert!(c.attach_defs(&mut out, &deps, Mode::Request, 100));
+        assert!(c.attach_defs(&mut out, &deps, Mode::Request, limits(100)));
         CompiledSchema::compile(&out).unwrap();
         out
     }
@@ -703,7 +733,7 @@ mod tests {
                 &mut deps,
             )
             .unwrap();
-        assert!(!c.attach_defs(&mut out, &deps, Mode::Request, 2));
+        assert!(!c.attach_defs(&mut out, &deps, Mode::Request, limits(2)));
         assert_eq!(out["$defs"].as_object().unwrap().len(), 2);
         assert!(out["$defs"]["B"]["properties"]["c"].get("$ref").is_none());
         CompiledSchema::compile(&out).unwrap();

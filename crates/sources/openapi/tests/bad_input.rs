@@ -149,6 +149,70 @@ fn circular_schemas_compile_and_validate() {
 }
 
 #[test]
+fn a_huge_definition_closure_is_cut_to_the_byte_budget_and_said_so() {
+    // A chain of 40 definitions of some 4 KB each, as the entity types of a large API are: the
+    // request body needs all 160 KB, more than a tool's schema may carry.
+    let mut schemas = serde_json::Map::new();
+    for i in 0..40 {
+        let mut props = serde_json::Map::new();
+        for p in 0..60 {
+            props.insert(
+                format!("property_{p}"),
+                json!({"type": "string", "description": "a field of this entity"}),
+            );
+        }
+        if i < 39 {
+            props.insert(
+                "next".into(),
+                json!({"$ref": format!("#/components/schemas/E{}", i + 1)}),
+            );
+        }
+        schemas.insert(
+            format!("E{i}"),
+            json!({"type": "object", "properties": props}),
+        );
+    }
+    let body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/E0"}}}});
+    let ok = json!({"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/E0"}}}});
+    let imp = run(doc31(
+        json!({"/entities": {"post": {"operationId": "createEntity", "requestBody": body, "responses": {"200": ok}}}}),
+        json!({"schemas": Value::Object(schemas)}),
+    ));
+    let t = &imp.tools[0];
+    let input = &t.def.input_schema;
+    let size = serde_json::to_string(input).unwrap().len();
+    assert!(size <= 70 * 1024, "input schema of {size} bytes");
+    // The nearest definitions are kept (the body inlines E0), the rest left open with a note;
+    // the schema compiles and still checks what it kept.
+    let defs = input["$defs"].as_object().unwrap();
+    assert!(
+        defs.contains_key("E1") && defs.contains_key("E2"),
+        "{:?}",
+        defs.keys()
+    );
+    assert!(defs.len() < 39, "{} definitions", defs.len());
+    let cut = (1..40)
+        .find(|i| !defs.contains_key(&format!("E{i}")))
+        .unwrap();
+    let last = &defs[&format!("E{}", cut - 1)]["properties"]["next"];
+    assert!(last.get("$ref").is_none(), "{last}");
+    assert!(
+        last["description"].as_str().unwrap().contains("too large"),
+        "{last}"
+    );
+    let v = CompiledSchema::compile(input).unwrap();
+    // (An object body's properties are the tool's own.)
+    assert!(v.is_valid(&json!({"property_0": "a", "next": {"property_1": "b"}})));
+    assert!(!v.is_valid(&json!({"property_0": 7})));
+    assert!(!v.is_valid(&json!({"next": {"property_1": 7}})));
+    // An output schema that would need all of them is left out; both are reported.
+    assert!(t.def.output_schema.is_none());
+    let said = imp.warnings.join("\n");
+    assert!(said.contains("1 input schemas shortened"), "{said}");
+    assert!(said.contains("1 output schemas left out"), "{said}");
+}
+
+#[test]
 fn composition_and_null_types_are_kept() {
     let imp = run(
         json!({"openapi": "3.0.3", "paths": {"/x": {"post": {"operationId": "make",
