@@ -358,6 +358,66 @@ impl Sketches {
     }
 }
 
+/// The block loop of the SIMD kernels, inlined into each: for each block of the range with a
+/// vector to keep, the eight estimates of every query from `units` (the block's
+/// `Σ 2ʲ · |sketch ∧ planeⱼ|` per vector, as f32), the best of them to `sink`.
+///
+/// # Safety
+/// Inlined only into functions with AVX enabled; `units` must be safe to call on every block's
+/// words and every query.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn by_blocks(
+    sketches: &Sketches,
+    queries: &[Planes],
+    keep: impl Fn(usize) -> bool,
+    blocks: Range<usize>,
+    mut sink: impl FnMut(usize, f32),
+    units: impl Fn(&[u64], &Planes) -> std::arch::x86_64::__m256,
+) {
+    use std::arch::x86_64::*;
+    let mut best = [0f32; LANES];
+    for block in blocks {
+        let first = block * LANES;
+        let lanes = LANES.min(sketches.len - first);
+        if !(first..first + lanes).any(&keep) {
+            continue;
+        }
+        let (bits, scales, sets) = sketches.block(block);
+        // SAFETY: a block holds LANES scales and set counts; AVX is enabled where this is
+        // inlined.
+        unsafe {
+            let (set, scales) = (
+                _mm256_loadu_ps(sets.as_ptr()),
+                _mm256_loadu_ps(scales.as_ptr()),
+            );
+            let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
+            for q in queries {
+                let units = units(bits, q);
+                // The arithmetic of `Planes::estimate`, in its order, eight at a time.
+                let above = _mm256_add_ps(
+                    _mm256_mul_ps(_mm256_set1_ps(q.low), set),
+                    _mm256_mul_ps(_mm256_set1_ps(q.step), units),
+                );
+                let twice = _mm256_add_ps(above, above);
+                let estimate = _mm256_add_ps(
+                    _mm256_set1_ps(q.offset),
+                    _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
+                );
+                // A NaN estimate (a query value that is not a number) leaves `top` as it is,
+                // as `f32::max` does in the portable kernel: `maxps` gives its second operand.
+                top = _mm256_max_ps(estimate, top);
+            }
+            _mm256_storeu_ps(best.as_mut_ptr(), top);
+        }
+        for (l, &score) in best.iter().enumerate().take(lanes) {
+            if keep(first + l) {
+                sink(first + l, score);
+            }
+        }
+    }
+}
+
 /// The sketch scan on AVX-512 with VPOPCNTDQ: eight vectors per step, one per 64-bit lane.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -374,48 +434,15 @@ mod avx512 {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        mut sink: impl FnMut(usize, f32),
+        sink: impl FnMut(usize, f32),
     ) {
         let words = sketches.words;
-        let mut best = [0f32; LANES];
-        for block in blocks {
-            let first = block * LANES;
-            let lanes = LANES.min(sketches.len - first);
-            if !(first..first + lanes).any(&keep) {
-                continue;
-            }
-            let (bits, scales, sets) = sketches.block(block);
-            // SAFETY: a block holds LANES scales and set counts.
-            let (set, scales) = unsafe {
-                (
-                    _mm256_loadu_ps(sets.as_ptr()),
-                    _mm256_loadu_ps(scales.as_ptr()),
-                )
-            };
-            let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
-            for q in queries {
-                // SAFETY: as above; a query holds PLANES runs of `words` words.
-                let units = unsafe { units(bits, q, words) };
-                let above = _mm256_add_ps(
-                    _mm256_mul_ps(_mm256_set1_ps(q.low), set),
-                    _mm256_mul_ps(_mm256_set1_ps(q.step), units),
-                );
-                let twice = _mm256_add_ps(above, above);
-                let estimate = _mm256_add_ps(
-                    _mm256_set1_ps(q.offset),
-                    _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
-                );
-                // A NaN estimate (a query value that is not a number) leaves `top` as it is,
-                // as `f32::max` does in the portable kernel: `maxps` gives its second operand.
-                top = _mm256_max_ps(estimate, top);
-            }
-            // SAFETY: `best` holds LANES f32.
-            unsafe { _mm256_storeu_ps(best.as_mut_ptr(), top) };
-            for (l, &score) in best.iter().enumerate().take(lanes) {
-                if keep(first + l) {
-                    sink(first + l, score);
-                }
-            }
+        // SAFETY: AVX-512 F and AVX are enabled here; a query holds PLANES runs of `words`
+        // words and a block `words` runs of LANES words.
+        unsafe {
+            super::by_blocks(sketches, queries, keep, blocks, sink, |bits, q| {
+                units(bits, q, words)
+            })
         }
     }
 
@@ -474,47 +501,15 @@ mod avx2 {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        mut sink: impl FnMut(usize, f32),
+        sink: impl FnMut(usize, f32),
     ) {
         let words = sketches.words;
-        let mut best = [0f32; LANES];
-        for block in blocks {
-            let first = block * LANES;
-            let lanes = LANES.min(sketches.len - first);
-            if !(first..first + lanes).any(&keep) {
-                continue;
-            }
-            let (bits, scales, sets) = sketches.block(block);
-            // SAFETY: a block holds LANES scales and set counts.
-            let (set, scales) = unsafe {
-                (
-                    _mm256_loadu_ps(sets.as_ptr()),
-                    _mm256_loadu_ps(scales.as_ptr()),
-                )
-            };
-            let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
-            for q in queries {
-                // SAFETY: as above; a query holds PLANES runs of `words` words.
-                let units = unsafe { units(bits, q, words) };
-                let above = _mm256_add_ps(
-                    _mm256_mul_ps(_mm256_set1_ps(q.low), set),
-                    _mm256_mul_ps(_mm256_set1_ps(q.step), units),
-                );
-                let twice = _mm256_add_ps(above, above);
-                let estimate = _mm256_add_ps(
-                    _mm256_set1_ps(q.offset),
-                    _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
-                );
-                // As in the AVX-512 kernel: a NaN estimate leaves `top` as it is.
-                top = _mm256_max_ps(estimate, top);
-            }
-            // SAFETY: `best` holds LANES f32.
-            unsafe { _mm256_storeu_ps(best.as_mut_ptr(), top) };
-            for (l, &score) in best.iter().enumerate().take(lanes) {
-                if keep(first + l) {
-                    sink(first + l, score);
-                }
-            }
+        // SAFETY: AVX2 is enabled here; a query holds PLANES runs of `words` words and a block
+        // `words` runs of LANES words.
+        unsafe {
+            super::by_blocks(sketches, queries, keep, blocks, sink, |bits, q| {
+                units(bits, q, words)
+            })
         }
     }
 
