@@ -10,9 +10,8 @@ const MOST_RUNS: usize = 16;
 
 /// `scan` of `0..len` in `parts` consecutive runs of the same length (the last one shorter;
 /// at most [`MOST_RUNS`]), all but the first on threads of their own; the runs' outputs in
-/// order. A run whose
-/// thread could not be started (the process at its limit of threads) is scanned on the caller
-/// after the first; a run that panics panics the caller.
+/// order. A run whose thread could not be started (the process at its limit of threads) is
+/// scanned on the caller after the first; a run that panics panics the caller.
 pub(crate) fn run<T: Send>(
     len: usize,
     parts: usize,

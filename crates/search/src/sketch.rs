@@ -181,8 +181,9 @@ impl Sketches {
     ) -> Vec<usize> {
         let planes: Vec<Planes> = queries.iter().map(|q| self.planes(q)).collect();
         let n = n.max(1);
-        let blocks = self.len.div_ceil(LANES);
-        let runs = crate::parts::run(blocks, parts, |run| self.best_of(&planes, &keep, n, run));
+        let runs = crate::parts::run(self.blocks(), parts, |run| {
+            self.best_of(&planes, &keep, n, run)
+        });
         // Each run's best `n` holds whatever of the best `n` overall lies in it.
         let mut kept = runs.concat();
         if kept.len() > n {

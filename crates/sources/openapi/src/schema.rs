@@ -540,7 +540,7 @@ impl<'d, 'a> Converter<'d, 'a> {
                 complete = false;
                 break;
             }
-            bytes += d.bytes;
+            bytes = bytes.saturating_add(d.bytes);
             kept.push(d);
             queue.extend(d.deps.iter().map(String::as_str));
         }
