@@ -557,12 +557,17 @@ impl HybridIndex {
     }
 
     /// Ranks by cosine alone (no lexical evidence), honouring the query's namespace and
-    /// filter; for comparison and diagnostics. `total` counts the visible documents.
+    /// filter; for comparison and diagnostics. The top `q.limit` are found as a hybrid search
+    /// finds its semantic candidates (a large catalog's approximate scan, then the exact
+    /// re-scoring), so a comparison of two scans sees what the scans found. `total` counts the
+    /// visible documents.
     pub fn search_semantic(&self, q: &Query<'_>, query_vector: &[f32]) -> SearchResult {
-        let hits = self.nearest(q, &[query_vector], self.lexical.len());
-        let total = hits.len();
+        let total = match self.lexical.visibility(q) {
+            Some(visible) => (0..self.lexical.len()).filter(|&d| visible(d)).count(),
+            None => 0,
+        };
         SearchResult {
-            hits: hits.into_iter().take(q.limit).collect(),
+            hits: self.nearest(q, &[query_vector], q.limit),
             total,
         }
     }
@@ -789,6 +794,9 @@ mod tests {
             exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let want: Vec<usize> = exact.iter().take(10).map(|e| e.0).collect();
             assert_eq!(got, want, "probe {probe}");
+            let semantic = index.search_semantic(&q, v);
+            let docs: Vec<usize> = semantic.hits.iter().map(|h| h.doc).collect();
+            assert_eq!((docs, semantic.total), (want, n), "probe {probe}");
         }
     }
 
