@@ -25,10 +25,11 @@
 //! used) it then compares the scan that ranks one-bit sketches first (what a catalog of
 //! `scan::SKETCH_FROM` vectors or more gets on a CPU with AVX-512 VPOPCNTDQ or AVX2) with the
 //! 8-bit scan of every vector on the same vectors: how many top-10 answers and nearest-50 lists
-//! are the same, and the time each takes once the queries are embedded; then it times the same requests as whole searches on the
-//! sketch-first index (each embedded without cache, then scanned and fused). `--vectors FILE`
-//! keeps the catalog's vectors in FILE (the server's stored-vector format, keyed by text and
-//! model), so that a second run reads them instead of embedding the catalog again.
+//! are the same, and the time each takes once the queries are embedded; then it times the same
+//! requests as whole searches on the sketch-first index (each embedded without cache, then
+//! scanned and fused). `--vectors FILE` keeps the catalog's vectors in FILE (the server's
+//! stored-vector format, keyed by text and model), so that a second run reads them instead of
+//! embedding the catalog again.
 
 use std::time::{Duration, Instant};
 
