@@ -27,7 +27,8 @@
 //! 8-bit scan of every vector on the same vectors: how many top-10 answers and nearest-50 lists
 //! are the same, and the time each takes once the queries are embedded; then it times the same
 //! requests as whole searches on the sketch-first index (each embedded without cache, then
-//! scanned and fused). `--vectors FILE` keeps the catalog's vectors in FILE (the server's
+//! scanned and fused). Both timings are also given by the number of vectors a request is
+//! compared with (its whole and each of its clauses: one, two or three, four to seven). `--vectors FILE` keeps the catalog's vectors in FILE (the server's
 //! stored-vector format, keyed by text and model), so that a second run reads them instead of
 //! embedding the catalog again.
 
@@ -521,6 +522,8 @@ fn compare_sketches(
         100.0 * overlap_top as f64 / (10 * n) as f64,
         100.0 * overlap_near as f64 / (50 * n) as f64,
     );
+    let vector_counts: Vec<usize> = embedded.iter().map(|v| v.all().count()).collect();
+    print_by_vectors("      sketches first", &sketched_times, &vector_counts);
     sketched_times.sort_unstable();
     plain_times.sort_unstable();
     print_times("    scan and fusion, sketches first", &sketched_times, 0);
@@ -541,12 +544,36 @@ fn compare_sketches(
             t.elapsed()
         })
         .collect();
+    print_by_vectors("      whole searches", &whole_times, &vector_counts);
     whole_times.sort_unstable();
     print_times(
         "    whole searches (embedding, then sketches first)",
         &whole_times,
         0,
     );
+}
+
+/// `times` (one per request, in the requests' order) split by how many vectors each request
+/// is compared with (the whole and each clause, `counts`): one, two or three, four or more.
+#[cfg(feature = "semantic")]
+fn print_by_vectors(what: &str, times: &[Duration], counts: &[usize]) {
+    for (label, range) in [
+        ("1 vector", 1..2),
+        ("2-3 vectors", 2..4),
+        ("4-7 vectors", 4..8),
+    ] {
+        let mut part: Vec<Duration> = times
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| range.contains(*n))
+            .map(|(t, _)| *t)
+            .collect();
+        if part.is_empty() {
+            continue;
+        }
+        part.sort_unstable();
+        print_times(&format!("{what}, {label}"), &part, 0);
+    }
 }
 
 fn print_times(what: &str, times: &[Duration], mean_total: usize) {

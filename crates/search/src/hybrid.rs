@@ -586,6 +586,15 @@ impl HybridIndex {
         }
     }
 
+    /// Asks the memory system for a document's vector and its lead's
+    /// ([`crate::cpu::prefetch`]).
+    fn prefetch_rows(&self, doc: usize) {
+        crate::cpu::prefetch(self.row(doc));
+        if let Some(&row) = self.lead.get(doc).filter(|&&row| row != NO_ROW) {
+            crate::cpu::prefetch(self.row(row as usize));
+        }
+    }
+
     /// The document a row of [`HybridIndex::vectors`] belongs to.
     fn owner(&self, row: usize) -> usize {
         let docs = self.lexical.len();
@@ -634,11 +643,15 @@ impl HybridIndex {
             let seen = best.into_iter().enumerate().filter(|(_, s)| s.is_finite());
             seen.map(|(doc, score)| Hit { doc, score }).collect()
         };
-        let hits = top_k(rough, scan::candidates(k))
-            .into_iter()
-            .map(|h| exact(h.doc))
-            .collect();
-        top_k(hits, k)
+        let rough = top_k(rough, scan::candidates(k));
+        let hits = rough.iter().enumerate().map(|(i, h)| {
+            // The candidates lie scattered over the catalog: their rows are asked for ahead.
+            if let Some(ahead) = rough.get(i + scan::AHEAD) {
+                self.prefetch_rows(ahead.doc);
+            }
+            exact(h.doc)
+        });
+        top_k(hits.collect(), k)
     }
 }
 
@@ -767,10 +780,15 @@ mod tests {
                 config,
             );
             // One word, one scale and one count of set bits per vector, in blocks of eight;
-            // the mean vector.
+            // the mean vector; on AVX2 the word again, in groups of 32.
             let blocks = n.div_ceil(8) * 8;
+            let groups = if crate::sketch::avx2() {
+                n.div_ceil(32) * 32 * 8
+            } else {
+                0
+            };
             let sketch_bytes = if sketched {
-                blocks * (8 + 4 + 4) + 48 * 4
+                blocks * (8 + 4 + 4) + 48 * 4 + groups
             } else {
                 0
             };

@@ -18,10 +18,19 @@
 //! `α·s` nearest `x`): `q·v = q·c + q·x ≈ q·c + α · Σ qᵢ sᵢ`. Adding `q·c` keeps the scores of
 //! several queries (a request's clauses) comparable, so a vector's best one ranks it.
 //!
-//! Three kernels give the same estimates: eight vectors per step on AVX-512 VPOPCNTDQ, eight
-//! per step on AVX2 (`popcount`s of bytes by table lookup), and one at a time elsewhere. A
-//! large scan is split among the cores by runs of blocks ([`crate::parts`]); each run keeps its
-//! own best, and the best of those are the best of the whole.
+//! Three kernels give the same estimates: eight vectors per step on AVX-512 VPOPCNTDQ, 32 per
+//! step on AVX2, and one at a time elsewhere. AVX2 has no vector `popcount`, so its kernel reads
+//! a second copy of the sketches laid out byte by byte for 32 vectors side by side, and the
+//! query as one 16-entry table per half-byte (entry `x` the sum of the query's 4-bit values
+//! whose bits are set in `x`): one table lookup (`vpshufb`) adds a half-byte's share to 32
+//! vectors' sums, and each byte of the sketches is read once for up to four queries. On all
+//! of APIs.guru that took a request of four to seven vectors from p50 10.9–11.4 ms to 8.7–9.4 ms
+//! (scan and fusion, docs/benchmarks.md). A large scan is split among the cores by runs of
+//! blocks ([`crate::parts`]); each run keeps its own best, and the best of those are the best
+//! of the whole.
+//!
+//! Each vector kept is named with the query its estimate is best with, so the 8-bit scan that
+//! follows scores it against that query alone ([`crate::scan::Codes::candidate_scores`]).
 
 use std::ops::Range;
 
@@ -43,7 +52,7 @@ pub fn default_from() -> usize {
 }
 
 /// Whether this CPU has AVX2 (the eight-vector sketch scan without AVX-512).
-fn avx2() -> bool {
+pub(crate) fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         is_x86_feature_detected!("avx2")
@@ -70,6 +79,14 @@ pub fn keep(candidates: usize) -> usize {
 /// (one 512-bit register per word), so a scan works on eight vectors at once.
 const LANES: usize = 8;
 
+/// Vectors per group of the AVX2 layout (`Sketches::nibbles`): one byte each in a 256-bit
+/// register.
+const GROUP: usize = 32;
+
+/// Sketch words up to which the AVX2 layout is kept: a vector's sum of table entries (at most
+/// 60 per half-byte) must fit in 16 bits. 68 words are 4,352 values.
+const NIBBLES_UP_TO: usize = 68;
+
 /// The sketches of a set of vectors (see the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct Sketches {
@@ -88,12 +105,20 @@ pub struct Sketches {
     /// Per vector, its sketch's set bits (0 past the last): the same for every query, so
     /// counted once.
     sets: Vec<f32>,
+    /// The AVX2 kernel's copy of `bits` (empty where that kernel does not run or
+    /// [`NIBBLES_UP_TO`] is passed): per group of [`GROUP`] vectors, for each byte of a sketch,
+    /// that byte of the group's vectors side by side, so one table lookup (`vpshufb`) reads a
+    /// half-byte of 32 vectors at once.
+    nibbles: Vec<u8>,
 }
 
 /// A query as the sketch scan uses it: value `i` ≈ `low + step · uᵢ`, `uᵢ` in 0..16, bit `j`
 /// of `uᵢ` in `planes[j]`.
 struct Planes {
     planes: Vec<u64>,
+    /// Where the sketches have `nibbles`: per half-byte `h` of a sketch (values `4h` to
+    /// `4h + 3`), 16 entries, entry `x` the sum of the `uᵢ` whose bit is set in `x`.
+    tables: Vec<u8>,
     low: f32,
     step: f32,
     /// `Σ (low + step · uᵢ)`: the quantised query's sum.
@@ -144,6 +169,11 @@ impl Sketches {
             scales[row] = magnitude / dim as f32;
             sets[row] = set as f32;
         }
+        let nibbles = if avx2() && words <= NIBBLES_UP_TO {
+            by_groups(&bits, n, words)
+        } else {
+            Vec::new()
+        };
         Self {
             len: n,
             words,
@@ -151,6 +181,7 @@ impl Sketches {
             bits,
             scales,
             sets,
+            nibbles,
         }
     }
 
@@ -166,19 +197,23 @@ impl Sketches {
 
     /// Bytes the sketches take.
     pub fn bytes(&self) -> usize {
-        self.bits.len() * 8 + (self.scales.len() + self.sets.len() + self.center.len()) * 4
+        self.bits.len() * 8
+            + self.nibbles.len()
+            + (self.scales.len() + self.sets.len() + self.center.len()) * 4
     }
 
     /// The `n` vectors `d` for which `keep(d)` with the best estimated product with any of
-    /// `queries`, in increasing order (all of them when fewer are kept); the scan is split into
-    /// `parts` runs of blocks, all but one on threads of their own (`1` scans on the caller).
+    /// `queries`, in increasing order (all of them when fewer are kept), each as `(d, i)`:
+    /// `queries[i]` is the one its estimate is best with (the first of equal ones). The scan is
+    /// split into `parts` runs of blocks, all but one on threads of their own (`1` scans on
+    /// the caller).
     pub fn best(
         &self,
         queries: &[&[f32]],
         keep: impl Fn(usize) -> bool + Sync,
         n: usize,
         parts: usize,
-    ) -> Vec<usize> {
+    ) -> Vec<(usize, usize)> {
         let planes: Vec<Planes> = queries.iter().map(|q| self.planes(q)).collect();
         let n = n.max(1);
         let runs = crate::parts::run(self.blocks(), parts, |run| {
@@ -191,12 +226,13 @@ impl Sketches {
             kept.truncate(n);
         }
         // In order, so that the next stage reads their codes front to back.
-        let mut rows: Vec<usize> = kept.into_iter().map(|(d, _)| d).collect();
+        let mut rows: Vec<(usize, usize)> = kept.into_iter().map(|(d, _, i)| (d, i)).collect();
         rows.sort_unstable();
         rows
     }
 
-    /// The best `n` vectors of the blocks `blocks` for which `keep(d)`, with their estimates.
+    /// The best `n` vectors of the blocks `blocks` for which `keep(d)`, with their estimates
+    /// and the query each is best with.
     ///
     /// The scan keeps at most `2n` candidates at a time (whenever that fills, the best `n` stay
     /// and a vector must beat the worst of them from then on), so what it writes stays in the
@@ -207,15 +243,15 @@ impl Sketches {
         keep: impl Fn(usize) -> bool,
         n: usize,
         blocks: Range<usize>,
-    ) -> Vec<(usize, f32)> {
+    ) -> Vec<(usize, f32, usize)> {
         let full = n.saturating_mul(2);
-        let mut kept: Vec<(usize, f32)> = Vec::with_capacity(full.min(blocks.len() * LANES));
+        let mut kept: Vec<(usize, f32, usize)> = Vec::with_capacity(full.min(blocks.len() * LANES));
         let mut floor = f32::NEG_INFINITY;
-        self.scores(planes, keep, blocks, |d, score| {
+        self.scores(planes, keep, blocks, |d, score, query| {
             if score < floor {
                 return;
             }
-            kept.push((d, score));
+            kept.push((d, score, query));
             if kept.len() == full {
                 kept.select_nth_unstable_by(n - 1, by_score);
                 kept.truncate(n);
@@ -245,6 +281,7 @@ impl Sketches {
         let low = if low.is_finite() { low } else { 0.0 };
         let mut planes = vec![0u64; PLANES * self.words];
         let mut units = 0u32;
+        let mut each = vec![0u8; self.words * 64];
         for (i, &x) in q.iter().enumerate().take(self.center.len()) {
             let u = if step > 0.0 {
                 ((x - low) / step).round().clamp(0.0, levels) as u32
@@ -252,14 +289,21 @@ impl Sketches {
                 0
             };
             units += u;
+            each[i] = u as u8;
             for (j, plane) in planes.chunks_exact_mut(self.words).enumerate() {
                 if u >> j & 1 == 1 {
                     plane[i / 64] |= 1 << (i % 64);
                 }
             }
         }
+        let tables = if self.nibbles.is_empty() {
+            Vec::new()
+        } else {
+            half_byte_tables(&each)
+        };
         Planes {
             planes,
+            tables,
             low,
             step,
             sum: self.center.len() as f32 * low + step * units as f32,
@@ -268,13 +312,14 @@ impl Sketches {
     }
 
     /// Gives `sink` every vector `d` of the blocks `blocks` for which `keep(d)`, in order,
-    /// with its best estimated product over `queries`.
+    /// with its best estimated product over `queries` and the index of the query that gives
+    /// it (the first of equal ones; 0 when none is a number).
     fn scores(
         &self,
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32),
+        sink: impl FnMut(usize, f32, usize),
     ) {
         let blocks = blocks.start.min(self.blocks())..blocks.end.min(self.blocks());
         #[cfg(target_arch = "x86_64")]
@@ -323,7 +368,7 @@ impl Sketches {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32),
+        sink: impl FnMut(usize, f32, usize),
     ) {
         self.scores_body(queries, keep, blocks, sink)
     }
@@ -336,7 +381,7 @@ impl Sketches {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        mut sink: impl FnMut(usize, f32),
+        mut sink: impl FnMut(usize, f32, usize),
     ) {
         let words = self.words;
         let rows =
@@ -345,27 +390,32 @@ impl Sketches {
             let (block, lane) = (d / LANES, d % LANES);
             let word = |w: usize| self.bits[(block * words + w) * LANES + lane];
             let set = self.sets[d];
-            let mut best = f32::NEG_INFINITY;
-            for q in queries {
+            let (mut best, mut best_query) = (f32::NEG_INFINITY, 0);
+            for (i, q) in queries.iter().enumerate() {
                 let mut units = 0u32;
                 for (j, plane) in q.planes.chunks_exact(words.max(1)).enumerate() {
                     let count: u32 = (0..words).map(|w| (word(w) & plane[w]).count_ones()).sum();
                     units += count << j;
                 }
-                best = best.max(q.estimate(self.scales[d], set, units));
+                // Not a number never wins, as with `f32::max`.
+                let estimate = q.estimate(self.scales[d], set, units);
+                if estimate > best {
+                    (best, best_query) = (estimate, i);
+                }
             }
-            sink(d, best);
+            sink(d, best, best_query);
         }
     }
 }
 
 /// The block loop of the SIMD kernels, inlined into each: for each block of the range with a
-/// vector to keep, the eight estimates of every query from `units` (the block's
-/// `Σ 2ʲ · |sketch ∧ planeⱼ|` per vector, as f32), the best of them to `sink`.
+/// vector to keep, the eight estimates of every query from `units(block, bits, i, query)` (the
+/// block's `Σ 2ʲ · |sketch ∧ planeⱼ|` per vector, as f32; `bits` its words, `i` the query's
+/// index), the best of them to `sink` with its query.
 ///
 /// # Safety
-/// Inlined only into functions with AVX enabled; `units` must be safe to call on every block's
-/// words and every query.
+/// Inlined only into functions with AVX enabled; `units` must be safe to call on every block of
+/// the range and every query.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn by_blocks(
@@ -373,11 +423,11 @@ unsafe fn by_blocks(
     queries: &[Planes],
     keep: impl Fn(usize) -> bool,
     blocks: Range<usize>,
-    mut sink: impl FnMut(usize, f32),
-    units: impl Fn(&[u64], &Planes) -> std::arch::x86_64::__m256,
+    mut sink: impl FnMut(usize, f32, usize),
+    mut units: impl FnMut(usize, &[u64], usize, &Planes) -> std::arch::x86_64::__m256,
 ) {
     use std::arch::x86_64::*;
-    let mut best = [0f32; LANES];
+    let (mut best, mut best_query) = ([0f32; LANES], [0f32; LANES]);
     for block in blocks {
         let first = block * LANES;
         let lanes = LANES.min(sketches.len - first);
@@ -393,8 +443,9 @@ unsafe fn by_blocks(
                 _mm256_loadu_ps(scales.as_ptr()),
             );
             let mut top = _mm256_set1_ps(f32::NEG_INFINITY);
-            for q in queries {
-                let units = units(bits, q);
+            let mut top_query = _mm256_setzero_ps();
+            for (i, q) in queries.iter().enumerate() {
+                let units = units(block, bits, i, q);
                 // The arithmetic of `Planes::estimate`, in its order, eight at a time.
                 let above = _mm256_add_ps(
                     _mm256_mul_ps(_mm256_set1_ps(q.low), set),
@@ -405,15 +456,18 @@ unsafe fn by_blocks(
                     _mm256_set1_ps(q.offset),
                     _mm256_mul_ps(scales, _mm256_sub_ps(twice, _mm256_set1_ps(q.sum))),
                 );
-                // A NaN estimate (a query value that is not a number) leaves `top` as it is,
-                // as `f32::max` does in the portable kernel: `maxps` gives its second operand.
-                top = _mm256_max_ps(estimate, top);
+                // A NaN estimate (a query value that is not a number) is never above `top`
+                // (an ordered comparison), as in the portable kernel.
+                let above = _mm256_cmp_ps::<_CMP_GT_OQ>(estimate, top);
+                top = _mm256_blendv_ps(top, estimate, above);
+                top_query = _mm256_blendv_ps(top_query, _mm256_set1_ps(i as f32), above);
             }
             _mm256_storeu_ps(best.as_mut_ptr(), top);
+            _mm256_storeu_ps(best_query.as_mut_ptr(), top_query);
         }
-        for (l, &score) in best.iter().enumerate().take(lanes) {
+        for (l, (&score, &query)) in best.iter().zip(&best_query).enumerate().take(lanes) {
             if keep(first + l) {
-                sink(first + l, score);
+                sink(first + l, score, query as usize);
             }
         }
     }
@@ -435,13 +489,13 @@ mod avx512 {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32),
+        sink: impl FnMut(usize, f32, usize),
     ) {
         let words = sketches.words;
         // SAFETY: AVX-512 F and AVX are enabled here; a query holds PLANES runs of `words`
         // words and a block `words` runs of LANES words.
         unsafe {
-            super::by_blocks(sketches, queries, keep, blocks, sink, |bits, q| {
+            super::by_blocks(sketches, queries, keep, blocks, sink, |_, bits, _, q| {
                 units(bits, q, words)
             })
         }
@@ -489,10 +543,11 @@ mod avx512 {
 /// `popcount`s done on bytes by table lookup (`vpshufb` on each half-byte).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Planes, Range, Sketches, LANES, PLANES};
+    use super::{Planes, Range, Sketches, GROUP, LANES, PLANES};
     use std::arch::x86_64::*;
 
-    /// [`Sketches::scores`] on AVX2.
+    /// [`Sketches::scores`] on AVX2: from the sketches' `nibbles` where they have them (one
+    /// table lookup per half-byte of 32 vectors), else from their bits by bit plane.
     ///
     /// # Safety
     /// The CPU must have AVX2.
@@ -502,15 +557,91 @@ mod avx2 {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32),
+        sink: impl FnMut(usize, f32, usize),
     ) {
         let words = sketches.words;
-        // SAFETY: AVX2 is enabled here; a query holds PLANES runs of `words` words and a block
-        // `words` runs of LANES words.
+        if sketches.nibbles.is_empty() || queries.iter().any(|q| q.tables.is_empty()) {
+            // SAFETY: AVX2 is enabled here; a query holds PLANES runs of `words` words and a
+            // block `words` runs of LANES words.
+            return unsafe {
+                super::by_blocks(sketches, queries, keep, blocks, sink, |_, bits, _, q| {
+                    units(bits, q, words)
+                })
+            };
+        }
+        // Every query's units of the group last computed, read a block at a time.
+        let (mut group, mut cached) = (usize::MAX, vec![[0f32; GROUP]; queries.len()]);
+        let tables: Vec<&[u8]> = queries.iter().map(|q| q.tables.as_slice()).collect();
+        let per_group = GROUP / LANES;
+        let bytes = words * 8;
+        // SAFETY: AVX2 is enabled here; the nibbles hold every group's `bytes · GROUP` bytes
+        // and a query's tables 16 entries per half-byte of a sketch.
         unsafe {
-            super::by_blocks(sketches, queries, keep, blocks, sink, |bits, q| {
-                units(bits, q, words)
+            super::by_blocks(sketches, queries, keep, blocks, sink, |block, _, i, _| {
+                if group != block / per_group {
+                    group = block / per_group;
+                    let nibbles = &sketches.nibbles[group * bytes * GROUP..][..bytes * GROUP];
+                    for (tables, out) in tables.chunks(4).zip(cached.chunks_mut(4)) {
+                        group_units(nibbles, tables, out);
+                    }
+                }
+                _mm256_loadu_ps(cached[i][block % per_group * LANES..].as_ptr())
             })
+        }
+    }
+
+    /// `Σ uᵢ sᵢ` of a group's 32 vectors (`nibbles`, the group's bytes in the AVX2 layout) for
+    /// each of up to four queries (`tables`), by table lookup of each half-byte, into `out` as
+    /// f32. The half-bytes are read once for all the queries.
+    ///
+    /// # Safety
+    /// AVX2 must be enabled where this is inlined; each of `tables` holds 32 entries per byte
+    /// of a sketch (`nibbles` holds 32 bytes per byte of a sketch).
+    #[inline(always)]
+    unsafe fn group_units(nibbles: &[u8], tables: &[&[u8]], out: &mut [[f32; GROUP]]) {
+        let bytes = nibbles.len() / GROUP;
+        let n = tables.len().min(out.len()).min(4);
+        debug_assert!(tables.iter().all(|t| t.len() == bytes * 32));
+        // SAFETY: every load stays within `nibbles` (byte `j < bytes`) and each of `tables`
+        // (entries `32j` to `32j + 31`); AVX2 is enabled where this is inlined.
+        unsafe {
+            let low = _mm256_set1_epi8(0x0f);
+            let table = |q: usize, h: usize| {
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(tables[q].as_ptr().add(h * 16).cast()))
+            };
+            let mut even = [_mm256_setzero_si256(); 4];
+            let mut odd = [_mm256_setzero_si256(); 4];
+            // Two bytes at a time: four lookups of at most 60 each stay within a byte; then
+            // into the 16-bit sums of the even and the odd vectors.
+            for pair in (0..bytes).step_by(2) {
+                let mut part = [_mm256_setzero_si256(); 4];
+                for j in pair..(pair + 2).min(bytes) {
+                    let v = _mm256_loadu_si256(nibbles.as_ptr().add(j * GROUP).cast());
+                    let lo = _mm256_and_si256(v, low);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+                    for (q, part) in part.iter_mut().enumerate().take(n) {
+                        let sum = _mm256_add_epi8(
+                            _mm256_shuffle_epi8(table(q, 2 * j), lo),
+                            _mm256_shuffle_epi8(table(q, 2 * j + 1), hi),
+                        );
+                        *part = _mm256_add_epi8(*part, sum);
+                    }
+                }
+                for q in 0..n {
+                    let byte = _mm256_and_si256(part[q], _mm256_set1_epi16(0xff));
+                    even[q] = _mm256_add_epi16(even[q], byte);
+                    odd[q] = _mm256_add_epi16(odd[q], _mm256_srli_epi16::<8>(part[q]));
+                }
+            }
+            for q in 0..n {
+                let (mut e, mut o) = ([0u16; 16], [0u16; 16]);
+                _mm256_storeu_si256(e.as_mut_ptr().cast(), even[q]);
+                _mm256_storeu_si256(o.as_mut_ptr().cast(), odd[q]);
+                for m in 0..16 {
+                    out[q][2 * m] = f32::from(e[m]);
+                    out[q][2 * m + 1] = f32::from(o[m]);
+                }
+            }
         }
     }
 
@@ -598,9 +729,39 @@ mod avx2 {
     }
 }
 
+/// `bits` (the block layout of `len` vectors of `words` words) in the AVX2 layout: per group of
+/// [`GROUP`] vectors, each byte of a sketch of the group's vectors side by side (bits `8j` to
+/// `8j + 7` of vector `g · GROUP + l` at `(g · bytes + j) · GROUP + l`, `bytes = 8 · words`).
+fn by_groups(bits: &[u64], len: usize, words: usize) -> Vec<u8> {
+    let bytes = words * 8;
+    let mut out = vec![0u8; len.div_ceil(GROUP) * GROUP * bytes];
+    for row in 0..len {
+        let (block, lane) = (row / LANES, row % LANES);
+        let (group, at) = (row / GROUP, row % GROUP);
+        for j in 0..bytes {
+            let word = bits[(block * words + j / 8) * LANES + lane];
+            out[(group * bytes + j) * GROUP + at] = (word >> (8 * (j % 8))) as u8;
+        }
+    }
+    out
+}
+
+/// A query's 4-bit values `units` (a multiple of 4 of them) as the AVX2 kernel's tables: per
+/// half-byte `h`, entry `x` is the sum of `units[4h + b]` over the bits `b` set in `x`.
+fn half_byte_tables(units: &[u8]) -> Vec<u8> {
+    let mut tables = vec![0u8; units.len() * 4];
+    for (h, values) in units.chunks_exact(4).enumerate() {
+        for x in 0..16 {
+            let sum: u8 = (0..4).filter(|b| x >> b & 1 == 1).map(|b| values[b]).sum();
+            tables[h * 16 + x] = sum;
+        }
+    }
+    tables
+}
+
 /// Orders `(vector, estimate)` pairs best first, ties by vector: which of several equal
 /// estimates are kept then does not depend on how the scan was split among the cores.
-fn by_score(a: &(usize, f32), b: &(usize, f32)) -> std::cmp::Ordering {
+fn by_score(a: &(usize, f32, usize), b: &(usize, f32, usize)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
@@ -662,11 +823,16 @@ mod tests {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
     }
 
-    /// What a scoring function gives its sink, in order.
-    fn collect(score: impl FnOnce(&mut dyn FnMut(usize, f32))) -> Vec<(usize, f32)> {
+    /// What a scoring function gives its sink, in order: vector, estimate, query.
+    fn collect(score: impl FnOnce(&mut dyn FnMut(usize, f32, usize))) -> Vec<(usize, f32, usize)> {
         let mut out = Vec::new();
-        score(&mut |d, s| out.push((d, s)));
+        score(&mut |d, s, q| out.push((d, s, q)));
         out
+    }
+
+    /// The vectors of a [`Sketches::best`] answer, without their queries.
+    fn rows(kept: Vec<(usize, usize)>) -> Vec<usize> {
+        kept.into_iter().map(|(d, _)| d).collect()
     }
 
     #[test]
@@ -675,7 +841,8 @@ mod tests {
         let vectors = clustered(n, 300, dim);
         let sketches = Sketches::new(&vectors, dim);
         assert_eq!(sketches.len(), n);
-        assert_eq!(sketches.bytes(), n * 48 + n * 8 + dim * 4);
+        let nibbles = if avx2() { n * 48 } else { 0 };
+        assert_eq!(sketches.bytes(), n * 48 + n * 8 + dim * 4 + nibbles);
         let (mut found, mut wanted) = ([0; 2], [0; 2]);
         for seed in 0..40u64 {
             // A query near one vector of the catalog, and one near none in particular.
@@ -696,7 +863,7 @@ mod tests {
                 exact.sort_by(|a, b| b.1.total_cmp(&a.1));
                 let kept = sketches.best(&[&q], |_| true, 800, 2);
                 assert_eq!(kept.len(), 800);
-                let kept: std::collections::HashSet<usize> = kept.into_iter().collect();
+                let kept: std::collections::HashSet<usize> = rows(kept).into_iter().collect();
                 wanted[kind] += 50;
                 found[kind] += exact[..50].iter().filter(|(d, _)| kept.contains(d)).count();
             }
@@ -734,9 +901,9 @@ mod tests {
             let mut top: Vec<f32> = est.iter().map(|p| p.1).collect();
             top.sort_by(|a, b| b.total_cmp(a));
             top.truncate(n);
-            let rows = sketches.best(&[&q], |_| true, n, parts);
-            assert!(rows.is_sorted(), "best {n} in {parts} parts");
-            let mut got: Vec<f32> = rows.iter().map(|&d| est[d].1).collect();
+            let kept = rows(sketches.best(&[&q], |_| true, n, parts));
+            assert!(kept.is_sorted(), "best {n} in {parts} parts");
+            let mut got: Vec<f32> = kept.iter().map(|&d| est[d].1).collect();
             got.sort_by(|a, b| b.total_cmp(a));
             assert_eq!(got, top, "best {n} in {parts} parts");
         }
@@ -746,9 +913,23 @@ mod tests {
         let both = collect(|sink| sketches.scores(&pair, |d| d % 3 != 0, ALL, sink));
         let second = collect(|sink| sketches.scores(&pair[1..], |_| true, ALL, sink));
         assert_eq!(both.len(), 2_000 - 667);
-        for &(d, s) in &both {
+        let mut firsts = 0;
+        for &(d, s, query) in &both {
             assert_ne!(d % 3, 0);
             assert_eq!(s, est[d].1.max(second[d].1), "vector {d}");
+            // The query named is the one that gives the estimate, the first of equal ones.
+            let expected = usize::from(second[d].1 > est[d].1);
+            assert_eq!(query, expected, "vector {d}");
+            firsts += usize::from(query == 0);
+        }
+        assert!(
+            firsts > 0 && firsts < both.len(),
+            "{firsts} of {}",
+            both.len()
+        );
+        // So does the best of the scan.
+        for (d, query) in sketches.best(&[&q, &q2], |_| true, 50, 2) {
+            assert_eq!(query, usize::from(second[d].1 > est[d].1), "vector {d}");
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("popcnt") {
@@ -763,10 +944,8 @@ mod tests {
         for dim in [384, 768, 100] {
             let vectors = clustered(301, 10, dim);
             let sketches = Sketches::new(&vectors, dim);
-            let planes = [
-                sketches.planes(&normalised(noise(9, dim))),
-                sketches.planes(&normalised(noise(10, dim))),
-            ];
+            let queries = [normalised(noise(9, dim)), normalised(noise(10, dim))];
+            let planes = [sketches.planes(&queries[0]), sketches.planes(&queries[1])];
             let keep = |d: usize| d != 4;
             let body = collect(|sink| sketches.scores_body(&planes, keep, ALL, sink));
             assert_eq!(body.len(), 300);
@@ -796,8 +975,56 @@ mod tests {
                         avx2::scores(&sketches, &planes, keep, blocks.clone(), sink)
                     });
                     assert_eq!(fast, part, "{dim} values, blocks {blocks:?}, AVX2");
+                    // Without the half-byte layout, by bit plane: the same.
+                    assert!(!sketches.nibbles.is_empty());
+                    let bare = Sketches {
+                        nibbles: Vec::new(),
+                        ..sketches.clone()
+                    };
+                    let planes = [bare.planes(&queries[0]), bare.planes(&queries[1])];
+                    assert!(planes[0].tables.is_empty());
+                    let by_planes = collect(|sink| unsafe {
+                        avx2::scores(&bare, &planes, keep, blocks.clone(), sink)
+                    });
+                    assert_eq!(
+                        by_planes, part,
+                        "{dim} values, blocks {blocks:?}, AVX2 planes"
+                    );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn many_queries_give_the_estimates_of_the_portable_loop() {
+        // More queries than the AVX2 kernel reads at once (four), and a filter.
+        let dim = 384;
+        let vectors = clustered(1_000, 30, dim);
+        let sketches = Sketches::new(&vectors, dim);
+        let planes: Vec<Planes> = (0..7)
+            .map(|seed| sketches.planes(&normalised(noise(seed + 40, dim))))
+            .collect();
+        let keep = |d: usize| d % 5 != 1;
+        let body = collect(|sink| sketches.scores_body(&planes, keep, ALL, sink));
+        assert_eq!(body.len(), 800);
+        let mut named = [0usize; 7];
+        body.iter().for_each(|&(_, _, q)| named[q] += 1);
+        assert!(named.iter().filter(|&&n| n > 0).count() >= 3, "{named:?}");
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            let fast = collect(|sink| unsafe {
+                avx2::scores(&sketches, &planes, keep, 0..sketches.blocks(), sink)
+            });
+            assert_eq!(fast, body);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::avx512_popcnt() {
+            // SAFETY: AVX-512 with VPOPCNTDQ was detected.
+            let fast = collect(|sink| unsafe {
+                avx512::scores(&sketches, &planes, keep, 0..sketches.blocks(), sink)
+            });
+            assert_eq!(fast, body);
         }
     }
 
@@ -819,7 +1046,8 @@ mod tests {
         let mut bad = q.clone();
         bad[0] = f32::NAN;
         assert_eq!(damaged.best(&[&q, &bad], |_| true, 10, 1), clean);
-        assert_eq!(damaged.best(&[&bad, &q], |_| true, 10, 3), clean);
+        let second: Vec<(usize, usize)> = clean.iter().map(|&(d, _)| (d, 1)).collect();
+        assert_eq!(damaged.best(&[&bad, &q], |_| true, 10, 3), second);
         let planes = [damaged.planes(&q), damaged.planes(&bad)];
         let body = collect(|sink| damaged.scores_body(&planes, |_| true, ALL, sink));
         #[cfg(target_arch = "x86_64")]
@@ -852,7 +1080,7 @@ mod tests {
         let tied = Sketches::new(&[0.5; 3 * 40], 3);
         for parts in [1, 2, 5] {
             assert_eq!(
-                tied.best(&[&[1.0, 0.0, 2.0]], |_| true, 9, parts),
+                rows(tied.best(&[&[1.0, 0.0, 2.0]], |_| true, 9, parts)),
                 (0..9).collect::<Vec<_>>()
             );
         }
@@ -860,7 +1088,7 @@ mod tests {
         assert!(Sketches::new(&[], 384).is_empty());
         assert_eq!(
             Sketches::new(&[], 384).best(&[&[0.0; 384]], |_| true, 5, 2),
-            Vec::<usize>::new()
+            Vec::<(usize, usize)>::new()
         );
         assert_eq!(keep(200), 4_096.max(200 * KEEP_PER_CANDIDATE));
         assert_eq!(keep(10), 4_096);
