@@ -101,9 +101,10 @@ impl Codes {
     /// Scoring a kept vector against that one query, not all of them, keeps the cost of a
     /// request of several clauses linear in its vectors: the sketches keep as many more
     /// vectors per query vector, and scoring each against every query made the 8-bit stage
-    /// grow with their square. A vector whose sketch put it nearest one query is near that one
-    /// (the estimate is within a few hundredths); the exact re-scoring that follows takes
-    /// every query again.
+    /// grow with their square. Against the other queries the vector's sketch estimated lower
+    /// products, and the exact re-scoring that follows takes every query again: on all of
+    /// APIs.guru the top ten of 1,552 requests stayed those of the 8-bit scan of every vector
+    /// (docs/benchmarks.md).
     pub fn candidate_scores(
         &self,
         queries: &[&[f32]],
