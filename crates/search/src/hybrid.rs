@@ -780,9 +780,9 @@ mod tests {
                 config,
             );
             // One word, one scale and one count of set bits per vector, in blocks of eight;
-            // the mean vector; on AVX2 the word again, in groups of 32.
+            // the mean vector; for the AVX2 kernel the word again, in groups of 32.
             let blocks = n.div_ceil(8) * 8;
-            let groups = if crate::sketch::avx2() {
+            let groups = if crate::sketch::half_bytes() {
                 n.div_ceil(32) * 32 * 8
             } else {
                 0

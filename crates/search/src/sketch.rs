@@ -51,8 +51,15 @@ pub fn default_from() -> usize {
     }
 }
 
-/// Whether this CPU has AVX2 (the eight-vector sketch scan without AVX-512).
-pub(crate) fn avx2() -> bool {
+/// Whether the sketch scan runs the AVX2 kernel here, which reads the half-byte layout
+/// (`Sketches::nibbles`): a CPU with AVX2 and without AVX-512 VPOPCNTDQ (or with it turned
+/// off, [`crate::cpu::AVX512_ENV`]). Only then is that layout built.
+pub(crate) fn half_bytes() -> bool {
+    avx2() && !crate::cpu::avx512_popcnt()
+}
+
+/// Whether this CPU has AVX2 (the sketch scan without AVX-512).
+fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         is_x86_feature_detected!("avx2")
@@ -105,8 +112,8 @@ pub struct Sketches {
     /// Per vector, its sketch's set bits (0 past the last): the same for every query, so
     /// counted once.
     sets: Vec<f32>,
-    /// The AVX2 kernel's copy of `bits` (empty where that kernel does not run or
-    /// [`NIBBLES_UP_TO`] is passed): per group of [`GROUP`] vectors, for each byte of a sketch,
+    /// The AVX2 kernel's copy of `bits` (empty where that kernel does not run, [`half_bytes`],
+    /// or [`NIBBLES_UP_TO`] is passed): per group of [`GROUP`] vectors, for each byte of a sketch,
     /// that byte of the group's vectors side by side, so one table lookup (`vpshufb`) reads a
     /// half-byte of 32 vectors at once.
     nibbles: Vec<u8>,
@@ -169,7 +176,7 @@ impl Sketches {
             scales[row] = magnitude / dim as f32;
             sets[row] = set as f32;
         }
-        let nibbles = if avx2() && words <= NIBBLES_UP_TO {
+        let nibbles = if half_bytes() && words <= NIBBLES_UP_TO {
             by_groups(&bits, n, words)
         } else {
             Vec::new()
@@ -539,8 +546,9 @@ mod avx512 {
     }
 }
 
-/// The sketch scan on AVX2: eight vectors per step as two registers of four 64-bit lanes, the
-/// `popcount`s done on bytes by table lookup (`vpshufb` on each half-byte).
+/// The sketch scan on AVX2: 32 vectors per table lookup on the half-byte layout, or (without
+/// it) eight vectors per step as two registers of four 64-bit lanes, the `popcount`s of each
+/// bit plane done on bytes by table lookup (`vpshufb` on each half-byte).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Planes, Range, Sketches, GROUP, LANES, PLANES};
@@ -560,7 +568,9 @@ mod avx2 {
         sink: impl FnMut(usize, f32, usize),
     ) {
         let words = sketches.words;
-        if sketches.nibbles.is_empty() || queries.iter().any(|q| q.tables.is_empty()) {
+        let bytes = words * 8;
+        let tables_fit = queries.iter().all(|q| q.tables.len() == bytes * 32);
+        if sketches.nibbles.is_empty() || !tables_fit {
             // SAFETY: AVX2 is enabled here; a query holds PLANES runs of `words` words and a
             // block `words` runs of LANES words.
             return unsafe {
@@ -573,7 +583,6 @@ mod avx2 {
         let (mut group, mut cached) = (usize::MAX, vec![[0f32; GROUP]; queries.len()]);
         let tables: Vec<&[u8]> = queries.iter().map(|q| q.tables.as_slice()).collect();
         let per_group = GROUP / LANES;
-        let bytes = words * 8;
         // SAFETY: AVX2 is enabled here; the nibbles hold every group's `bytes · GROUP` bytes
         // and a query's tables 16 entries per half-byte of a sketch.
         unsafe {
@@ -830,6 +839,21 @@ mod tests {
         out
     }
 
+    /// `s` with the half-byte layout, whatever this CPU's kernel (so that the AVX2 kernel's
+    /// two paths are tested on any CPU with AVX2), and without it.
+    fn both_layouts(s: &Sketches) -> [Sketches; 2] {
+        [
+            Sketches {
+                nibbles: by_groups(&s.bits, s.len, s.words),
+                ..s.clone()
+            },
+            Sketches {
+                nibbles: Vec::new(),
+                ..s.clone()
+            },
+        ]
+    }
+
     /// The vectors of a [`Sketches::best`] answer, without their queries.
     fn rows(kept: Vec<(usize, usize)>) -> Vec<usize> {
         kept.into_iter().map(|(d, _)| d).collect()
@@ -841,7 +865,7 @@ mod tests {
         let vectors = clustered(n, 300, dim);
         let sketches = Sketches::new(&vectors, dim);
         assert_eq!(sketches.len(), n);
-        let nibbles = if avx2() { n * 48 } else { 0 };
+        let nibbles = if half_bytes() { n * 48 } else { 0 };
         assert_eq!(sketches.bytes(), n * 48 + n * 8 + dim * 4 + nibbles);
         let (mut found, mut wanted) = ([0; 2], [0; 2]);
         for seed in 0..40u64 {
@@ -970,26 +994,16 @@ mod tests {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if is_x86_feature_detected!("avx2") {
-                    // SAFETY: AVX2 was detected; the blocks exist.
-                    let fast = collect(|sink| unsafe {
-                        avx2::scores(&sketches, &planes, keep, blocks.clone(), sink)
-                    });
-                    assert_eq!(fast, part, "{dim} values, blocks {blocks:?}, AVX2");
-                    // Without the half-byte layout, by bit plane: the same.
-                    assert!(!sketches.nibbles.is_empty());
-                    let bare = Sketches {
-                        nibbles: Vec::new(),
-                        ..sketches.clone()
-                    };
-                    let planes = [bare.planes(&queries[0]), bare.planes(&queries[1])];
-                    assert!(planes[0].tables.is_empty());
-                    let by_planes = collect(|sink| unsafe {
-                        avx2::scores(&bare, &planes, keep, blocks.clone(), sink)
-                    });
-                    assert_eq!(
-                        by_planes, part,
-                        "{dim} values, blocks {blocks:?}, AVX2 planes"
-                    );
+                    // By half-byte tables and by bit plane: the same.
+                    for (layout, s) in both_layouts(&sketches).iter().enumerate() {
+                        let planes = [s.planes(&queries[0]), s.planes(&queries[1])];
+                        assert_eq!(planes[0].tables.is_empty(), layout == 1);
+                        // SAFETY: AVX2 was detected; the blocks exist.
+                        let fast = collect(|sink| unsafe {
+                            avx2::scores(s, &planes, keep, blocks.clone(), sink)
+                        });
+                        assert_eq!(fast, part, "{dim} values, blocks {blocks:?}, AVX2 {layout}");
+                    }
                 }
             }
         }
@@ -1012,11 +1026,15 @@ mod tests {
         assert!(named.iter().filter(|&&n| n > 0).count() >= 3, "{named:?}");
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected.
-            let fast = collect(|sink| unsafe {
-                avx2::scores(&sketches, &planes, keep, 0..sketches.blocks(), sink)
-            });
-            assert_eq!(fast, body);
+            for s in both_layouts(&sketches) {
+                let planes: Vec<Planes> = (0..7)
+                    .map(|seed| s.planes(&normalised(noise(seed + 40, dim))))
+                    .collect();
+                // SAFETY: AVX2 was detected.
+                let fast =
+                    collect(|sink| unsafe { avx2::scores(&s, &planes, keep, 0..s.blocks(), sink) });
+                assert_eq!(fast, body);
+            }
         }
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::avx512_popcnt() {
@@ -1060,11 +1078,14 @@ mod tests {
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected.
-            let fast = collect(|sink| unsafe {
-                avx2::scores(&damaged, &planes, |_| true, 0..damaged.blocks(), sink)
-            });
-            assert_eq!(fast, body);
+            for s in both_layouts(&damaged) {
+                let planes = [s.planes(&q), s.planes(&bad)];
+                // SAFETY: AVX2 was detected.
+                let fast = collect(|sink| unsafe {
+                    avx2::scores(&s, &planes, |_| true, 0..s.blocks(), sink)
+                });
+                assert_eq!(fast, body);
+            }
         }
         // Asking for more than there are gives them all.
         assert_eq!(damaged.best(&[&q], |_| true, usize::MAX, 4).len(), 1_000);
@@ -1095,6 +1116,12 @@ mod tests {
         assert_eq!(keep(usize::MAX), usize::MAX);
         // Searches rank sketches first by default only where eight are scanned per step.
         let fast = crate::cpu::avx512_popcnt() || avx2();
+        // The half-byte layout is built only for the AVX2 kernel.
+        assert_eq!(half_bytes(), avx2() && !crate::cpu::avx512_popcnt());
+        assert_eq!(
+            Sketches::new(&[0.5; 30], 3).nibbles.is_empty(),
+            !half_bytes()
+        );
         assert_eq!(default_from(), if fast { SKETCH_FROM } else { usize::MAX });
         assert_eq!(crate::HybridConfig::default().sketch_from, default_from());
     }
