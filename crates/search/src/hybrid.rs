@@ -528,8 +528,8 @@ impl HybridIndex {
         )
     }
 
-    /// [`HybridIndex::search_embedded`] with several query vectors: the semantic candidates
-    /// are the nearest tools to each, and a tool's cosine is its best one.
+    /// [`HybridIndex::search_embedded`] with several query vectors: a tool's cosine is its best
+    /// one, and the semantic candidates are the nearest tools by that cosine.
     pub fn search_clauses(&self, q: &Query<'_>, vectors: &QueryVectors) -> SearchResult {
         if q.text.trim().is_empty() {
             return self.lexical.search(q);
@@ -546,8 +546,12 @@ impl HybridIndex {
                 .fold(f32::NEG_INFINITY, f32::max)
         };
         let all: Vec<&[f32]> = vectors.all().collect();
-        // As many candidates as each vector would bring on its own.
-        let semantic = self.nearest(q, &all, depth * all.len());
+        // The nearest `depth` by a tool's best cosine, however many vectors: past the query's
+        // `limit` of them, a tool outside the lexical top cannot be among the `limit` best
+        // fused (each of those nearer tools scores more), so more candidates change an answer
+        // only through the cosine's rescaling (`fuse`), and they cost a large catalog's scan
+        // (`nearest`'s candidates and exact products) in proportion.
+        let semantic = self.nearest(q, &all, depth);
         let candidates = fuse(&lexical.hits, &semantic, cosine, &self.config);
         let total = candidates.len();
         SearchResult {
@@ -1266,6 +1270,43 @@ mod tests {
         // An embedder without clauses searches with the sentence.
         let r = index.search(&Query::new("clock weather", 1)).unwrap();
         assert_eq!(r.hits.len(), 1);
+    }
+
+    #[test]
+    fn a_request_of_several_vectors_takes_the_nearest_by_best_cosine_not_more() {
+        let docs: Vec<SearchDoc> = ["a.one", "b.two", "c.three", "d.four", "e.five", "f.six"]
+            .iter()
+            .map(|p| doc(p, "none"))
+            .collect();
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        // Each tool lies on one axis, at its own distance from the origin's direction.
+        #[rustfmt::skip]
+        let vectors = vec![
+            1.0, 0.0, 0.0, 0.0,
+            0.0, 1.0, 0.0, 0.0,
+            0.0, 0.0, 1.0, 0.0,
+            0.8, 0.0, 0.0, 0.6,
+            0.0, 0.8, 0.0, 0.6,
+            0.0, 0.0, 0.8, 0.6,
+        ];
+        let config = HybridConfig {
+            semantic_depth: 2,
+            ..HybridConfig::default()
+        };
+        let index = HybridIndex::from_vectors(lexical, Arc::new(Concepts), vectors, config);
+        // Three vectors, the third clause nearest tool 2: by best cosine tools 0, 1 and 2 tie
+        // at 1.0 and the rest follow at 0.8; two are taken, whatever the vectors' count.
+        let request = QueryVectors {
+            whole: vec![1.0, 0.0, 0.0, 0.0],
+            clauses: vec![vec![0.0, 1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0, 0.0]],
+        };
+        let r = index.search_clauses(&Query::new("xyzzy plugh", 2), &request);
+        assert_eq!(r.total, 2, "no words match: only the semantic candidates");
+        assert_eq!(r.hits.len(), 2);
+        assert!(r.hits.iter().all(|h| h.doc < 3), "{:?}", r.hits);
+        // A deeper search takes the next nearest as well.
+        let r = index.search_clauses(&Query::new("xyzzy plugh", 4), &request);
+        assert_eq!(r.total, 4);
     }
 
     #[test]
