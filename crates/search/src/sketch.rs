@@ -82,6 +82,13 @@ pub fn keep(candidates: usize) -> usize {
         .max(KEEP_AT_LEAST)
 }
 
+/// Whether a sink whose floor is `floor` wants an estimate of `score`: not below it (a NaN on
+/// either side is not below).
+#[inline(always)]
+fn wanted(score: f32, floor: f32) -> bool {
+    score.partial_cmp(&floor) != Some(std::cmp::Ordering::Less)
+}
+
 /// Vectors per block: a block's sketches are stored word by word, eight vectors side by side
 /// (one 512-bit register per word), so a scan works on eight vectors at once.
 const LANES: usize = 8;
@@ -255,15 +262,13 @@ impl Sketches {
         let mut kept: Vec<(usize, f32, usize)> = Vec::with_capacity(full.min(blocks.len() * LANES));
         let mut floor = f32::NEG_INFINITY;
         self.scores(planes, keep, blocks, |d, score, query| {
-            if score < floor {
-                return;
-            }
             kept.push((d, score, query));
             if kept.len() == full {
                 kept.select_nth_unstable_by(n - 1, by_score);
                 kept.truncate(n);
                 floor = kept[n - 1].1;
             }
+            floor
         });
         if kept.len() > n {
             kept.select_nth_unstable_by(n - 1, by_score);
@@ -320,13 +325,16 @@ impl Sketches {
 
     /// Gives `sink` every vector `d` of the blocks `blocks` for which `keep(d)`, in order,
     /// with its best estimated product over `queries` and the index of the query that gives
-    /// it (the first of equal ones; 0 when none is a number).
+    /// it (the first of equal ones; 0 when none is a number), but for those estimated below
+    /// the floor `sink` last returned (the least estimate it still wants; `f32::NEG_INFINITY`
+    /// for all): the SIMD kernels ask `keep` only of vectors at or above it, so a search's
+    /// filter is not asked of every vector of the catalog.
     fn scores(
         &self,
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32, usize),
+        sink: impl FnMut(usize, f32, usize) -> f32,
     ) {
         let blocks = blocks.start.min(self.blocks())..blocks.end.min(self.blocks());
         #[cfg(target_arch = "x86_64")]
@@ -375,7 +383,7 @@ impl Sketches {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32, usize),
+        sink: impl FnMut(usize, f32, usize) -> f32,
     ) {
         self.scores_body(queries, keep, blocks, sink)
     }
@@ -388,11 +396,12 @@ impl Sketches {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        mut sink: impl FnMut(usize, f32, usize),
+        mut sink: impl FnMut(usize, f32, usize) -> f32,
     ) {
         let words = self.words;
         let rows =
             blocks.start.saturating_mul(LANES)..blocks.end.saturating_mul(LANES).min(self.len);
+        let mut floor = f32::NEG_INFINITY;
         for d in rows.filter(|&d| keep(d)) {
             let (block, lane) = (d / LANES, d % LANES);
             let word = |w: usize| self.bits[(block * words + w) * LANES + lane];
@@ -410,7 +419,9 @@ impl Sketches {
                     (best, best_query) = (estimate, i);
                 }
             }
-            sink(d, best, best_query);
+            if wanted(best, floor) {
+                floor = sink(d, best, best_query);
+            }
         }
     }
 }
@@ -430,11 +441,12 @@ unsafe fn by_blocks(
     queries: &[Planes],
     keep: impl Fn(usize) -> bool,
     blocks: Range<usize>,
-    mut sink: impl FnMut(usize, f32, usize),
+    mut sink: impl FnMut(usize, f32, usize) -> f32,
     mut units: impl FnMut(usize, &[u64], usize, &Planes) -> std::arch::x86_64::__m256,
 ) {
     use std::arch::x86_64::*;
     let (mut best, mut best_query) = ([0f32; LANES], [0f32; LANES]);
+    let mut floor = f32::NEG_INFINITY;
     for block in blocks {
         let first = block * LANES;
         let lanes = LANES.min(sketches.len - first);
@@ -469,12 +481,19 @@ unsafe fn by_blocks(
                 top = _mm256_blendv_ps(top, estimate, above);
                 top_query = _mm256_blendv_ps(top_query, _mm256_set1_ps(i as f32), above);
             }
+            // The lanes at or above the floor (not below it: `top` is never a NaN).
+            let wanted =
+                _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(top, _mm256_set1_ps(floor)));
+            if wanted & ((1 << lanes) - 1) == 0 {
+                continue;
+            }
             _mm256_storeu_ps(best.as_mut_ptr(), top);
             _mm256_storeu_ps(best_query.as_mut_ptr(), top_query);
         }
         for (l, (&score, &query)) in best.iter().zip(&best_query).enumerate().take(lanes) {
-            if keep(first + l) {
-                sink(first + l, score, query as usize);
+            // The floor rises as the sink takes vectors: checked again for each.
+            if wanted(score, floor) && keep(first + l) {
+                floor = sink(first + l, score, query as usize);
             }
         }
     }
@@ -496,7 +515,7 @@ mod avx512 {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32, usize),
+        sink: impl FnMut(usize, f32, usize) -> f32,
     ) {
         let words = sketches.words;
         // SAFETY: AVX-512 F and AVX are enabled here; a query holds PLANES runs of `words`
@@ -565,7 +584,7 @@ mod avx2 {
         queries: &[Planes],
         keep: impl Fn(usize) -> bool,
         blocks: Range<usize>,
-        sink: impl FnMut(usize, f32, usize),
+        sink: impl FnMut(usize, f32, usize) -> f32,
     ) {
         let words = sketches.words;
         let bytes = words * 8;
@@ -833,9 +852,14 @@ mod tests {
     }
 
     /// What a scoring function gives its sink, in order: vector, estimate, query.
-    fn collect(score: impl FnOnce(&mut dyn FnMut(usize, f32, usize))) -> Vec<(usize, f32, usize)> {
+    fn collect(
+        score: impl FnOnce(&mut dyn FnMut(usize, f32, usize) -> f32),
+    ) -> Vec<(usize, f32, usize)> {
         let mut out = Vec::new();
-        score(&mut |d, s, q| out.push((d, s, q)));
+        score(&mut |d, s, q| {
+            out.push((d, s, q));
+            f32::NEG_INFINITY
+        });
         out
     }
 
@@ -1005,6 +1029,89 @@ mod tests {
                         assert_eq!(fast, part, "{dim} values, blocks {blocks:?}, AVX2 {layout}");
                     }
                 }
+            }
+        }
+    }
+
+    /// What a scoring function gives a sink whose floor is the best estimate it has had, and
+    /// which vectors it asked `keep` of.
+    fn records(
+        score: impl FnOnce(&dyn Fn(usize) -> bool, &mut dyn FnMut(usize, f32, usize) -> f32),
+        keep: impl Fn(usize) -> bool,
+    ) -> (Vec<(usize, f32, usize)>, Vec<usize>) {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let keep = |d: usize| {
+            asked.borrow_mut().push(d);
+            keep(d)
+        };
+        let mut out: Vec<(usize, f32, usize)> = Vec::new();
+        score(&keep, &mut |d, s, q| {
+            out.push((d, s, q));
+            out.iter().map(|o| o.1).fold(f32::NEG_INFINITY, f32::max)
+        });
+        (out, asked.into_inner())
+    }
+
+    #[test]
+    fn a_vector_below_the_sinks_floor_is_left_out_and_not_asked_of_keep() {
+        let dim = 384;
+        let vectors = clustered(2_001, 40, dim);
+        let sketches = Sketches::new(&vectors, dim);
+        let planes: Vec<Planes> = (0..3)
+            .map(|seed| sketches.planes(&normalised(noise(seed + 70, dim))))
+            .collect();
+        let keep = |d: usize| d % 7 != 3;
+        let every = collect(|sink| sketches.scores_body(&planes, keep, ALL, sink));
+        // With a floor at the best so far, exactly the kept vectors that reach it come.
+        let mut expected = Vec::new();
+        let mut best = f32::NEG_INFINITY;
+        for &(d, score, q) in &every {
+            if score >= best {
+                expected.push((d, score, q));
+                best = score;
+            }
+        }
+        assert!(
+            expected.len() > 3 && expected.len() < 200,
+            "{}",
+            expected.len()
+        );
+        let (body, _) = records(|k, sink| sketches.scores_body(&planes, k, ALL, sink), keep);
+        assert_eq!(body, expected);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut kernels: Vec<(Sketches, &str)> = Vec::new();
+            if crate::cpu::avx512_popcnt() {
+                kernels.push((sketches.clone(), "AVX-512"));
+            }
+            if is_x86_feature_detected!("avx2") {
+                let [a, b] = both_layouts(&sketches);
+                kernels.push((a, "AVX2 by tables"));
+                kernels.push((b, "AVX2 by planes"));
+            }
+            for (s, name) in &kernels {
+                let planes: Vec<Planes> = (0..3)
+                    .map(|seed| s.planes(&normalised(noise(seed + 70, dim))))
+                    .collect();
+                let blocks = 0..s.blocks();
+                let (given, asked) = records(
+                    |k, sink| {
+                        // SAFETY: the kernel's features were detected; the blocks exist.
+                        unsafe {
+                            if name.starts_with("AVX-512") {
+                                avx512::scores(s, &planes, k, blocks.clone(), sink)
+                            } else {
+                                avx2::scores(s, &planes, k, blocks.clone(), sink)
+                            }
+                        }
+                    },
+                    keep,
+                );
+                assert_eq!(given, expected, "{name}");
+                // `keep` is asked of each block until one of its vectors is to be kept
+                // (whether to score the block at all), then only of vectors at or above the
+                // floor: far fewer than the 2,001 vectors and 251 blocks of asking it of each.
+                assert!(asked.len() < 1_000, "{name}: {}", asked.len());
             }
         }
     }
