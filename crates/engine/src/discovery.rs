@@ -22,12 +22,17 @@ use toolshed_search::{
 
 use crate::{Caller, Engine, EngineError};
 
+mod visibility;
+use visibility::Visibility;
+
 /// The search indexes of one catalog snapshot: BM25F always, plus the hybrid (BM25F fused with
 /// embeddings) once a configured embedder has embedded every tool of the snapshot.
 #[derive(Clone)]
 pub(crate) struct Ranker {
     pub lexical: Arc<SearchIndex>,
     pub hybrid: Option<Arc<HybridIndex>>,
+    /// What a search's filter reads per candidate.
+    visibility: Arc<Visibility>,
 }
 
 struct Built {
@@ -125,6 +130,7 @@ impl SearchCache {
         let ranker = Ranker {
             lexical: lexical.clone(),
             hybrid,
+            visibility: Arc::new(Visibility::of(catalog)),
         };
         *slot = Some(Built {
             version,
@@ -479,12 +485,7 @@ impl Engine {
     ) -> SearchAnswer {
         let catalog = self.inner.catalog.load();
         let ranker = self.inner.search.get(&catalog);
-        let filter = |i: usize| {
-            catalog.get_index(i).is_some_and(|e| {
-                e.tool.def.kind == kind
-                    && (caller.access.is_all() || caller.allows(e.tool.def.path.as_str()))
-            })
-        };
+        let filter = ranker.visibility.filter(&catalog, &caller.access, kind);
         let query = Query {
             text,
             limit: limit.clamp(1, 100),
