@@ -551,6 +551,56 @@ fn compare_sketches(
         &whole_times,
         0,
     );
+    compare_filters(index, &queries);
+}
+
+/// A catalog entry as a server holds one, for [`compare_filters`]: its own allocation, about
+/// the size of a tool's definition, with the kind of entry somewhere inside.
+#[cfg(feature = "semantic")]
+struct Entry {
+    _before: [u8; 256],
+    kind: u8,
+    _after: [u8; 255],
+}
+
+/// The same whole searches with a filter on every candidate, as a server's search has (the
+/// entries of the caller's kind): read from each entry's own allocation, as a filter that
+/// looks a tool up in the catalog does, and from one byte per tool in an array.
+#[cfg(feature = "semantic")]
+fn compare_filters(index: &toolshed_search::HybridIndex, queries: &[String]) {
+    let docs = index.lexical().len();
+    let entries: Vec<std::sync::Arc<Entry>> = (0..docs)
+        .map(|d| {
+            std::sync::Arc::new(Entry {
+                _before: [0; 256],
+                kind: u8::from(d % 97 == 0),
+                _after: [0; 255],
+            })
+        })
+        .collect();
+    let kinds: Vec<u8> = entries.iter().map(|e| e.kind).collect();
+    let by_entry = |d: usize| entries.get(d).is_some_and(|e| e.kind == 0);
+    let by_byte = |d: usize| kinds.get(d) == Some(&0);
+    let filters: [(&str, &(dyn Fn(usize) -> bool + Sync)); 2] = [
+        ("each tool's entry read", &by_entry),
+        ("one byte per tool", &by_byte),
+    ];
+    for (what, filter) in filters {
+        let mut times: Vec<Duration> = queries
+            .iter()
+            .map(|text| {
+                let q = Query {
+                    filter: Some(filter),
+                    ..Query::new(text, 10)
+                };
+                let t = Instant::now();
+                index.search(&q).expect("the query embeds");
+                t.elapsed()
+            })
+            .collect();
+        times.sort_unstable();
+        print_times(&format!("    whole searches, filtered: {what}"), &times, 0);
+    }
 }
 
 /// `times` (one per request, in the requests' order) split by how many vectors each request
