@@ -1033,6 +1033,13 @@ mod tests {
         }
     }
 
+    /// `count` random queries (seeds from `first`) as `s` scans them.
+    fn query_planes(s: &Sketches, count: u64, first: u64) -> Vec<Planes> {
+        (first..first + count)
+            .map(|seed| s.planes(&normalised(noise(seed, s.center.len()))))
+            .collect()
+    }
+
     /// What a scoring function gives a sink whose floor is the best estimate it has had, and
     /// which vectors it asked `keep` of.
     fn records(
@@ -1045,9 +1052,11 @@ mod tests {
             keep(d)
         };
         let mut out: Vec<(usize, f32, usize)> = Vec::new();
+        let mut best = f32::NEG_INFINITY;
         score(&keep, &mut |d, s, q| {
             out.push((d, s, q));
-            out.iter().map(|o| o.1).fold(f32::NEG_INFINITY, f32::max)
+            best = best.max(s);
+            best
         });
         (out, asked.into_inner())
     }
@@ -1057,9 +1066,7 @@ mod tests {
         let dim = 384;
         let vectors = clustered(2_001, 40, dim);
         let sketches = Sketches::new(&vectors, dim);
-        let planes: Vec<Planes> = (0..3)
-            .map(|seed| sketches.planes(&normalised(noise(seed + 70, dim))))
-            .collect();
+        let planes = query_planes(&sketches, 3, 70);
         let keep = |d: usize| d % 7 != 3;
         let every = collect(|sink| sketches.scores_body(&planes, keep, ALL, sink));
         // With a floor at the best so far, exactly the kept vectors that reach it come.
@@ -1090,9 +1097,7 @@ mod tests {
                 kernels.push((b, "AVX2 by planes"));
             }
             for (s, name) in &kernels {
-                let planes: Vec<Planes> = (0..3)
-                    .map(|seed| s.planes(&normalised(noise(seed + 70, dim))))
-                    .collect();
+                let planes = query_planes(s, 3, 70);
                 let blocks = 0..s.blocks();
                 let (given, asked) = records(
                     |k, sink| {
@@ -1122,9 +1127,7 @@ mod tests {
         let dim = 384;
         let vectors = clustered(1_000, 30, dim);
         let sketches = Sketches::new(&vectors, dim);
-        let planes: Vec<Planes> = (0..7)
-            .map(|seed| sketches.planes(&normalised(noise(seed + 40, dim))))
-            .collect();
+        let planes = query_planes(&sketches, 7, 40);
         let keep = |d: usize| d % 5 != 1;
         let body = collect(|sink| sketches.scores_body(&planes, keep, ALL, sink));
         assert_eq!(body.len(), 800);
@@ -1134,9 +1137,7 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
             for s in both_layouts(&sketches) {
-                let planes: Vec<Planes> = (0..7)
-                    .map(|seed| s.planes(&normalised(noise(seed + 40, dim))))
-                    .collect();
+                let planes = query_planes(&s, 7, 40);
                 // SAFETY: AVX2 was detected.
                 let fast =
                     collect(|sink| unsafe { avx2::scores(&s, &planes, keep, 0..s.blocks(), sink) });
