@@ -130,11 +130,15 @@ def measure(url: str, setdir: str) -> None:
     queries = [q for q in queries if q["id"] in relevant]
 
     timed: list[tuple[float, str, int]] = []
+    # RETRIEVAL_PAUSE_MS=N waits N ms before each call, as an agent does between its searches.
+    pause = float(os.environ.get("RETRIEVAL_PAUSE_MS", "0")) / 1000
 
     async def run() -> tuple[list[float], list[float], list[float]]:
         r5, r10, ms = [], [], []
         async with Client(url) as client:
             for q in queries:
+                if pause:
+                    await anyio.sleep(pause)
                 start = time.perf_counter()
                 result = await client.call_tool("search_tools", {"query": q["text"], "limit": 10})
                 ms.append((time.perf_counter() - start) * 1000)

@@ -9,7 +9,9 @@
 //! without letterless words), and the tokenizer's share. `EMBED_THREADS` sets the threads of
 //! the forward pass (default: the embedder's own choice), `TOOLSHED_SEARCH_PRECISION` the
 //! precision (`q8` by default, `i8`, `f16`, `f32`), and `EMBED_COMPARE=1` prints the cosine of
-//! each query's whole vector to the f32 forward pass's.
+//! each query's whole vector to the f32 forward pass's. `EMBED_GAP_US=N` waits N microseconds
+//! before each query, as a server waits between an agent's searches: back to back (the
+//! default) the forward pass's helper threads are still awake, after a pause they sleep.
 //!
 //! Without the `semantic` feature or the model variable it prints a note and measures nothing.
 
@@ -84,11 +86,17 @@ fn main() {
         for q in picked.iter().take(10) {
             model.embed(q).expect("embeds");
         }
+        let gap = std::env::var("EMBED_GAP_US").ok().map(|us| {
+            std::time::Duration::from_micros(us.parse().expect("EMBED_GAP_US: microseconds"))
+        });
         let mut times = Vec::with_capacity(picked.len());
         let mut tok_times = Vec::with_capacity(picked.len());
         let mut lens = Vec::with_capacity(picked.len());
         let mut read = Vec::with_capacity(picked.len());
         for q in &picked {
+            if let Some(gap) = gap {
+                std::thread::sleep(gap);
+            }
             read.push(model.query_token_count(q).expect("tokenizes"));
             let t = Instant::now();
             let n = model.token_count(q).expect("tokenizes");

@@ -67,9 +67,15 @@ impl Visibility {
                 return bits;
             }
         }
-        // Made outside the lock: another access's search need not wait for these matches.
+        // Made outside the lock: another access's search need not wait for these matches. Only
+        // the snapshot's own entries are read: a view never reaches past the kinds it goes with.
+        debug_assert_eq!(
+            catalog.len(),
+            self.kinds.len(),
+            "a view of another snapshot"
+        );
         let mut words = vec![0u64; self.kinds.len().div_ceil(64)];
-        for (i, e) in catalog.iter().enumerate() {
+        for (i, e) in catalog.iter().enumerate().take(self.kinds.len()) {
             if access.allows(e.tool.def.path.as_str()) {
                 words[i / 64] |= 1 << (i % 64);
             }
