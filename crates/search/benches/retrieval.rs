@@ -13,7 +13,8 @@
 //! every tool and query (a query as a search embeds it: its clauses, when it has several) and
 //! prints, per set, the lexical, semantic-only (the whole query's vector) and hybrid figures with
 //! the embedding cost. `--fusion rrf,K,W,DEPTH` or `--fusion convex,W,DEPTH` overrides the fusion
-//! (`W` the semantic share, `DEPTH` taken from each side). `--one-vector` embeds each tool's
+//! (`W` the semantic share, `DEPTH` taken from each side), `--clause-share S` the share of a
+//! clause's own lexical evidence in a request of several (0: none). `--one-vector` embeds each tool's
 //! whole text only, without the second vector of its description's first sentence.
 
 use std::collections::{HashMap, HashSet};
@@ -465,6 +466,10 @@ fn main() {
                     hybrid_config.lexical_depth = depth as usize;
                     hybrid_config.semantic_depth = depth as usize;
                 }
+            }
+            #[cfg(feature = "semantic")]
+            "--clause-share" => {
+                hybrid_config.clause_share = value.parse().expect("--clause-share: a number");
             }
             other => panic!("unknown option {other}"),
         }

@@ -214,6 +214,10 @@ pub struct HybridConfig {
     pub semantic_depth: usize,
     /// Share `w` of the semantic side, 0 (lexical only) to 1 (semantic only).
     pub semantic_weight: f32,
+    /// For a request of several clauses, the share of each clause's own lexical evidence
+    /// ([`HybridIndex::clause_evidence`]); 0 judges the candidates by the request's words as a
+    /// whole only.
+    pub clause_share: f32,
     pub fusion: Fusion,
     /// Rows (tool vectors and lead vectors) from which a scan ranks one-bit sketches first
     /// ([`crate::sketch`]); `usize::MAX` never does. By default [`scan::SKETCH_FROM`] where the
@@ -232,6 +236,7 @@ impl Default for HybridConfig {
             lexical_depth: 50,
             semantic_depth: 50,
             semantic_weight: 0.6,
+            clause_share: 0.5,
             fusion: Fusion::Convex,
             sketch_from: crate::sketch::default_from(),
         }
@@ -552,12 +557,56 @@ impl HybridIndex {
         // only through the cosine's rescaling (`fuse`), and they cost a large catalog's scan
         // (`nearest`'s candidates and exact products) in proportion.
         let semantic = self.nearest(q, &all, depth);
-        let candidates = fuse(&lexical.hits, &semantic, cosine, &self.config);
+        let lexical = if vectors.clauses.is_empty() || self.config.clause_share <= 0.0 {
+            lexical.hits
+        } else {
+            self.clause_evidence(q.text, lexical.hits, &semantic)
+        };
+        let candidates = fuse(&lexical, &semantic, cosine, &self.config);
         let total = candidates.len();
         SearchResult {
             hits: top_k(candidates, q.limit),
             total,
         }
+    }
+
+    /// The lexical evidence for a request of several clauses (`text`): the candidates (the
+    /// `lexical` and `semantic` tops) are also scored against each clause's words, so a tool
+    /// that does one of the things the request asks for is not judged only by the request's
+    /// words as a whole, most of which are about the other things. A candidate's evidence is
+    /// the best of its score for the request relative to the best candidate's, and
+    /// [`HybridConfig::clause_share`] of its score for each clause relative to that clause's
+    /// best candidate. The clause scores come from the lexical index's forward lists
+    /// ([`SearchIndex::score_docs`]): a hundred candidates' terms, not a clause's postings.
+    /// Candidates without any evidence are left out; best first.
+    fn clause_evidence(&self, text: &str, lexical: Vec<Hit>, semantic: &[Hit]) -> Vec<Hit> {
+        let best = lexical.first().map_or(0.0, |h| h.score);
+        let mut evidence: Vec<Hit> = lexical
+            .into_iter()
+            .map(|h| Hit {
+                doc: h.doc,
+                score: if best > 0.0 { h.score / best } else { 0.0 },
+            })
+            .collect();
+        let held: std::collections::HashSet<usize> = evidence.iter().map(|h| h.doc).collect();
+        let others = semantic.iter().filter(|h| !held.contains(&h.doc));
+        evidence.extend(others.map(|h| Hit {
+            doc: h.doc,
+            score: 0.0,
+        }));
+        let docs: Vec<usize> = evidence.iter().map(|h| h.doc).collect();
+        for clause in crate::clauses::clauses(text) {
+            let scores = self.lexical.score_docs(&text[clause], &docs);
+            let top = scores.iter().copied().fold(0.0f32, f32::max);
+            if top <= 0.0 {
+                continue;
+            }
+            for (hit, score) in evidence.iter_mut().zip(scores) {
+                hit.score = hit.score.max(self.config.clause_share * score / top);
+            }
+        }
+        evidence.retain(|h| h.score > 0.0);
+        top_k(evidence, usize::MAX)
     }
 
     /// Ranks by cosine alone (no lexical evidence), honouring the query's namespace and
@@ -1050,6 +1099,77 @@ mod tests {
         assert_eq!(first(&single), 1);
         // The fused ranking uses the lead vector too.
         assert_eq!(index.search(&q).unwrap().hits[0].doc, 0);
+    }
+
+    #[test]
+    fn a_tool_for_one_clause_of_a_request_gains_that_clauses_lexical_evidence() {
+        // The request's words are mostly about its first clause; the second clause's tool
+        // matches few of them, so by the whole request it trails a near-twin of the first
+        // clause's tool. Every tool has the same vector: only words decide.
+        let docs = [
+            doc(
+                "loans.payment",
+                "Monthly payment of a loan with an interest rate and a term.",
+            ),
+            doc(
+                "loans.mortgage",
+                "Monthly mortgage payment with an interest rate and a term.",
+            ),
+            doc("geo.distance", "Distance between two cities."),
+            doc("mail.send", "Send an email."),
+        ];
+        let lexical = Arc::new(SearchIndex::build(&docs));
+        let same = [0.5f32, 0.5, 0.5, 0.5].repeat(docs.len());
+        let with = |clause_share: f32| {
+            let config = HybridConfig {
+                clause_share,
+                ..HybridConfig::default()
+            };
+            HybridIndex::from_vectors(lexical.clone(), Arc::new(Unused(4)), same.clone(), config)
+        };
+        let text = "Compute the monthly payment of a loan at a 5% interest rate over a 5 year \
+                    term and the monthly payment at a 6% interest rate over the same term, \
+                    then find the distance by car.";
+        let v = vec![0.5f32; 4];
+        let vectors = QueryVectors {
+            whole: v.clone(),
+            clauses: vec![v.clone(), v],
+        };
+        let q = Query::new(text, 2);
+        let top = |index: &HybridIndex| -> Vec<usize> {
+            let hits = index.search_clauses(&q, &vectors).hits;
+            hits.iter().map(|h| h.doc).collect()
+        };
+        assert_eq!(
+            top(&with(0.0)),
+            [0, 1],
+            "by the whole request: the two loan tools"
+        );
+        // The distance tool is its clause's best: with a full share it counts as much as the
+        // request's best tool, with half a share half as much.
+        assert_eq!(
+            top(&with(1.0)),
+            [0, 2],
+            "the distance clause's tool comes second"
+        );
+        let score_of = |index: &HybridIndex, doc: usize| {
+            let all = Query::new(text, 4);
+            let hits = index.search_clauses(&all, &vectors).hits;
+            hits.iter().find(|h| h.doc == doc).map_or(0.0, |h| h.score)
+        };
+        let (none, half) = (score_of(&with(0.0), 2), score_of(&with(0.5), 2));
+        assert!(half > none, "half a share lifts it: {none} -> {half}");
+        assert!(
+            (half - 0.4 * 0.5).abs() < 1e-5,
+            "0.4 of the lexical side: {half}"
+        );
+        // A request of one clause is judged as a whole, whatever the share.
+        let single = QueryVectors {
+            whole: vec![0.5f32; 4],
+            clauses: Vec::new(),
+        };
+        let hits = with(0.5).search_clauses(&q, &single).hits;
+        assert_eq!(hits.iter().map(|h| h.doc).collect::<Vec<_>>(), [0, 1]);
     }
 
     fn ranking(docs: &[usize]) -> Vec<Hit> {

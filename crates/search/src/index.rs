@@ -387,6 +387,25 @@ impl SearchIndex {
         }
     }
 
+    /// The BM25F score of `text` for each of `docs` (its terms' weights times their impacts
+    /// in the document, read from the forward lists), without the namespace's evidence or
+    /// feedback: a re-scoring of candidates a search already has, which reads their terms,
+    /// not the postings of the text's.
+    pub fn score_docs(&self, text: &str, docs: &[usize]) -> Vec<f32> {
+        let terms = self.query_terms(text);
+        let score = |d: usize| -> f32 {
+            let range = self.forward_start[d] as usize..self.forward_start[d + 1] as usize;
+            self.forward[range]
+                .iter()
+                .filter_map(|&(term, impact)| {
+                    let at = terms.binary_search_by_key(&term, |t| t.0).ok()?;
+                    Some(terms[at].1 * self.idf[term as usize] * impact)
+                })
+                .sum()
+        };
+        docs.iter().map(|&d| score(d)).collect()
+    }
+
     /// Adds to each candidate a share of the pooled scores of its namespace's candidates:
     /// a tool whose server matches the task as a whole rises with it.
     fn smooth_by_namespace(&self, candidates: &mut [Hit]) {
@@ -632,6 +651,48 @@ mod tests {
         let best_maps = score(&plain, 0).max(score(&plain, 1));
         assert!((score(&pooled, 0) - score(&plain, 0) - w * best_maps).abs() < 1e-4);
         assert!((score(&pooled, 2) - score(&plain, 2) * (1.0 + w)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_text_scored_on_given_documents_scores_as_its_search_does() {
+        let docs = [
+            doc(
+                "maps.route",
+                "plan_route",
+                "Plan a driving route between two places",
+            ),
+            doc(
+                "maps.geocode",
+                "geocode",
+                "Turn an address into coordinates",
+            ),
+            doc(
+                "cars.park",
+                "park_assist",
+                "Assist with parking a car near a place",
+            ),
+            doc("mail.send", "send", "Send an email"),
+        ];
+        let index = SearchIndex::build_with(
+            &docs,
+            Bm25fConfig {
+                namespace_weight: 0.0,
+                ..Bm25fConfig::default()
+            },
+        );
+        let text = "a driving route to a parking place";
+        let searched = index.search(&Query::new(text, 10)).hits;
+        let scored = index.score_docs(text, &[3, 2, 1, 0]);
+        assert_eq!(scored[0], 0.0, "no word of the text: nothing");
+        for hit in &searched {
+            let at = 3 - hit.doc;
+            assert!(
+                (scored[at] - hit.score).abs() < 1e-5,
+                "{hit:?}: {}",
+                scored[at]
+            );
+        }
+        assert!(searched.len() >= 2);
     }
 
     #[test]
