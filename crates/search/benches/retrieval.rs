@@ -14,8 +14,8 @@
 //! prints, per set, the lexical, semantic-only (the whole query's vector) and hybrid figures with
 //! the embedding cost. `--fusion rrf,K,W,DEPTH` or `--fusion convex,W,DEPTH` overrides the fusion
 //! (`W` the semantic share, `DEPTH` taken from each side), `--clause-share S` the share of a
-//! clause's own lexical evidence in a request of several (0: none). `--one-vector` embeds each tool's
-//! whole text only, without the second vector of its description's first sentence.
+//! clause's own lexical evidence in a request of several (0: none). `--one-vector` embeds each
+//! tool's whole text only, without the second vector of its description's first sentence.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
