@@ -9,6 +9,7 @@
 #   scripts/retrieval-mcp.sh DIR [SET...]      # DIR as for the retrieval bench; default all sets
 #   RETRIEVAL_SLOWEST=3 scripts/retrieval-mcp.sh DIR SET   # also lists each pass's 3 slowest calls
 #   RETRIEVAL_PAUSE_MS=100 scripts/retrieval-mcp.sh DIR SET   # waits 100 ms before each call, as an agent does
+#   RETRIEVAL_DUMP=OUT scripts/retrieval-mcp.sh DIR SET   # writes OUT/SET.jsonl: each query's hits
 #
 # Needs the release binary with semantic search (`cargo build --release -p toolshed --features
 # semantic`, or TOOLSHED_BIN), the model (scripts/search-model.sh) and the SDK (scripts/peers.sh,

@@ -132,6 +132,10 @@ def measure(url: str, setdir: str) -> None:
     timed: list[tuple[float, str, int]] = []
     # RETRIEVAL_PAUSE_MS=N waits N ms before each call, as an agent does between its searches.
     pause = float(os.environ.get("RETRIEVAL_PAUSE_MS", "0")) / 1000
+    # RETRIEVAL_DUMP=DIR writes DIR/SET.jsonl: each query's id, R@5, hits and relevant paths.
+    dump = None
+    if os.environ.get("RETRIEVAL_DUMP"):
+        dump = open(Path(os.environ["RETRIEVAL_DUMP"]) / f"{Path(setdir).name}.jsonl", "w", encoding="utf-8")
 
     async def run() -> tuple[list[float], list[float], list[float]]:
         r5, r10, ms = [], [], []
@@ -151,6 +155,9 @@ def measure(url: str, setdir: str) -> None:
                 want = relevant[q["id"]]
                 r5.append(len(want & set(hits[:5])) / len(want))
                 r10.append(len(want & set(hits[:10])) / len(want))
+                if dump:
+                    row = {"id": q["id"], "r5": r5[-1], "hits": hits[:10], "relevant": sorted(want)}
+                    dump.write(json.dumps(row) + "\n")
         return r5, r10, ms
 
     r5, r10, ms = anyio.run(run)

@@ -16,6 +16,12 @@
 //! (`W` the semantic share, `DEPTH` taken from each side), `--clause-share S` the share of a
 //! clause's own lexical evidence in a request of several (0: none). `--one-vector` embeds each
 //! tool's whole text only, without the second vector of its description's first sentence.
+//! `--one-namespace NS` puts every tool's path under `NS`, as when one upstream server serves
+//! the whole set (a set's ranking should not change by it but where its own namespaces did).
+//!
+//! Environment: `RETRIEVAL_DEBUG=1` prints each request the hybrid ranking misses with its top
+//! five; `RETRIEVAL_DUMP=DIR` writes `DIR/SET.jsonl`, each request's hybrid top ten (as
+//! `scripts/retrieval-mcp.sh` does for the MCP face, to compare the two request by request).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -44,8 +50,9 @@ fn text(v: &Value, key: &str) -> String {
 
 /// A tool row as the gateway would index it: the id becomes the dot path
 /// (`server::tool` → `server.tool`), parameters come from the input schema or,
-/// for API catalogs without one, from the listed argument names.
-fn to_doc(row: &Value) -> SearchDoc {
+/// for API catalogs without one, from the listed argument names. `under` puts every path
+/// under one namespace more, as when one upstream server serves the whole set.
+fn to_doc(row: &Value, under: Option<&str>) -> SearchDoc {
     let id = text(row, "id");
     let mut params = row
         .get("input_schema")
@@ -64,8 +71,12 @@ fn to_doc(row: &Value) -> SearchDoc {
         })),
         _ => {}
     }
+    let path = id.replace("::", ".");
     SearchDoc {
-        path: id.replace("::", "."),
+        path: match under {
+            Some(namespace) => format!("{namespace}.{path}"),
+            None => path,
+        },
         name: text(row, "name"),
         description: text(row, "description"),
         params,
@@ -130,14 +141,14 @@ struct Set {
     queries: Vec<(String, HashSet<usize>)>,
 }
 
-fn load(dir: &Path) -> Option<Set> {
+fn load(dir: &Path, under: Option<&str>) -> Option<Set> {
     let tools_path = dir.join("tools.jsonl");
     if !tools_path.exists() {
         return None;
     }
     let tools = read_jsonl(&tools_path);
     let ids: Vec<String> = tools.iter().map(|t| text(t, "id")).collect();
-    let docs: Vec<SearchDoc> = tools.iter().map(to_doc).collect();
+    let docs: Vec<SearchDoc> = tools.iter().map(|t| to_doc(t, under)).collect();
 
     let mut relevant: HashMap<String, HashSet<usize>> = HashMap::new();
     let by_id: HashMap<&str, usize> = ids
@@ -180,6 +191,30 @@ fn debug_miss(set: &Set, qtext: &str, ranked: &[usize], rel: &HashSet<usize>) {
     {
         println!("   missed {}", set.ids[*d]);
     }
+}
+
+/// One request's top ten as a JSON line: its text, R@5, the hits' ids and the relevant ids.
+#[cfg(feature = "semantic")]
+fn dump_ranking(
+    out: &mut impl std::io::Write,
+    set: &Set,
+    qtext: &str,
+    ranked: &[usize],
+    rel: &HashSet<usize>,
+) {
+    let found = ranked.iter().take(5).filter(|d| rel.contains(d)).count();
+    let ids = |docs: &mut dyn Iterator<Item = &usize>| -> Vec<&str> {
+        docs.map(|d| set.ids[*d].as_str()).collect()
+    };
+    let mut relevant = ids(&mut rel.iter());
+    relevant.sort_unstable();
+    let row = serde_json::json!({
+        "text": qtext,
+        "r5": found as f64 / rel.len() as f64,
+        "hits": ids(&mut ranked.iter().take(10)),
+        "relevant": relevant,
+    });
+    writeln!(out, "{row}").expect("dump written");
 }
 
 fn ranked(result: &toolshed_search::SearchResult) -> Vec<usize> {
@@ -292,6 +327,12 @@ fn evaluate_hybrid(
     };
     let embed_build = start.elapsed().as_secs_f64();
 
+    // RETRIEVAL_DUMP=DIR writes DIR/SET.jsonl: each request's hybrid top ten, as
+    // scripts/retrieval-mcp.sh does for the MCP face.
+    let mut dump = std::env::var_os("RETRIEVAL_DUMP").map(|dir| {
+        let path = Path::new(&dir).join(format!("{name}.jsonl"));
+        std::io::BufWriter::new(std::fs::File::create(&path).expect("dump file"))
+    });
     let (mut lex, mut sem, mut hyb) = (Metrics::default(), Metrics::default(), Metrics::default());
     let (mut t_lex, mut t_embed, mut t_sem, mut t_hyb) = (0f64, 0f64, 0f64, 0f64);
     let mut embed_times = Vec::with_capacity(set.queries.len());
@@ -318,6 +359,9 @@ fn evaluate_hybrid(
         t_hyb += t.elapsed().as_secs_f64();
         let r = ranked(&r);
         debug_miss(set, qtext, &r, rel);
+        if let Some(out) = dump.as_mut() {
+            dump_ranking(out, set, qtext, &r, rel);
+        }
         hyb.add(&r, rel);
     }
     embed_times.sort_by(f64::total_cmp);
@@ -406,6 +450,7 @@ fn main() {
     let mut hybrid_config = toolshed_search::HybridConfig::default();
     let mut it = args[1..].iter();
     let mut one_vector = false;
+    let mut under: Option<String> = None;
     while let Some(flag) = it.next() {
         if flag == "--one-vector" {
             one_vector = true;
@@ -413,6 +458,7 @@ fn main() {
         }
         let value = it.next().expect("flag value");
         match flag.as_str() {
+            "--one-namespace" => under = Some(value.clone()),
             "--k1" => config.k1 = value.parse().expect("k1"),
             "--weights" => {
                 for (f, w) in config.fields.iter_mut().zip(floats(value)) {
@@ -514,7 +560,7 @@ fn main() {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let Some(data) = load(&set) else {
+        let Some(data) = load(&set, under.as_deref()) else {
             continue;
         };
         let start = Instant::now();
