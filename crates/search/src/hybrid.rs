@@ -201,7 +201,8 @@ pub enum Fusion {
     Rrf { k: f32 },
     /// Convex combination of normalised scores: `(1 − w) × bm25 / best bm25 + w × cosine
     /// rescaled so the union's lowest is 0 and its best is 1`; a document outside the lexical
-    /// top gets 0 from it.
+    /// top gets 0 from it. The BM25F scores carry their namespaces' evidence relative to the
+    /// best namespace's ([`SearchIndex::namespace_relative`]).
     Convex,
 }
 
@@ -557,10 +558,13 @@ impl HybridIndex {
         // only through the cosine's rescaling (`fuse`), and they cost a large catalog's scan
         // (`nearest`'s candidates and exact products) in proportion.
         let semantic = self.nearest(q, &all, depth);
+        // The words' scores with each namespace's evidence relative to the best namespace's:
+        // evidence that every candidate shares must not flatten the words' own.
+        let lexical = self.lexical.namespace_relative(q.text, &lexical.hits);
         let lexical = if vectors.clauses.is_empty() || self.config.clause_share <= 0.0 {
-            lexical.hits
+            lexical
         } else {
-            self.clause_evidence(q.text, lexical.hits, &semantic)
+            self.clause_evidence(q.text, lexical, &semantic)
         };
         let candidates = fuse(&lexical, &semantic, cosine, &self.config);
         let total = candidates.len();
@@ -1439,6 +1443,56 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.to_string(), "embedding failed: cannot embed");
+    }
+
+    #[test]
+    fn a_catalog_ranks_the_same_under_one_namespace_as_without_one() {
+        // 0: every word of the request; 1: one of its words, near in meaning; 2: no word of
+        // it, the nearest in meaning.
+        let tools = [
+            ("hotel_book", "Book a hotel room for the given dates."),
+            (
+                "notes_keep",
+                "Keep notes of anything at all, say about a room, for later.",
+            ),
+            ("stay_reserve", "Reserve a stay somewhere."),
+        ];
+        let catalog = |namespace: &str| -> Vec<SearchDoc> {
+            let doc = |(path, description): &(&str, &str)| SearchDoc {
+                path: format!("{namespace}{path}"),
+                name: path.replace('_', " "),
+                description: description.to_string(),
+                params: Vec::new(),
+            };
+            tools.iter().map(doc).collect()
+        };
+        let vectors = vec![
+            0.0, 1.0, 0.0, 0.0, //
+            0.8, 0.6, 0.0, 0.0, //
+            1.0, 0.0, 0.0, 0.0,
+        ];
+        let q = Query::new("book a hotel room", 3);
+        let rank = |docs: Vec<SearchDoc>| -> Vec<usize> {
+            let lexical = Arc::new(SearchIndex::build(&docs));
+            let own = lexical.score_docs(q.text, &[0, 1, 2]);
+            assert!(
+                own[1] > 0.0 && own[1] < 0.3 * own[0] && own[2] == 0.0,
+                "{own:?}"
+            );
+            let index = HybridIndex::from_vectors(
+                lexical,
+                Arc::new(Unused(4)),
+                vectors.clone(),
+                HybridConfig::default(),
+            );
+            let hits = index.search_embedded(&q, &[1.0, 0.0, 0.0, 0.0]).hits;
+            hits.iter().map(|h| h.doc).collect()
+        };
+        // The nearest tool first, then the one near in meaning with a word, then the words'
+        // best; one server's namespace on every tool changes nothing (its evidence, shared by
+        // all, once lifted the tool of one word above the nearest).
+        assert_eq!(rank(catalog("")), [2, 1, 0]);
+        assert_eq!(rank(catalog("stays.")), [2, 1, 0]);
     }
 
     #[test]

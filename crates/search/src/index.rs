@@ -409,21 +409,70 @@ impl SearchIndex {
     /// Adds to each candidate a share of the pooled scores of its namespace's candidates:
     /// a tool whose server matches the task as a whole rises with it.
     fn smooth_by_namespace(&self, candidates: &mut [Hit]) {
+        let pooled = self.pool_by_namespace(candidates);
+        for hit in candidates.iter_mut() {
+            hit.score +=
+                self.config.namespace_weight * pooled[self.doc_namespace[hit.doc] as usize];
+        }
+    }
+
+    /// Each namespace's evidence pooled from `hits` as [`Bm25fConfig::namespace_pool`] says
+    /// (indexed by namespace id; 0 where no hit is of the namespace).
+    fn pool_by_namespace(&self, hits: &[Hit]) -> Vec<f32> {
         let mut pooled = vec![0f32; self.namespace_docs.len()];
-        for hit in candidates.iter() {
+        for hit in hits {
             let e = &mut pooled[self.doc_namespace[hit.doc] as usize];
             match self.config.namespace_pool {
                 1 => *e = e.max(hit.score),
                 _ => *e += hit.score,
             }
         }
-        for hit in candidates.iter_mut() {
-            let mut p = pooled[self.doc_namespace[hit.doc] as usize];
-            if self.config.namespace_pool == 2 {
-                p = p.sqrt();
-            }
-            hit.score += self.config.namespace_weight * p;
+        if self.config.namespace_pool == 2 {
+            pooled.iter_mut().for_each(|p| *p = p.sqrt());
         }
+        pooled
+    }
+
+    /// A search's `hits` scored for a fusion that divides by the best score: each hit's own
+    /// words' score ([`SearchIndex::score_docs`], without feedback's terms) plus its
+    /// namespace's evidence *relative to the best-matching namespace's*. The tools of the
+    /// namespace that matches `text` best gain nothing, those of another namespace lose
+    /// [`Bm25fConfig::namespace_weight`] times the difference, and a namespace of one tool
+    /// has no evidence its tool's own score lacks. Evidence that every candidate shares, as
+    /// when one server serves the whole catalog, so changes no score; added to each score as
+    /// [`SearchIndex::search`] adds it, it would lift every matched tool towards the best and
+    /// above the tools the words missed, and a catalog would rank otherwise under one
+    /// namespace than without (docs/benchmarks.md). The order of the hits is the search's
+    /// but for tools of one-tool namespaces; hits left without evidence are dropped; best
+    /// first.
+    pub fn namespace_relative(&self, text: &str, hits: &[Hit]) -> Vec<Hit> {
+        let docs: Vec<usize> = hits.iter().map(|h| h.doc).collect();
+        let mut own: Vec<Hit> = docs
+            .iter()
+            .zip(self.score_docs(text, &docs))
+            .map(|(&doc, score)| Hit { doc, score })
+            .collect();
+        let weight = self.config.namespace_weight;
+        let shared = |d: usize| {
+            let ns = self.doc_namespace[d] as usize;
+            (self.namespace_docs[ns].len() > 1).then_some(ns)
+        };
+        let in_shared: Vec<Hit> = own
+            .iter()
+            .filter(|h| shared(h.doc).is_some())
+            .copied()
+            .collect();
+        if weight > 0.0 && !in_shared.is_empty() {
+            let pooled = self.pool_by_namespace(&in_shared);
+            let best = pooled.iter().copied().fold(0.0f32, f32::max);
+            for hit in &mut own {
+                if let Some(ns) = shared(hit.doc) {
+                    hit.score -= weight * (best - pooled[ns]);
+                }
+            }
+        }
+        own.retain(|h| h.score > 0.0);
+        top_k(own, usize::MAX)
     }
 
     /// Adds `weight × idf × impact` of every posting of `terms` into `scores`.
@@ -653,9 +702,9 @@ mod tests {
         assert!((score(&pooled, 2) - score(&plain, 2) * (1.0 + w)).abs() < 1e-4);
     }
 
-    #[test]
-    fn a_text_scored_on_given_documents_scores_as_its_search_does() {
-        let docs = [
+    /// A route planner and a geocoder (`maps`) and a parking assistant (`cars`).
+    fn trip_tools() -> Vec<SearchDoc> {
+        vec![
             doc(
                 "maps.route",
                 "plan_route",
@@ -671,8 +720,13 @@ mod tests {
                 "park_assist",
                 "Assist with parking a car near a place",
             ),
-            doc("mail.send", "send", "Send an email"),
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_text_scored_on_given_documents_scores_as_its_search_does() {
+        let mut docs = trip_tools();
+        docs.push(doc("mail.send", "send", "Send an email"));
         let index = SearchIndex::build_with(
             &docs,
             Bm25fConfig {
@@ -693,6 +747,52 @@ mod tests {
             );
         }
         assert!(searched.len() >= 2);
+    }
+
+    #[test]
+    fn a_namespace_that_matches_worse_loses_the_gap_and_one_shared_by_all_changes_nothing() {
+        let mut docs = trip_tools();
+        docs.push(doc("cars.rent", "rent", "Rent a car"));
+        docs.push(doc("mail.send", "send", "Send an email about a place"));
+        let index = SearchIndex::build(&docs);
+        let text = "a driving route to a parking place";
+        let hits = index.search(&Query::new(text, 10)).hits;
+        let relative = index.namespace_relative(text, &hits);
+        let own = index.score_docs(text, &[0, 1, 2, 3, 4]);
+        let score = |d: usize| relative.iter().find(|h| h.doc == d).map(|h| h.score);
+        // maps matches best (its route tool); cars loses half the gap to it; mail, a namespace
+        // of one tool, keeps its words' score.
+        let gap = own[0].max(own[1]) - own[2].max(own[3]);
+        assert!(own[0] > own[2] && gap > 0.0, "{own:?}");
+        assert_eq!(score(0), Some(own[0]));
+        assert_eq!(score(4), Some(own[4]));
+        let cars = score(2).unwrap_or(0.0);
+        assert!(
+            (cars - (own[2] - 0.5 * gap).max(0.0)).abs() < 1e-5,
+            "{relative:?}"
+        );
+        assert_eq!(relative[0].doc, 0);
+
+        // Under one namespace the words' own scores are what a fusion sees, where a search
+        // adds half the best score to every candidate.
+        let one: Vec<SearchDoc> = docs
+            .iter()
+            .map(|d| SearchDoc {
+                path: format!("all.{}", d.path.replace('.', "_")),
+                ..d.clone()
+            })
+            .collect();
+        let index = SearchIndex::build(&one);
+        let hits = index.search(&Query::new(text, 10)).hits;
+        let relative = index.namespace_relative(text, &hits);
+        let docs: Vec<usize> = hits.iter().map(|h| h.doc).collect();
+        let own = index.score_docs(text, &docs);
+        assert_eq!(relative.len(), hits.len());
+        for (hit, own) in relative.iter().zip(own) {
+            assert_eq!(hit.score, own, "{relative:?}");
+        }
+        let (best, last) = (hits[0].score, hits[hits.len() - 1].score);
+        assert!(last / best > relative[relative.len() - 1].score / relative[0].score);
     }
 
     #[test]
