@@ -161,6 +161,8 @@ def measure(url: str, setdir: str) -> None:
         return r5, r10, ms
 
     r5, r10, ms = anyio.run(run)
+    if dump:
+        dump.close()
     ms.sort()
     pct = lambda f: ms[min(len(ms) - 1, int(f * len(ms)))]  # noqa: E731
     print(

@@ -203,15 +203,14 @@ fn dump_ranking(
     rel: &HashSet<usize>,
 ) {
     let found = ranked.iter().take(5).filter(|d| rel.contains(d)).count();
-    let ids = |docs: &mut dyn Iterator<Item = &usize>| -> Vec<&str> {
-        docs.map(|d| set.ids[*d].as_str()).collect()
-    };
-    let mut relevant = ids(&mut rel.iter());
+    let id = |d: &usize| set.ids[*d].as_str();
+    let mut relevant: Vec<&str> = rel.iter().map(id).collect();
     relevant.sort_unstable();
+    let hits: Vec<&str> = ranked.iter().take(10).map(id).collect();
     let row = serde_json::json!({
         "text": qtext,
         "r5": found as f64 / rel.len() as f64,
-        "hits": ids(&mut ranked.iter().take(10)),
+        "hits": hits,
         "relevant": relevant,
     });
     writeln!(out, "{row}").expect("dump written");

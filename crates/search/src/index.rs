@@ -452,23 +452,20 @@ impl SearchIndex {
             .zip(self.score_docs(text, &docs))
             .map(|(&doc, score)| Hit { doc, score })
             .collect();
-        let weight = self.config.namespace_weight;
         let shared = |d: usize| {
             let ns = self.doc_namespace[d] as usize;
             (self.namespace_docs[ns].len() > 1).then_some(ns)
         };
-        let in_shared: Vec<Hit> = own
+        let weight = self.config.namespace_weight;
+        let pooled = self.pool_by_namespace(&own);
+        let best = own
             .iter()
-            .filter(|h| shared(h.doc).is_some())
-            .copied()
-            .collect();
-        if weight > 0.0 && !in_shared.is_empty() {
-            let pooled = self.pool_by_namespace(&in_shared);
-            let best = pooled.iter().copied().fold(0.0f32, f32::max);
-            for hit in &mut own {
-                if let Some(ns) = shared(hit.doc) {
-                    hit.score -= weight * (best - pooled[ns]);
-                }
+            .filter_map(|h| shared(h.doc))
+            .map(|ns| pooled[ns])
+            .fold(0.0f32, f32::max);
+        for hit in &mut own {
+            if let Some(ns) = shared(hit.doc) {
+                hit.score -= weight * (best - pooled[ns]);
             }
         }
         own.retain(|h| h.score > 0.0);
