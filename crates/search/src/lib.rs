@@ -19,6 +19,7 @@
 //! assert_eq!(result.hits[0].doc, 0);
 //! ```
 
+pub mod background;
 pub mod clauses;
 mod cpu;
 pub mod expand;
