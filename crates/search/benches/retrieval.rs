@@ -6,7 +6,8 @@
 //! further public sets in the same layout. Options after the
 //! directory override ranking parameters, for experiments:
 //! `--k1 X`, `--weights p,n,d,pn,pd`, `--b p,n,d,pn,pd`, `--feedback docs,terms,weight`,
-//! `--namespace weight,pool`, `--expand synonym,path_word,format`.
+//! `--namespace weight,pool`, `--expand synonym,path_word,format`, `--background DOCS` (the
+//! background's weight in every word's idf, 0 for the catalog's own counts alone).
 //!
 //! Hybrid ranking: built with `--features semantic` and given a model directory in
 //! `TOOLSHED_SEARCH_MODEL` (an all-MiniLM-L6-v2 sentence-transformers folder), it also embeds
@@ -18,6 +19,9 @@
 //! tool's whole text only, without the second vector of its description's first sentence.
 //! `--one-namespace NS` puts every tool's path under `NS`, as when one upstream server serves
 //! the whole set (a set's ranking should not change by it but where its own namespaces did).
+//! `--extra-tools FILE` adds the tools of FILE (a `tools.jsonl`, relevant to no request) to every
+//! set, as the gateway's own tools are beside a set served through the MCP face
+//! (`scripts/gateway-tools.sh` writes them).
 //!
 //! Environment: `RETRIEVAL_DEBUG=1` prints each request the hybrid ranking misses with its top
 //! five; `RETRIEVAL_DUMP=DIR` writes `DIR/SET.jsonl`, each request's hybrid top ten (as
@@ -141,17 +145,22 @@ struct Set {
     queries: Vec<(String, HashSet<usize>)>,
 }
 
-fn load(dir: &Path, under: Option<&str>) -> Option<Set> {
+/// One set from `dir`, its paths under `under` if given, with `extra` tools (relevant to no
+/// request) after its own.
+fn load(dir: &Path, under: Option<&str>, extra: &[Value]) -> Option<Set> {
     let tools_path = dir.join("tools.jsonl");
     if !tools_path.exists() {
         return None;
     }
     let tools = read_jsonl(&tools_path);
-    let ids: Vec<String> = tools.iter().map(|t| text(t, "id")).collect();
-    let docs: Vec<SearchDoc> = tools.iter().map(|t| to_doc(t, under)).collect();
+    let mut ids: Vec<String> = tools.iter().map(|t| text(t, "id")).collect();
+    let mut docs: Vec<SearchDoc> = tools.iter().map(|t| to_doc(t, under)).collect();
+    let own = ids.len();
+    ids.extend(extra.iter().map(|t| text(t, "id")));
+    docs.extend(extra.iter().map(|t| to_doc(t, None)));
 
     let mut relevant: HashMap<String, HashSet<usize>> = HashMap::new();
-    let by_id: HashMap<&str, usize> = ids
+    let by_id: HashMap<&str, usize> = ids[..own]
         .iter()
         .enumerate()
         .map(|(i, id)| (id.as_str(), i))
@@ -450,6 +459,7 @@ fn main() {
     let mut it = args[1..].iter();
     let mut one_vector = false;
     let mut under: Option<String> = None;
+    let mut extra: Vec<Value> = Vec::new();
     while let Some(flag) = it.next() {
         if flag == "--one-vector" {
             one_vector = true;
@@ -458,6 +468,10 @@ fn main() {
         let value = it.next().expect("flag value");
         match flag.as_str() {
             "--one-namespace" => under = Some(value.clone()),
+            "--extra-tools" => extra = read_jsonl(Path::new(value)),
+            "--background" => {
+                config.background_docs = value.parse().expect("--background: a number")
+            }
             "--k1" => config.k1 = value.parse().expect("k1"),
             "--weights" => {
                 for (f, w) in config.fields.iter_mut().zip(floats(value)) {
@@ -559,7 +573,7 @@ fn main() {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let Some(data) = load(&set, under.as_deref()) else {
+        let Some(data) = load(&set, under.as_deref(), &extra) else {
             continue;
         };
         let start = Instant::now();

@@ -9,7 +9,8 @@
 //!
 //! `--tools-out FILE` also writes every imported tool as a line of the retrieval benchmark's
 //! `tools.jsonl` layout (`{"id", "name", "description", "input_schema"}`, the id being
-//! `<description file>.<tool path>`), the catalog that `cargo bench -p toolshed-search --bench
+//! `<description file>.<tool path>`, with `api` the description file, `provider` its publisher's
+//! folder and `path` the tool's), the catalog that `cargo bench -p toolshed-search --bench
 //! latency -- --catalog FILE` searches at scale.
 
 use std::collections::BTreeMap;
@@ -63,13 +64,17 @@ fn group(reason: &str) -> String {
 }
 
 /// One `tools.jsonl` line per tool, ids prefixed with the description's `stem` so that tools of
-/// different APIs never share one.
-fn tool_lines(stem: &str, tools: &[toolshed_core::Tool]) -> Vec<String> {
+/// different APIs never share one; `provider` is the API's publisher (its folder in the
+/// directory, e.g. `azure.com`).
+fn tool_lines(stem: &str, provider: &str, tools: &[toolshed_core::Tool]) -> Vec<String> {
     tools
         .iter()
         .map(|t| {
             serde_json::json!({
                 "id": format!("{stem}.{}", t.def.path),
+                "api": stem,
+                "provider": provider,
+                "path": t.def.path,
                 "name": t.def.name,
                 "description": t.def.description,
                 "input_schema": t.def.input_schema,
@@ -100,7 +105,12 @@ fn run(path: &Path, root: &Path, lines: bool) -> Outcome {
             tools: imp.tools.len(),
             lines: if lines {
                 let stem = path.strip_prefix(root).unwrap_or(path).with_extension("");
-                tool_lines(&stem.to_string_lossy().replace('/', "_"), &imp.tools)
+                let provider = stem.iter().nth(1).unwrap_or_default().to_string_lossy();
+                tool_lines(
+                    &stem.to_string_lossy().replace('/', "_"),
+                    &provider,
+                    &imp.tools,
+                )
             } else {
                 Vec::new()
             },
