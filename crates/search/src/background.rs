@@ -5,7 +5,7 @@
 //! forty tools, `list` may be in one tool's name, and its idf is then that of a rare word,
 //! though almost every API lists something. [`crate::Bm25fConfig::background_docs`] counts
 //! the background as that many documents more in each word's document frequency (a word in a
-//! quarter of an average API's tools is then in a quarter of those documents), so a small
+//! quarter of an average publisher's tools is then in a quarter of those documents), so a small
 //! catalog's idf leans on the background, and a large catalog's common words keep their own.
 //! A word in one tool of any catalog still counts for less when most APIs have it: one
 //! occurrence is little evidence that the word is rare.
@@ -34,7 +34,7 @@ fn table() -> &'static HashMap<&'static str, f32> {
     })
 }
 
-/// The share of an average API's tools whose text has `word` (an analysed word, as the index
+/// The share of an average publisher's tools whose text has `word` (an analysed word, as the index
 /// holds it); 0 for a word the table does not have (rarer than its floor).
 pub fn share(word: &str) -> f32 {
     table().get(word).copied().unwrap_or(0.0)

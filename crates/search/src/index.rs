@@ -258,19 +258,18 @@ impl SearchIndex {
         for (word, &id) in &vocab {
             words[id as usize] = word;
         }
+        // The background's documents: `mu` more in all, of which the word's share have it.
         let mu = config.background_docs.max(0.0);
+        let background = |word: &str| match mu > 0.0 {
+            true => mu * crate::background::share(word),
+            false => 0.0,
+        };
         let idf = postings
             .iter()
             .zip(&words)
             .map(|(p, word)| {
-                let df = p.len() as f32
-                    + if mu > 0.0 {
-                        mu * crate::background::share(word)
-                    } else {
-                        0.0
-                    };
-                let n = n + mu;
-                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+                let df = p.len() as f32 + background(word);
+                (1.0 + (n + mu - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
 
@@ -574,7 +573,6 @@ pub(crate) fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
     hits
 }
 
-/// The texts of each field of a document.
 /// The analysed words of a tool's text, every field, in order and with repeats: what the index
 /// holds of it.
 pub fn doc_terms(doc: &SearchDoc) -> Vec<String> {
@@ -587,6 +585,7 @@ pub fn doc_terms(doc: &SearchDoc) -> Vec<String> {
     out
 }
 
+/// The texts of each field of a document.
 fn field_texts(doc: &SearchDoc) -> [(usize, Vec<&str>); FIELDS] {
     [
         (FIELD_PATH, vec![doc.path.as_str()]),
