@@ -29,6 +29,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 TIMEOUT_S = float(os.environ.get("INTEROP_CLIENT_TIMEOUT", "60"))
+# Each request may take as long as the whole flow may (httpx's own default is 5 s, which a
+# loaded machine's provider can exceed); the flow as a whole is bounded by TIMEOUT_S.
+REQUEST_TIMEOUT = httpx2.Timeout(TIMEOUT_S)
 REDIRECT = "http://127.0.0.1:9/callback"
 
 
@@ -67,7 +70,7 @@ class Browser:
     async def follow(self) -> str:
         """The URL the provider finally redirects to (not opened)."""
         assert self.url, "no authorization URL"
-        async with httpx2.AsyncClient(follow_redirects=False) as http:
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=REQUEST_TIMEOUT) as http:
             response = await http.get(self.url)
             for _ in range(20):
                 if response.is_redirect:
@@ -99,6 +102,13 @@ class Browser:
         )
 
 
+def describe(e: BaseException) -> str:
+    """An exception as one line; a task group's are described by what they hold."""
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
 async def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__)
@@ -120,11 +130,11 @@ async def main() -> int:
     )
     try:
         with anyio.fail_after(TIMEOUT_S):
-            async with httpx2.AsyncClient(auth=provider) as http:
+            async with httpx2.AsyncClient(auth=provider, timeout=REQUEST_TIMEOUT) as http:
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     tools = await client.list_tools()
     except Exception as e:  # noqa: BLE001 - any failure is reported as one line
-        print(f"FAIL {type(e).__name__}: {e}")
+        print(f"FAIL {describe(e)}")
         return 1
     names = sorted(t.name for t in tools.tools)
     print(json.dumps({"tools": names, "registrations": storage.registrations}))
