@@ -18,7 +18,9 @@ done
 [ -n "$BIN" ] || { echo "gateway-tools: no toolshed binary (cargo build -p toolshed, or TOOLSHED_BIN)" >&2; exit 1; }
 DATA=$(mktemp -d)
 trap 'rm -rf "$DATA"' EXIT
-"$BIN" --data-dir "$DATA" export --format mcp 2>/dev/null | python3 -c '
+"$BIN" --data-dir "$DATA" export --format mcp 2>"$DATA/log" >"$DATA/tools.json" ||
+  { cat "$DATA/log" >&2; echo "gateway-tools: export failed" >&2; exit 1; }
+python3 -c '
 import json, sys
 for tool in json.load(sys.stdin):
     path = tool["name"].replace("__", ".")
@@ -28,5 +30,5 @@ for tool in json.load(sys.stdin):
         "description": tool.get("description", ""),
         "input_schema": tool.get("inputSchema", {}),
     }))
-' >"$OUT"
+' <"$DATA/tools.json" >"$OUT"
 echo "gateway-tools: $(wc -l <"$OUT") tools written to $OUT" >&2

@@ -27,7 +27,7 @@ fn main() {
         .expect("usage: background_df TOOLS.jsonl");
     let text = std::fs::read_to_string(&path).expect("readable tools file");
     // Per publisher: its tool count and, per word, how many of its tools have it.
-    let mut apis: BTreeMap<String, (usize, HashMap<String, usize>)> = BTreeMap::new();
+    let mut publishers: BTreeMap<String, (usize, HashMap<String, usize>)> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let row: Value = serde_json::from_str(line).expect("a JSON line");
         let s = |k: &str| {
@@ -53,22 +53,22 @@ fn main() {
         let words: HashSet<String> = toolshed_search::index::doc_terms(&doc)
             .into_iter()
             .collect();
-        let group = row
-            .get("provider")
-            .map_or_else(|| s("api"), |_| s("provider"));
-        let api = apis.entry(group).or_default();
-        api.0 += 1;
+        let publisher = Some(s("provider"))
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| s("api"));
+        let (tools, counts) = publishers.entry(publisher).or_default();
+        *tools += 1;
         for w in words {
-            *api.1.entry(w).or_default() += 1;
+            *counts.entry(w).or_default() += 1;
         }
     }
     let mut share: HashMap<String, f64> = HashMap::new();
-    for (tools, words) in apis.values() {
+    for (tools, words) in publishers.values() {
         for (w, n) in words {
             *share.entry(w.clone()).or_default() += *n as f64 / *tools as f64;
         }
     }
-    let count = apis.len().max(1) as f64;
+    let count = publishers.len().max(1) as f64;
     let mut rows: Vec<(String, f64)> = share
         .into_iter()
         .map(|(w, s)| (w, s / count))
@@ -76,7 +76,13 @@ fn main() {
         .collect();
     rows.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "# {} publishers, {} words", apis.len(), rows.len()).unwrap();
+    writeln!(
+        out,
+        "# {} publishers, {} words",
+        publishers.len(),
+        rows.len()
+    )
+    .unwrap();
     for (w, s) in rows {
         writeln!(out, "{w}\t{s:.5}").unwrap();
     }

@@ -260,9 +260,12 @@ impl SearchIndex {
         }
         // The background's documents: `mu` more in all, of which the word's share have it.
         let mu = config.background_docs.max(0.0);
-        let background = |word: &str| match mu > 0.0 {
-            true => mu * crate::background::share(word),
-            false => 0.0,
+        let background = |word: &str| {
+            if mu > 0.0 {
+                mu * crate::background::share(word)
+            } else {
+                0.0
+            }
         };
         let idf = postings
             .iter()
