@@ -38,13 +38,17 @@ for set in "$@"; do
   TOOLSHED_SEARCH__MODEL="$MODEL" "$BIN" --config "$data/toolshed.toml" --data-dir "$data" \
     serve --http "127.0.0.1:$PORT" >"$data/log" 2>&1 &
   PID=$!
-  # Listening comes after the sources are loaded; then the tools' vectors are computed.
+  # Listening comes after the sources are loaded; then the tools' vectors are computed, and
+  # /healthz says "search": "embedding" until they are done ("lexical" if that failed).
+  search=
   for _ in $(seq 1 900); do
-    grep -q "listening" "$data/log" && grep -q "semantic search ready" "$data/log" && break
+    health=$(curl -sf "http://127.0.0.1:$PORT/healthz" || true)
+    search=$(printf '%s' "$health" | sed -n 's/.*"search":"\([a-z]*\)".*/\1/p')
+    [ -n "$search" ] && [ "$search" != embedding ] && break
     kill -0 "$PID" 2>/dev/null || { cat "$data/log" >&2; exit 1; }
     sleep 1
   done
-  grep -q "semantic search ready" "$data/log" || { echo "retrieval-mcp: $set: no semantic search" >&2; exit 1; }
+  [ "$search" = hybrid ] || { echo "retrieval-mcp: $set: search is '$search', not hybrid" >&2; cat "$data/log" >&2; exit 1; }
   for pass in first cached; do
     printf '%-7s ' "$pass"
     "$PY" "$ROOT/scripts/retrieval_mcp.py" measure "http://127.0.0.1:$PORT/mcp" "$DIR/$set"

@@ -4,170 +4,21 @@
 //! caller's access is applied as a filter inside the ranking, so counts and hits only ever speak
 //! of tools the caller may see.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolshed_core::{Catalog, EntryKind, ToolDef};
-use toolshed_search::hybrid::EmbedTexts;
-use toolshed_search::vectors;
-use toolshed_search::{
-    param_docs_from_schema, HybridConfig, HybridIndex, Query, SearchDoc, SearchIndex, TextEmbedder,
-};
+use toolshed_core::{EntryKind, ToolDef};
+use toolshed_search::Query;
 
 use crate::{Caller, Engine, EngineError};
 
+mod cache;
 mod visibility;
-use visibility::Visibility;
-
-/// The search indexes of one catalog snapshot: BM25F always, plus the hybrid (BM25F fused with
-/// embeddings) once a configured embedder has embedded every tool of the snapshot.
-#[derive(Clone)]
-pub(crate) struct Ranker {
-    pub lexical: Arc<SearchIndex>,
-    pub hybrid: Option<Arc<HybridIndex>>,
-    /// What a search's filter reads per candidate.
-    visibility: Arc<Visibility>,
-}
-
-struct Built {
-    version: u64,
-    ranker: Ranker,
-}
-
-/// The semantic stage: the embedder, and the vectors of tool texts embedded so far (kept
-/// across catalog versions, so a change embeds only the tools it adds or alters).
-struct Semantic {
-    embedder: Arc<dyn TextEmbedder>,
-    /// Vectors by [`vectors::text_key`] of the embedded text.
-    vectors: Mutex<HashMap<u64, Arc<[f32]>>>,
-    /// Where vectors are kept between runs (none: recomputed each run).
-    file: Option<PathBuf>,
-    /// The newest catalog version whose embeddings are done (or failed), for waiters.
-    done: Mutex<Option<(u64, Option<String>)>>,
-    changed: Condvar,
-    /// Held by the one thread embedding at a time: snapshots are embedded in turn, and one
-    /// that is no longer current when its turn comes is skipped.
-    worker: Mutex<()>,
-}
-
-/// Search indexes per catalog snapshot, shared by every caller. The lexical index is built on
-/// the first search of a snapshot; embeddings are computed on a background thread, and
-/// searches rank lexically until they are ready. A snapshot whose texts all have vectors
-/// already (stored from an earlier run or snapshot) gets its hybrid index at once.
-#[derive(Default)]
-pub(crate) struct SearchCache {
-    slot: Arc<Mutex<Option<Built>>>,
-    semantic: Option<Arc<Semantic>>,
-}
-
-impl SearchCache {
-    pub(crate) fn with_embedder(embedder: Arc<dyn TextEmbedder>, file: Option<PathBuf>) -> Self {
-        let model = embedder.model_id();
-        let file = file.filter(|_| !model.is_empty());
-        let stored = file
-            .as_deref()
-            .map(|f| vectors::load(f, &model, embedder.dim()))
-            .unwrap_or_default();
-        Self {
-            slot: Arc::default(),
-            semantic: Some(Arc::new(Semantic {
-                embedder,
-                vectors: Mutex::new(stored),
-                file,
-                done: Mutex::default(),
-                changed: Condvar::new(),
-                worker: Mutex::new(()),
-            })),
-        }
-    }
-
-    /// The embedding model, when the server has one (also used by agent thread memory).
-    pub(crate) fn embedder(&self) -> Option<Arc<dyn TextEmbedder>> {
-        self.semantic.as_ref().map(|s| s.embedder.clone())
-    }
-
-    fn get(&self, catalog: &Catalog) -> Ranker {
-        let mut slot = self.slot.lock();
-        if let Some(b) = slot.as_ref() {
-            if b.version == catalog.version() {
-                return b.ranker.clone();
-            }
-        }
-        let docs: Vec<SearchDoc> = catalog
-            .iter()
-            .map(|e| {
-                let d = &e.tool.def;
-                SearchDoc {
-                    path: d.path.to_string(),
-                    name: d.name.clone(),
-                    description: d.description.clone(),
-                    params: param_docs_from_schema(&d.input_schema),
-                }
-            })
-            .collect();
-        let lexical = Arc::new(SearchIndex::build(&docs));
-        let version = catalog.version();
-        let (hybrid, to_embed) = match &self.semantic {
-            None => (None, None),
-            // A snapshot whose texts are all embedded already (a listing read again, a tool
-            // taken away) ranks with its vectors from its first search.
-            Some(semantic) => match semantic.hybrid_from_stored(&docs, lexical.clone()) {
-                Ok(hybrid) => {
-                    // Said as after embedding, so a log reader learns it either way.
-                    tracing::info!(tools = docs.len(), embedded = 0, "semantic search ready");
-                    semantic.finish(version, None);
-                    (Some(Arc::new(hybrid)), None)
-                }
-                Err(texts) => (None, Some(texts)),
-            },
-        };
-        let ranker = Ranker {
-            lexical: lexical.clone(),
-            hybrid,
-            visibility: Arc::new(Visibility::of(catalog)),
-        };
-        *slot = Some(Built {
-            version,
-            ranker: ranker.clone(),
-        });
-        if let (Some(semantic), Some(texts)) = (&self.semantic, to_embed) {
-            let (semantic, slot) = (semantic.clone(), self.slot.clone());
-            std::thread::Builder::new()
-                .name("toolshed-embed".into())
-                .spawn(move || embed_snapshot(&semantic, &slot, version, texts, lexical))
-                .map_err(|e| tracing::warn!(error = %e, "cannot start the embedding thread"))
-                .ok();
-        }
-        ranker
-    }
-
-    /// Waits until the embeddings of `version` (or of a newer snapshot) are done; `Ok(false)` on
-    /// timeout, `Err` with the embedder's error when they failed. Without an embedder there is
-    /// nothing to wait for.
-    fn wait_semantic(&self, version: u64, timeout: Duration) -> Result<bool, String> {
-        let Some(semantic) = &self.semantic else {
-            return Ok(true);
-        };
-        let deadline = std::time::Instant::now() + timeout;
-        let mut done = semantic.done.lock();
-        loop {
-            match done.as_ref() {
-                Some((v, None)) if *v >= version => return Ok(true),
-                Some((v, Some(e))) if *v >= version => return Err(e.clone()),
-                _ => {}
-            }
-            if semantic.changed.wait_until(&mut done, deadline).timed_out() {
-                return Ok(false);
-            }
-        }
-    }
-}
+pub(crate) use cache::SearchCache;
+pub use cache::SearchState;
 
 /// Runs model inference: on a multi-threaded tokio runtime the worker hands its other tasks
 /// to the rest of the pool first (`block_in_place`), so a query embedding does not stall them.
@@ -176,134 +27,6 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
-    }
-}
-
-/// Embeds the texts of one snapshot's tools ([`EmbedTexts`]; vectors of unchanged texts are
-/// reused) and installs the hybrid index if the snapshot is still current.
-fn embed_snapshot(
-    semantic: &Semantic,
-    slot: &Mutex<Option<Built>>,
-    version: u64,
-    texts: EmbedTexts,
-    lexical: Arc<SearchIndex>,
-) {
-    let _turn = semantic.worker.lock();
-    let current =
-        |slot: &Mutex<Option<Built>>| slot.lock().as_ref().map(|b| b.version) == Some(version);
-    if !current(slot) {
-        return; // a newer snapshot's thread will embed (and report) instead
-    }
-    let tools = lexical.len();
-    let EmbedTexts { texts, extra_of } = texts;
-    let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
-    let dim = semantic.embedder.dim();
-    let missing: Vec<(u64, &str)> = {
-        let cache = semantic.vectors.lock();
-        let mut seen = std::collections::HashSet::new();
-        keys.iter()
-            .zip(&texts)
-            .filter(|(k, _)| !cache.contains_key(k) && seen.insert(**k))
-            .map(|(k, t)| (*k, t.as_str()))
-            .collect()
-    };
-    let started = std::time::Instant::now();
-    let batch: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
-    let outcome = semantic.embedder.embed_texts(&batch).and_then(|fresh| {
-        if fresh.len() != missing.len() * dim {
-            return Err(toolshed_search::EmbedError(format!(
-                "the embedder returned {} values for {} texts of dimension {dim}",
-                fresh.len(),
-                missing.len()
-            )));
-        }
-        let mut cache = semantic.vectors.lock();
-        for ((k, _), v) in missing.iter().zip(fresh.chunks_exact(dim.max(1))) {
-            cache.insert(*k, Arc::from(v));
-        }
-        let mut out = Vec::with_capacity(keys.len() * dim);
-        for k in &keys {
-            // Present: this thread is the only one changing the cache while it embeds.
-            let v = cache.get(k).ok_or_else(|| {
-                toolshed_search::EmbedError("a tool's vector went missing".to_string())
-            })?;
-            out.extend_from_slice(v);
-        }
-        // Keep only what the current snapshot uses, and store it for the next run.
-        let current: std::collections::HashSet<u64> = keys.iter().copied().collect();
-        cache.retain(|k, _| current.contains(k));
-        if let Some(file) = semantic.file.as_deref().filter(|_| !missing.is_empty()) {
-            if let Err(e) = vectors::save(file, &semantic.embedder.model_id(), dim, &cache) {
-                tracing::warn!(file = %file.display(), error = %e, "cannot store tool embeddings");
-            }
-        }
-        Ok(out)
-    });
-    let error = match outcome {
-        Ok(vectors) => {
-            let hybrid = HybridIndex::from_rows(
-                lexical,
-                semantic.embedder.clone(),
-                vectors,
-                extra_of,
-                HybridConfig::default(),
-            );
-            let mut slot = slot.lock();
-            if let Some(b) = slot.as_mut().filter(|b| b.version == version) {
-                b.ranker.hybrid = Some(Arc::new(hybrid));
-            }
-            tracing::info!(
-                tools,
-                embedded = missing.len(),
-                ms = started.elapsed().as_millis() as u64,
-                "semantic search ready"
-            );
-            None
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "tool embeddings failed: search stays lexical");
-            Some(e.to_string())
-        }
-    };
-    semantic.finish(version, error);
-}
-
-impl Semantic {
-    /// The hybrid index of `docs` from vectors embedded before, or, when a text of theirs has
-    /// none yet, the texts to embed.
-    fn hybrid_from_stored(
-        &self,
-        docs: &[SearchDoc],
-        lexical: Arc<SearchIndex>,
-    ) -> Result<HybridIndex, EmbedTexts> {
-        let texts = EmbedTexts::of(docs);
-        let mut rows = Vec::with_capacity(texts.texts.len() * self.embedder.dim());
-        {
-            let cache = self.vectors.lock();
-            for t in &texts.texts {
-                match cache.get(&vectors::text_key(t)) {
-                    Some(v) => rows.extend_from_slice(v),
-                    None => return Err(texts),
-                }
-            }
-        }
-        Ok(HybridIndex::from_rows(
-            lexical,
-            self.embedder.clone(),
-            rows,
-            texts.extra_of,
-            HybridConfig::default(),
-        ))
-    }
-
-    /// Records that the embeddings of `version` are done (`error`: why they failed) and wakes
-    /// the waiters; an older version finishing later changes nothing.
-    fn finish(&self, version: u64, error: Option<String>) {
-        let mut done = self.done.lock();
-        if done.as_ref().is_none_or(|(v, _)| *v <= version) {
-            *done = Some((version, error));
-        }
-        self.changed.notify_all();
     }
 }
 
@@ -325,7 +48,16 @@ pub struct SearchHit {
 pub struct SearchAnswer {
     pub total: usize,
     pub hits: Vec<SearchHit>,
+    /// Said while the ranking is by words only because the catalog's embeddings are still
+    /// being computed ([`EMBEDDING_NOTE`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
 }
+
+/// [`SearchAnswer::note`] while the tools are being embedded: the ranking cannot yet find a
+/// tool that a request describes in other words.
+pub const EMBEDDING_NOTE: &str =
+    "Ranked by words only for now: the tools' embeddings are still being computed.";
 
 /// What `read_tool` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -453,14 +185,12 @@ impl Engine {
         self.inner.search.wait_semantic(catalog.version(), timeout)
     }
 
-    /// `"hybrid"` when searches of the current snapshot fuse embeddings with BM25F, else
-    /// `"lexical"`.
-    pub fn search_mode(&self) -> &'static str {
+    /// Where search over the current snapshot stands: by words only, by words while the tools
+    /// are being embedded (and how far that has got), or by words and meaning.
+    pub fn search_state(&self) -> SearchState {
         let catalog = self.inner.catalog.load();
-        match self.inner.search.get(&catalog).hybrid {
-            Some(_) => "hybrid",
-            None => "lexical",
-        }
+        let ranker = self.inner.search.get(&catalog);
+        self.inner.search.state(&catalog, &ranker)
     }
 
     /// Ranked search of tools in the caller's view.
@@ -514,9 +244,15 @@ impl Engine {
                 }
             })
             .collect();
+        let embedding = ranker.hybrid.is_none()
+            && matches!(
+                self.inner.search.state(&catalog, &ranker),
+                SearchState::Embedding { .. }
+            );
         SearchAnswer {
             total: result.total,
             hits,
+            note: embedding.then(|| EMBEDDING_NOTE.to_string()),
         }
     }
 
@@ -608,279 +344,5 @@ mod tests {
         assert_eq!(name.chars().count(), 60, "59 characters and the ellipsis");
         assert!(name.ends_with('…'));
         assert_eq!(hit_name(&"名".repeat(50)).chars().count(), 20);
-    }
-}
-
-#[cfg(test)]
-mod semantic_tests {
-    use super::*;
-    use serde_json::json;
-    use toolshed_core::{Annotations, CatalogBuilder, Policy, SharedCatalog, Tool, ToolPath};
-    use toolshed_search::EmbedError;
-
-    use crate::{EngineConfig, Face};
-
-    /// A stand-in model: words vote for a concept axis; counts how many texts it embedded.
-    #[derive(Debug, Default)]
-    struct Concepts {
-        embedded: std::sync::atomic::AtomicUsize,
-    }
-
-    const AXES: [&[&str]; 2] = [
-        &["time", "clock", "late", "hour", "moment"],
-        &["rain", "weather", "forecast", "wind"],
-    ];
-
-    impl TextEmbedder for Concepts {
-        fn dim(&self) -> usize {
-            AXES.len() + 1
-        }
-
-        fn model_id(&self) -> String {
-            "concepts-1".into()
-        }
-
-        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
-            self.embedded
-                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
-            let mut out = Vec::new();
-            for t in texts {
-                let mut v = vec![0f32; self.dim()];
-                for w in t
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    let w = w.to_lowercase();
-                    let axis = AXES.iter().position(|a| a.contains(&w.as_str()));
-                    v[axis.unwrap_or(AXES.len())] += 1.0;
-                }
-                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
-                out.extend(v.iter().map(|x| x / n));
-            }
-            Ok(out)
-        }
-    }
-
-    /// A policy under which alice sees every tool.
-    fn everything_for_alice() -> Policy {
-        Policy::new(
-            vec![toolshed_core::Role {
-                id: "all".into(),
-                name: "All".into(),
-                patterns: vec!["*".into()],
-                ..Default::default()
-            }],
-            vec![toolshed_core::Principal {
-                id: "alice".into(),
-                roles: vec!["all".into()],
-            }],
-        )
-        .unwrap()
-    }
-
-    fn tool(path: &str, description: &str) -> Tool {
-        Tool::from_fn(
-            toolshed_core::ToolDef::new(ToolPath::parse(path).unwrap(), path, description)
-                .with_input(json!({"type": "object"}))
-                .with_annotations(Annotations::READ_ONLY),
-            |_ctx, _args| async { Ok(json!(null)) },
-        )
-    }
-
-    fn catalog(extra: bool) -> toolshed_core::Catalog {
-        let mut b = CatalogBuilder::new();
-        b.add_tool(tool("clock.current", "Return the current hour in a zone."));
-        b.add_tool(tool("sky.outlook", "Rain and wind outlook for a city."));
-        b.add_tool(tool("hidden.hour", "The hour, for admins only."));
-        if extra {
-            b.add_tool(tool("sky.alerts", "Storm alerts."));
-        }
-        b.build().unwrap()
-    }
-
-    #[tokio::test]
-    async fn hybrid_search_ranks_by_meaning_in_the_callers_view_and_reembeds_only_changes() {
-        let shared = Arc::new(SharedCatalog::new(catalog(false)));
-        let policy = Policy::new(
-            vec![toolshed_core::Role {
-                id: "r".into(),
-                name: "R".into(),
-                patterns: vec!["clock.**".into(), "sky.**".into()],
-                ..Default::default()
-            }],
-            vec![toolshed_core::Principal {
-                id: "alice".into(),
-                roles: vec!["r".into()],
-            }],
-        )
-        .unwrap();
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let model = Arc::new(Concepts::default());
-        let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
-            .with_embedder(model.clone(), None);
-        let alice = engine.caller("alice", Face::Cli);
-
-        // No word of the query is in the clock tool: lexical ranking alone cannot find it.
-        let query = "how late is it at the moment";
-        let before = engine.search(&alice, query, 5, None);
-        assert!(
-            before.hits.iter().all(|h| h.path != "clock.current"),
-            "{before:?}"
-        );
-
-        assert_eq!(
-            engine.wait_semantic_search(Duration::from_secs(10)),
-            Ok(true)
-        );
-        assert_eq!(engine.search_mode(), "hybrid");
-        let after = engine.search(&alice, query, 5, None);
-        assert_eq!(after.hits[0].path, "clock.current", "{after:?}");
-        // The caller's view still applies: the hidden tool never shows.
-        assert!(after.hits.iter().all(|h| h.path != "hidden.hour"));
-        // Three tools, then one query.
-        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 4);
-
-        // A new snapshot embeds only the tool it adds.
-        shared.store(catalog(true));
-        assert_eq!(
-            engine.wait_semantic_search(Duration::from_secs(10)),
-            Ok(true)
-        );
-        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 5);
-        let r = engine.search(&alice, "weather", 5, Some("sky"));
-        assert!(r.hits.iter().all(|h| h.path.starts_with("sky.")), "{r:?}");
-
-        // A snapshot of tools embedded before (one taken away) ranks by meaning from its first
-        // search, without waiting and without the model (the query is in the query cache).
-        let embedded = model.embedded.load(std::sync::atomic::Ordering::SeqCst);
-        shared.store(catalog(false));
-        assert_eq!(engine.search_mode(), "hybrid");
-        let first = engine.search(&alice, query, 5, None);
-        assert_eq!(first.hits[0].path, "clock.current", "{first:?}");
-        assert_eq!(
-            engine.wait_semantic_search(Duration::from_millis(1)),
-            Ok(true)
-        );
-        assert_eq!(
-            model.embedded.load(std::sync::atomic::Ordering::SeqCst),
-            embedded
-        );
-    }
-
-    #[tokio::test]
-    async fn stored_vectors_spare_the_next_run_from_embedding_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("tool-vectors.bin");
-        for expected in [3, 0] {
-            let model = Arc::new(Concepts::default());
-            let store = toolshed_store::Store::open("sqlite::memory:")
-                .await
-                .unwrap();
-            let shared = Arc::new(SharedCatalog::new(catalog(false)));
-            let engine = Engine::new(
-                shared,
-                everything_for_alice(),
-                store,
-                EngineConfig::default(),
-            )
-            .with_embedder(model.clone(), Some(file.clone()));
-            assert_eq!(
-                engine.wait_semantic_search(Duration::from_secs(10)),
-                Ok(true)
-            );
-            assert_eq!(
-                model.embedded.load(std::sync::atomic::Ordering::SeqCst),
-                expected
-            );
-            let alice = engine.caller("alice", Face::Cli);
-            let r = engine.search(&alice, "what is the current hour", 1, None);
-            assert_eq!(r.hits[0].path, "clock.current", "{r:?}");
-        }
-        // A damaged file only costs time.
-        std::fs::write(&file, b"TSVEC1\nconcepts-1\n3\n123").unwrap();
-        let model = Arc::new(Concepts::default());
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let engine = Engine::new(
-            Arc::new(SharedCatalog::new(catalog(false))),
-            everything_for_alice(),
-            store,
-            EngineConfig::default(),
-        )
-        .with_embedder(model.clone(), Some(file));
-        assert_eq!(
-            engine.wait_semantic_search(Duration::from_secs(10)),
-            Ok(true)
-        );
-        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 3);
-    }
-
-    /// A slow stand-in: every batch takes 50 ms, so snapshots overlap.
-    #[derive(Debug, Default)]
-    struct Slow(Concepts);
-
-    impl TextEmbedder for Slow {
-        fn dim(&self) -> usize {
-            self.0.dim()
-        }
-
-        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
-            std::thread::sleep(Duration::from_millis(50));
-            self.0.embed_texts(texts)
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn snapshots_changing_while_embedding_end_on_the_newest() {
-        let shared = Arc::new(SharedCatalog::new(catalog(true)));
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let model = Arc::new(Slow::default());
-        let policy = everything_for_alice();
-        let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
-            .with_embedder(model.clone(), None);
-        engine.warm_search();
-        // Tools come and go faster than they are embedded.
-        for extra in [false, true, false] {
-            shared.store(catalog(extra));
-            engine.warm_search();
-        }
-        assert_eq!(
-            engine.wait_semantic_search(Duration::from_secs(10)),
-            Ok(true)
-        );
-        assert_eq!(engine.search_mode(), "hybrid");
-        let alice = engine.caller("alice", Face::Cli);
-        let r = engine.search(&alice, "how late is it at the moment", 3, None);
-        let top: Vec<&str> = r.hits.iter().take(2).map(|h| h.path.as_str()).collect();
-        assert!(
-            top.contains(&"clock.current") && top.contains(&"hidden.hour"),
-            "{r:?}"
-        );
-        // The newest snapshot has no `sky.alerts`; its vector is not searched.
-        assert!(engine
-            .search(&alice, "storm alerts", 5, None)
-            .hits
-            .iter()
-            .all(|h| h.path != "sky.alerts"));
-    }
-
-    #[tokio::test]
-    async fn without_an_embedder_search_is_lexical_and_nothing_waits() {
-        let shared = Arc::new(SharedCatalog::new(catalog(false)));
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let policy = everything_for_alice();
-        let engine = Engine::new(shared, policy, store, EngineConfig::default());
-        assert_eq!(
-            engine.wait_semantic_search(Duration::from_millis(1)),
-            Ok(true)
-        );
-        assert_eq!(engine.search_mode(), "lexical");
     }
 }

@@ -56,7 +56,7 @@ use toolshed_store::Store;
 pub use caller::{Caller, Face};
 pub use credentials::{CredentialConfig, CredentialError, Credentials};
 pub use decisions::DecisionChannel;
-pub use discovery::{Description, SearchAnswer, SearchHit};
+pub use discovery::{Description, SearchAnswer, SearchHit, SearchState, EMBEDDING_NOTE};
 pub use error::EngineError;
 pub use executions::{
     AnswerAction, ClientError, Decision, ExecutionInfo, InputMode, Outcome, PendingCall,

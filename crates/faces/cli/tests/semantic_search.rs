@@ -7,18 +7,22 @@
 
 use crate::support;
 
-use support::{cli, cli_with_env};
+use support::{cli, cli_with_env, Server};
 
-#[test]
-fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
-    let Some(model) = std::env::var_os("TOOLSHED_SEARCH_MODEL").filter(|m| !m.is_empty()) else {
-        eprintln!("note: TOOLSHED_SEARCH_MODEL is unset: skipping the hybrid search test");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
+/// The model's folder, or `None` with a skip line.
+fn model_dir(test: &str) -> Option<std::ffi::OsString> {
+    let model = std::env::var_os("TOOLSHED_SEARCH_MODEL").filter(|m| !m.is_empty());
+    if model.is_none() {
+        eprintln!("note: TOOLSHED_SEARCH_MODEL is unset: skipping {test}");
+    }
+    model
+}
+
+/// A configuration with the model and the Petstore's tools, in `dir`.
+fn petstore_config(dir: &std::path::Path, model: &std::ffi::OsStr) -> std::path::PathBuf {
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/petstore.oas3.0.json");
-    let config = dir.path().join("toolshed.toml");
+    let config = dir.join("toolshed.toml");
     std::fs::write(
         &config,
         format!(
@@ -28,6 +32,16 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
         ),
     )
     .unwrap();
+    config
+}
+
+#[test]
+fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
+    let Some(model) = model_dir("the hybrid search test") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = petstore_config(dir.path(), &model);
 
     // No word of the question is in the Petstore's tools; their meaning is.
     let query = "which animals can I adopt";
@@ -146,4 +160,47 @@ fn search_finds_tools_by_meaning_and_keeps_their_vectors() {
         assert!(first.starts_with("pets.pet."), "{env:?}: {other}");
         assert!(kernels().ends_with(tag), "{env:?}: {}", kernels());
     }
+}
+
+/// The server's `search` in `/healthz`.
+async fn health_search(server: &Server) -> String {
+    let health: serde_json::Value = reqwest::get(server.url("/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    health["search"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_server_says_how_its_searches_rank() {
+    let Some(model) = model_dir("the served hybrid search test") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = petstore_config(dir.path(), &model);
+    let server = Server::start(dir.path(), Some(&config), &[]);
+    // The tools embed in the background: by words until then, and /healthz says which.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let search = health_search(&server).await;
+        if search == "hybrid" {
+            break;
+        }
+        assert_eq!(search, "embedding");
+        assert!(std::time::Instant::now() < deadline, "still embedding");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let url = server.url("/v1/tools?query=which%20animals%20can%20I%20adopt&limit=3");
+    let answer: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    assert!(answer.get("note").is_none(), "{answer}");
+    let first = answer["hits"][0]["path"].as_str().unwrap_or_default();
+    assert!(first.starts_with("pets.pet."), "{answer}");
+    server.kill();
+
+    // The vectors were stored: the next start ranks by meaning from its first request.
+    let server = Server::start(dir.path(), Some(&config), &[]);
+    assert_eq!(health_search(&server).await, "hybrid");
 }

@@ -5,7 +5,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /healthz` | liveness |
+//! | `GET /healthz` | liveness, and how searches rank now (`search`: `lexical`, `embedding`, `hybrid`) |
 //! | `GET /.well-known/oauth-protected-resource[/…]` | RFC 9728 metadata (with `[oauth]`) |
 //! | `GET /v1/openapi.json` | the OpenAPI 3.1 document of these routes |
 //! | `GET /v1/tools?query=&limit=&namespace=` | ranked search (or the namespace summary with no query) |
@@ -80,8 +80,12 @@ fn routes() -> Vec<Route<AppState>> {
     vec![
         Route::get("/healthz", health)
             .public()
-            .doc("health", "Liveness")
-            .answers(S::OK, "The server is up.", schema_of::<Health>),
+            .doc("health", "Liveness, and how searches rank now")
+            .answers(
+                S::OK,
+                "The server is up; `search` says whether searches rank by words only, by words while the tools are being embedded, or by words and meaning.",
+                schema_of::<Health>,
+            ),
         Route::get("/.well-known/oauth-protected-resource", resource_metadata)
             .public()
             .doc(
@@ -297,6 +301,10 @@ fn tool_arguments(_: &mut SchemaGenerator) -> Schema {
 #[derive(Serialize, JsonSchema)]
 struct Health {
     status: &'static str,
+    /// How searches rank now: `lexical` (by words: no model, or embedding failed),
+    /// `embedding` (by words until the tools' embeddings are done) or `hybrid` (words and
+    /// meaning).
+    search: &'static str,
 }
 
 /// `GET /v1/tools`: ranked hits for a query, else the caller's view.
@@ -324,8 +332,11 @@ struct AuditLog {
     entries: Vec<AuditEntry>,
 }
 
-async fn health() -> Json<Health> {
-    Json(Health { status: "ok" })
+async fn health(State(s): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        search: s.engine.search_state().as_str(),
+    })
 }
 
 async fn openapi_document(

@@ -239,6 +239,9 @@ async fn every_route_needs_a_known_key() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    // No model here: searches rank by words, and say nothing of embeddings.
+    let health: Value = r.json().await.unwrap();
+    assert_eq!(health, json!({"status": "ok", "search": "lexical"}));
 }
 
 #[tokio::test]

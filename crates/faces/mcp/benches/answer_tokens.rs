@@ -121,7 +121,7 @@ fn main() {
         // Embedding the catalog runs in the background; measure once it ranks with it.
         let ready = engine.wait_semantic_search(std::time::Duration::from_secs(3600));
         assert_eq!(ready, Ok(true), "embedding the catalog did not finish");
-        println!("ranking: {}", engine.search_mode());
+        println!("ranking: {}", engine.search_state().as_str());
         let caller = engine.caller("me", Face::Mcp);
         let (mut text_tokens, mut json_tokens) = (Vec::new(), Vec::new());
         let mut largest = (0, String::new());

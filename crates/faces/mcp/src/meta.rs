@@ -44,15 +44,20 @@ fn all_meta_tools(engine: &Engine, caller: &Caller) -> Vec<McpTool> {
         .collect()
 }
 
-/// The compact answer agents read: a count line, then one line per hit,
-/// `path — Name: summary` with `[destructive]` where it applies. The name is left out when it
-/// only restates the last path segment (`tables.create` — "Create").
+/// The compact answer agents read: a count line, the answer's note on a line of its own when
+/// it has one, then one line per hit, `path — Name: summary` with `[destructive]` where it
+/// applies. The name is left out when it only restates the last path segment
+/// (`tables.create` — "Create").
 pub fn search_text(answer: &toolshed_engine::SearchAnswer) -> String {
     let mut out = format!("{} matching tools", answer.total);
     if answer.total > answer.hits.len() {
         out.push_str(&format!(", top {}", answer.hits.len()));
     }
     out.push('\n');
+    if let Some(note) = &answer.note {
+        out.push_str(note);
+        out.push('\n');
+    }
     for h in &answer.hits {
         out.push_str(&h.path);
         let last = h.path.rsplit('.').next().unwrap_or_default();
@@ -202,6 +207,7 @@ mod tests {
                 // A clipped name that does not.
                 hit("weather.forecast", "Weather forecast for a…"),
             ],
+            note: None,
         };
         let text = search_text(&answer);
         let lines: Vec<&str> = text.lines().collect();
@@ -215,6 +221,25 @@ mod tests {
         assert_eq!(
             lines[4],
             "weather.forecast — Weather forecast for a…: Does it."
+        );
+    }
+
+    #[test]
+    fn a_note_is_said_after_the_count() {
+        let answer = SearchAnswer {
+            total: 9,
+            hits: vec![hit("tables.create", "Create")],
+            note: Some(toolshed_engine::EMBEDDING_NOTE.to_string()),
+        };
+        let text = search_text(&answer);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "9 matching tools, top 1",
+                toolshed_engine::EMBEDDING_NOTE,
+                "tables.create — Does it."
+            ]
         );
     }
 }
