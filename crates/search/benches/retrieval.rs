@@ -21,7 +21,10 @@
 //! the whole set (a set's ranking should not change by it but where its own namespaces did).
 //! `--extra-tools FILE` adds the tools of FILE (a `tools.jsonl`, relevant to no request) to every
 //! set, as the gateway's own tools are beside a set served through the MCP face
-//! (`scripts/gateway-tools.sh` writes them).
+//! (`scripts/gateway-tools.sh` writes them). `--pooled` searches each set among every set's
+//! tools (the others' relevant to none of its requests; an id two sets share is renamed in the
+//! other's copy): one large catalog of tools from unrelated sources, as a gateway in front of
+//! many servers holds.
 //!
 //! Environment: `RETRIEVAL_DEBUG=1` prints each request the hybrid ranking misses with its top
 //! five; `RETRIEVAL_DUMP=DIR` writes `DIR/SET.jsonl`, each request's hybrid top ten (as
@@ -436,6 +439,36 @@ fn floats(s: &str) -> Vec<f32> {
         .collect()
 }
 
+fn set_name(dir: &Path) -> String {
+    dir.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `extra` and the tools of every set in `pool` but `name`, an id already taken renamed
+/// (`ID~SET`) so that no other set's tool stands for one of this set's.
+fn others_tools(pool: &[(String, Vec<Value>)], name: &str, extra: &[Value]) -> Vec<Value> {
+    let own = pool.iter().filter(|(n, _)| n == name);
+    let mut taken: HashSet<String> = own
+        .flat_map(|(_, t)| t.iter().map(|t| text(t, "id")))
+        .collect();
+    let mut out = extra.to_vec();
+    taken.extend(extra.iter().map(|t| text(t, "id")));
+    for (other, tools) in pool.iter().filter(|(n, _)| n != name) {
+        for tool in tools {
+            let mut tool = tool.clone();
+            let mut id = text(&tool, "id");
+            while !taken.insert(id.clone()) {
+                id = format!("{id}~{other}");
+            }
+            tool["id"] = Value::String(id);
+            out.push(tool);
+        }
+    }
+    out
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -460,9 +493,14 @@ fn main() {
     let mut one_vector = false;
     let mut under: Option<String> = None;
     let mut extra: Vec<Value> = Vec::new();
+    let mut pooled = false;
     while let Some(flag) = it.next() {
         if flag == "--one-vector" {
             one_vector = true;
+            continue;
+        }
+        if flag == "--pooled" {
+            pooled = true;
             continue;
         }
         let value = it.next().expect("flag value");
@@ -567,12 +605,19 @@ fn main() {
         "{:<30} {:>7} {:>6} {:>6} {:>6} {:>8} {:>6} {:>8}",
         "set", "queries", "R@1", "R@5", "R@10", "nDCG@10", "MRR", "time"
     );
+    let pool: Vec<(String, Vec<Value>)> = if pooled {
+        let tools = |s: &PathBuf| read_jsonl(&s.join("tools.jsonl"));
+        sets.iter().map(|s| (set_name(s), tools(s))).collect()
+    } else {
+        Vec::new()
+    };
     for set in sets {
-        let name = set
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+        let name = set_name(&set);
+        let extra = if pooled {
+            others_tools(&pool, &name, &extra)
+        } else {
+            extra.clone()
+        };
         let Some(data) = load(&set, under.as_deref(), &extra) else {
             continue;
         };
