@@ -193,6 +193,12 @@ impl Engine {
         self.inner.search.state(&catalog, &ranker)
     }
 
+    /// [`Engine::search_state`] without waiting for (or doing) the build of a new snapshot's
+    /// indexes: `None` when the caller would have to build them.
+    pub fn try_search_state(&self) -> Option<SearchState> {
+        self.inner.search.try_state(&self.inner.catalog.load())
+    }
+
     /// Ranked search of tools in the caller's view.
     pub fn search(
         &self,

@@ -4,8 +4,12 @@
 //! through `Engine::warm_search`). With an embedder, the tools' texts are embedded on a
 //! background thread, a chunk at a time ([`CHUNK`]): searches rank lexically until every text
 //! has a vector, the progress is there to read ([`SearchState`]), a run stopped half-way keeps
-//! what it embedded (the vectors are stored every [`SAVE_EVERY`] of work), and a snapshot
-//! replaced while it embeds stops at its next chunk, leaving its vectors to the newer one.
+//! what it embedded (the vectors are stored every [`SAVE_EVERY`] of work, and when a run fails
+//! or stops early), and a snapshot replaced while it embeds stops at its next chunk, leaving
+//! its vectors to the newer one. A thread that dies (a panic in the model) reports a failure,
+//! so nothing waits for it and search says it ranks by words. The slot never goes back to an
+//! older snapshot: a caller that loaded one just before a newer one was stored gets a ranker
+//! of its own.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,6 +66,17 @@ pub(crate) struct Ranker {
     pub hybrid: Option<Arc<HybridIndex>>,
     /// What a search's filter reads per candidate.
     pub visibility: Arc<Visibility>,
+}
+
+impl Ranker {
+    /// A ranker of `catalog` by words only, kept nowhere.
+    fn lexical(catalog: &Catalog, docs: &[SearchDoc]) -> Self {
+        Self {
+            lexical: Arc::new(SearchIndex::build(docs)),
+            hybrid: None,
+            visibility: Arc::new(Visibility::of(catalog)),
+        }
+    }
 }
 
 struct Built {
@@ -147,14 +162,18 @@ impl SearchCache {
     /// embedder, its tools' embedding started in the background).
     pub(crate) fn get(&self, catalog: &Catalog) -> Ranker {
         let mut slot = self.slot.lock();
-        if let Some(b) = slot.as_ref() {
-            if b.version == catalog.version() {
-                return b.ranker.clone();
+        let version = catalog.version();
+        match slot.as_ref() {
+            Some(b) if b.version == version => return b.ranker.clone(),
+            // A caller that loaded the catalog just before a newer one was stored: its ranker
+            // is built for it alone, and the newer snapshot keeps the slot (and its embedding).
+            Some(b) if b.version > version => {
+                return Ranker::lexical(catalog, &search_docs(catalog))
             }
+            _ => {}
         }
         let docs = search_docs(catalog);
         let lexical = Arc::new(SearchIndex::build(&docs));
-        let version = catalog.version();
         let (hybrid, to_embed) = match &self.semantic {
             None => (None, None),
             // A snapshot whose texts are all embedded already (a listing read again, a tool
@@ -166,7 +185,7 @@ impl SearchCache {
                     semantic.finish(version, None);
                     (Some(Arc::new(hybrid)), None)
                 }
-                Err(texts) => (None, Some(texts)),
+                Err(missing) => (None, Some(missing)),
             },
         };
         let ranker = Ranker {
@@ -178,35 +197,66 @@ impl SearchCache {
             version,
             ranker: ranker.clone(),
         });
-        if let (Some(semantic), Some(texts)) = (&self.semantic, to_embed) {
-            *semantic.progress.lock() = Some(Progress {
-                version,
-                done: 0,
-                total: texts.texts.len(),
-            });
-            let (semantic, slot) = (semantic.clone(), self.slot.clone());
-            std::thread::Builder::new()
+        if let (Some(semantic), Some((texts, missing))) = (&self.semantic, to_embed) {
+            semantic.set_progress(version, 0, missing);
+            let (embedding, slot) = (semantic.clone(), self.slot.clone());
+            let spawned = std::thread::Builder::new()
                 .name("toolshed-embed".into())
-                .spawn(move || embed_snapshot(&semantic, &slot, version, texts, lexical))
-                .map_err(|e| tracing::warn!(error = %e, "cannot start the embedding thread"))
-                .ok();
+                .spawn(move || embed_snapshot(&embedding, &slot, version, texts, lexical));
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "cannot start the embedding thread: search stays lexical");
+                semantic.finish(
+                    version,
+                    Some(format!("cannot start the embedding thread: {e}")),
+                );
+            }
         }
         ranker
     }
 
     /// Where search over `catalog` stands, given its `ranker` (from [`SearchCache::get`]).
     pub(crate) fn state(&self, catalog: &Catalog, ranker: &Ranker) -> SearchState {
+        let read = (ranker.hybrid.is_some(), ranker.lexical.len());
+        self.recorded_state(catalog.version(), Some(read))
+    }
+
+    /// [`SearchCache::state`] without waiting and without building: `None` when `catalog` has
+    /// no indexes yet (the caller builds them, [`SearchCache::get`]). While another caller
+    /// holds them (building a snapshot's), the state is read from the embedding's records.
+    pub(crate) fn try_state(&self, catalog: &Catalog) -> Option<SearchState> {
+        let version = catalog.version();
+        let Some(slot) = self.slot.try_lock() else {
+            return Some(self.recorded_state(version, None));
+        };
+        match slot.as_ref() {
+            Some(b) if b.version == version => {
+                let read = (b.ranker.hybrid.is_some(), b.ranker.lexical.len());
+                drop(slot);
+                Some(self.recorded_state(version, Some(read)))
+            }
+            Some(b) if b.version > version => {
+                drop(slot);
+                Some(self.recorded_state(version, None))
+            }
+            _ => None,
+        }
+    }
+
+    /// The state of snapshot `version` from the embedding's records and, when it was read, its
+    /// ranker's `(has a hybrid index, tools)`.
+    fn recorded_state(&self, version: u64, ranker: Option<(bool, usize)>) -> SearchState {
         let Some(semantic) = &self.semantic else {
             return SearchState::Lexical;
         };
-        if ranker.hybrid.is_some() {
+        let (hybrid, tools) = ranker.unwrap_or((false, 0));
+        if hybrid {
             return SearchState::Hybrid;
         }
-        let version = catalog.version();
-        if let Some((v, Some(_))) = semantic.done.lock().as_ref() {
-            if *v >= version {
-                return SearchState::Lexical;
-            }
+        match semantic.done.lock().as_ref() {
+            Some((v, Some(_))) if *v >= version => return SearchState::Lexical,
+            // Without the ranker, the records alone say the snapshot is done.
+            Some((v, None)) if *v >= version && ranker.is_none() => return SearchState::Hybrid,
+            _ => {}
         }
         match *semantic.progress.lock() {
             Some(p) if p.version == version => SearchState::Embedding {
@@ -216,7 +266,7 @@ impl SearchCache {
             // Its thread has not begun: every tool is still to embed, as far as is known.
             _ => SearchState::Embedding {
                 done: 0,
-                total: ranker.lexical.len(),
+                total: tools,
             },
         }
     }
@@ -274,6 +324,11 @@ fn embed_snapshot(
     if !current(slot) {
         return; // a newer snapshot's thread will embed (and report) instead
     }
+    let mut unfinished = Unfinished {
+        semantic,
+        version,
+        armed: true,
+    };
     let tools = lexical.len();
     let EmbedTexts { texts, extra_of } = texts;
     let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
@@ -288,6 +343,7 @@ fn embed_snapshot(
     };
     let started = Instant::now();
     let Some(outcome) = semantic.embed_missing(&missing, version, || current(slot)) else {
+        unfinished.armed = false;
         return; // replaced while embedding: the newer snapshot's thread goes on from here
     };
     let outcome = outcome.and_then(|()| semantic.rows_of(&keys, !missing.is_empty()));
@@ -317,27 +373,54 @@ fn embed_snapshot(
             Some(e.to_string())
         }
     };
+    unfinished.armed = false;
     semantic.finish(version, error);
 }
 
+/// Reports a snapshot's embedding as failed when its thread ends without saying how it ended
+/// (a panic in the model): the waiters wake, and search says `lexical`, not `embedding`.
+struct Unfinished<'a> {
+    semantic: &'a Semantic,
+    version: u64,
+    armed: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::warn!("the embedding thread stopped unexpectedly: search stays lexical");
+            let why = "the embedding thread stopped unexpectedly".to_string();
+            self.semantic.finish(self.version, Some(why));
+        }
+    }
+}
+
 impl Semantic {
-    /// The hybrid index of `docs` from vectors embedded before, or, when a text of theirs has
-    /// none yet, the texts to embed.
+    /// The hybrid index of `docs` from vectors embedded before, or, when texts of theirs have
+    /// none yet, the texts and how many distinct ones lack a vector.
     fn hybrid_from_stored(
         &self,
         docs: &[SearchDoc],
         lexical: Arc<SearchIndex>,
-    ) -> Result<HybridIndex, EmbedTexts> {
+    ) -> Result<HybridIndex, (EmbedTexts, usize)> {
         let texts = EmbedTexts::of(docs);
         let mut rows = Vec::with_capacity(texts.texts.len() * self.embedder.dim());
+        let mut missing = std::collections::HashSet::new();
         {
             let cache = self.vectors.lock();
             for t in &texts.texts {
-                match cache.get(&vectors::text_key(t)) {
-                    Some(v) => rows.extend_from_slice(v),
-                    None => return Err(texts),
+                let key = vectors::text_key(t);
+                match cache.get(&key) {
+                    Some(v) if missing.is_empty() => rows.extend_from_slice(v),
+                    Some(_) => {}
+                    None => {
+                        missing.insert(key);
+                    }
                 }
             }
+        }
+        if !missing.is_empty() {
+            return Err((texts, missing.len()));
         }
         Ok(HybridIndex::from_rows(
             lexical,
@@ -362,28 +445,41 @@ impl Semantic {
         let total = missing.len();
         self.set_progress(version, 0, total);
         let (mut saved, mut logged) = (Instant::now(), Instant::now());
+        // Whether vectors were embedded since the last store: kept when the run ends early.
+        let mut unsaved = false;
+        let keep = |unsaved: bool| {
+            if unsaved {
+                self.save_so_far();
+            }
+        };
         for (i, chunk) in missing.chunks(CHUNK).enumerate() {
             if i > 0 && !current() {
+                keep(unsaved);
                 return None;
             }
             let batch: Vec<&str> = chunk.iter().map(|(_, t)| *t).collect();
             let fresh = match self.embedder.embed_texts(&batch) {
-                Ok(fresh) => fresh,
-                Err(e) => return Some(Err(e)),
+                Ok(fresh) if fresh.len() == chunk.len() * dim => fresh,
+                Ok(fresh) => {
+                    keep(unsaved);
+                    return Some(Err(toolshed_search::EmbedError(format!(
+                        "the embedder returned {} values for {} texts of dimension {dim}",
+                        fresh.len(),
+                        chunk.len()
+                    ))));
+                }
+                Err(e) => {
+                    keep(unsaved);
+                    return Some(Err(e));
+                }
             };
-            if fresh.len() != chunk.len() * dim {
-                return Some(Err(toolshed_search::EmbedError(format!(
-                    "the embedder returned {} values for {} texts of dimension {dim}",
-                    fresh.len(),
-                    chunk.len()
-                ))));
-            }
             {
                 let mut cache = self.vectors.lock();
                 for ((k, _), v) in chunk.iter().zip(fresh.chunks_exact(dim.max(1))) {
                     cache.insert(*k, Arc::from(v));
                 }
             }
+            unsaved = true;
             let done = (i * CHUNK + chunk.len()).min(total);
             self.set_progress(version, done, total);
             if done < total && logged.elapsed() >= LOG_EVERY {
@@ -391,20 +487,31 @@ impl Semantic {
                 logged = Instant::now();
             }
             if done < total && saved.elapsed() >= self.save_every {
-                let so_far = self.vectors.lock().clone();
-                self.save(&so_far);
-                saved = Instant::now();
+                self.save_so_far();
+                (saved, unsaved) = (Instant::now(), false);
             }
         }
         Some(Ok(()))
     }
 
+    /// Records how far the embedding of `version` has got; a report of an older snapshot's
+    /// (its thread not yet stopped) does not replace a newer one's.
     fn set_progress(&self, version: u64, done: usize, total: usize) {
-        *self.progress.lock() = Some(Progress {
-            version,
-            done,
-            total,
-        });
+        let mut progress = self.progress.lock();
+        if progress.is_none_or(|p| p.version <= version) {
+            *progress = Some(Progress {
+                version,
+                done,
+                total,
+            });
+        }
+    }
+
+    /// Stores every vector embedded so far (the map is copied, so searches that build an
+    /// index need not wait for the file).
+    fn save_so_far(&self) {
+        let so_far = self.vectors.lock().clone();
+        self.save(&so_far);
     }
 
     /// The vectors of `keys`, in order, from the cache, which then keeps only those; stored for
@@ -419,11 +526,14 @@ impl Semantic {
             })?;
             out.extend_from_slice(v);
         }
-        // Keep only what the current snapshot uses, and store it for the next run.
+        // Keep only what the current snapshot uses, and store it for the next run (written
+        // from a copy, so the file is not written under the lock).
         let current: std::collections::HashSet<u64> = keys.iter().copied().collect();
         cache.retain(|k, _| current.contains(k));
-        if store {
-            self.save(&cache);
+        let kept = store.then(|| cache.clone());
+        drop(cache);
+        if let Some(kept) = kept {
+            self.save(&kept);
         }
         Ok(out)
     }
@@ -883,5 +993,91 @@ mod tests {
             600 - CHUNK
         );
         assert_eq!(vectors::load(&file, &id, dim).len(), 600);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_snapshot_replaced_while_it_embeds_stops_and_leaves_its_vectors_to_the_newer() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tool-vectors.bin");
+        let (model, permits) = gated();
+        let (id, dim) = (model.model_id(), model.dim());
+        // Never stored on the clock: only when a run ends.
+        let hour = Duration::from_secs(3600);
+        let cache = SearchCache::with_embedder_saving(model.clone(), Some(file.clone()), hour);
+        let engine = engine_with(many_tools(600), cache).await;
+        assert_eq!(engine.try_search_state(), None, "nothing built yet");
+        engine.warm_search();
+        assert_eq!(engine.try_search_state(), Some(engine.search_state()));
+        permits.send(()).unwrap();
+        until_state(
+            &engine,
+            SearchState::Embedding {
+                done: CHUNK,
+                total: 600,
+            },
+        );
+        // A tool is added while the second chunk waits: the newer snapshot lacks the rest.
+        engine.inner.catalog.store(many_tools(601));
+        engine.warm_search();
+        let rest = 601 - CHUNK;
+        assert_eq!(
+            engine.search_state(),
+            SearchState::Embedding {
+                done: 0,
+                total: rest
+            }
+        );
+        // The older snapshot finishes the chunk it is in, then stops (a third permit would let
+        // it go on) and stores what it did; the newer one goes on with what no chunk held.
+        permits.send(()).unwrap();
+        until_state(
+            &engine,
+            SearchState::Embedding {
+                done: 0,
+                total: 601 - 2 * CHUNK,
+            },
+        );
+        assert_eq!(vectors::load(&file, &id, dim).len(), 2 * CHUNK);
+        permits.send(()).unwrap();
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_secs(10)),
+            Ok(true)
+        );
+        assert_eq!(engine.search_state(), SearchState::Hybrid);
+        // Each text embedded once.
+        let embedded = model
+            .model
+            .embedded
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(embedded, 601);
+        assert_eq!(vectors::load(&file, &id, dim).len(), 601);
+    }
+
+    /// A model that panics on a batch of several texts.
+    #[derive(Debug, Default)]
+    struct Panics(Concepts);
+
+    impl TextEmbedder for Panics {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+
+        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            assert!(texts.len() < 2, "a model that breaks");
+            self.0.embed_texts(texts)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_embedding_thread_that_panics_leaves_search_lexical_and_wakes_the_waiters() {
+        let cache = SearchCache::with_embedder(Arc::new(Panics::default()), None);
+        let engine = engine_with(many_tools(3), cache).await;
+        let waited = engine.wait_semantic_search(Duration::from_secs(10));
+        assert!(waited.is_err_and(|e| e.contains("stopped unexpectedly")));
+        assert_eq!(engine.search_state(), SearchState::Lexical);
+        let alice = engine.caller("alice", Face::Cli);
+        let answer = engine.search(&alice, "current hour", 5, None);
+        assert_eq!(answer.note, None);
+        assert_eq!(answer.hits[0].path, "clock.current");
     }
 }

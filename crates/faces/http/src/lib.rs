@@ -333,9 +333,21 @@ struct AuditLog {
 }
 
 async fn health(State(s): State<AppState>) -> Json<Health> {
+    // A public route never waits on a build: while one runs, the state comes from the
+    // embedding's records; the first look at a new snapshot builds its index off the async
+    // workers.
+    let search = match s.engine.try_search_state() {
+        Some(state) => state.as_str(),
+        None => {
+            let engine = s.engine.clone();
+            tokio::task::spawn_blocking(move || engine.search_state().as_str())
+                .await
+                .unwrap_or("lexical")
+        }
+    };
     Json(Health {
         status: "ok",
-        search: s.engine.search_state().as_str(),
+        search,
     })
 }
 
