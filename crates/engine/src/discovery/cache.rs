@@ -163,14 +163,14 @@ impl SearchCache {
     pub(crate) fn get(&self, catalog: &Catalog) -> Ranker {
         let mut slot = self.slot.lock();
         let version = catalog.version();
-        match slot.as_ref() {
-            Some(b) if b.version == version => return b.ranker.clone(),
-            // A caller that loaded the catalog just before a newer one was stored: its ranker
-            // is built for it alone, and the newer snapshot keeps the slot (and its embedding).
-            Some(b) if b.version > version => {
-                return Ranker::lexical(catalog, &search_docs(catalog))
-            }
-            _ => {}
+        if let Some(b) = slot.as_ref().filter(|b| b.version == version) {
+            return b.ranker.clone();
+        }
+        // A caller that loaded the catalog just before a newer one was stored: its ranker is
+        // built for it alone (outside the lock), and the newer snapshot keeps the slot.
+        if slot.as_ref().is_some_and(|b| b.version > version) {
+            drop(slot);
+            return Ranker::lexical(catalog, &search_docs(catalog));
         }
         let docs = search_docs(catalog);
         let lexical = Arc::new(SearchIndex::build(&docs));
@@ -1079,5 +1079,32 @@ mod tests {
         let answer = engine.search(&alice, "current hour", 5, None);
         assert_eq!(answer.note, None);
         assert_eq!(answer.hits[0].path, "clock.current");
+    }
+
+    #[tokio::test]
+    async fn a_caller_with_an_older_snapshot_does_not_take_the_cache_back() {
+        let model = Arc::new(Concepts::default());
+        let cache = SearchCache::with_embedder(model.clone(), None);
+        let engine = engine_with(catalog(false), cache).await;
+        let older = engine.inner.catalog.load();
+        engine.inner.catalog.store(catalog(true));
+        assert_eq!(
+            engine.wait_semantic_search(Duration::from_secs(10)),
+            Ok(true)
+        );
+        let embedded = model.embedded.load(std::sync::atomic::Ordering::SeqCst);
+        // A search that loaded the catalog before the newer one was stored.
+        let ranker = engine.inner.search.get(&older);
+        assert!(ranker.hybrid.is_none());
+        assert_eq!(ranker.lexical.len(), 3);
+        assert_eq!(engine.search_state(), SearchState::Hybrid);
+        let alice = engine.caller("alice", Face::Cli);
+        let r = engine.search(&alice, "storm alerts", 1, None);
+        assert_eq!(r.hits[0].path, "sky.alerts", "{r:?}");
+        assert_eq!(
+            model.embedded.load(std::sync::atomic::Ordering::SeqCst),
+            embedded + 1,
+            "only the query was embedded"
+        );
     }
 }
