@@ -768,18 +768,21 @@ mod tests {
         assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
-    /// A slow stand-in: every batch takes 50 ms, so snapshots overlap.
+    /// [`Concepts`] with a fault: every batch slow (50 ms, so snapshots overlap), or a panic on
+    /// a batch of several texts.
     #[derive(Debug, Default)]
-    struct Slow(Concepts);
+    struct Faulty(Concepts, bool);
 
-    impl TextEmbedder for Slow {
+    impl TextEmbedder for Faulty {
         fn dim(&self) -> usize {
             self.0.dim()
         }
 
         fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
+            let Faulty(model, panics) = self;
+            assert!(!panics || texts.len() < 2, "a model that breaks");
             std::thread::sleep(Duration::from_millis(50));
-            self.0.embed_texts(texts)
+            model.embed_texts(texts)
         }
     }
 
@@ -789,7 +792,7 @@ mod tests {
         let store = toolshed_store::Store::open("sqlite::memory:")
             .await
             .unwrap();
-        let model = Arc::new(Slow::default());
+        let model = Arc::new(Faulty::default());
         let policy = everything_for_alice();
         let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
             .with_embedder(model.clone(), None);
@@ -1053,24 +1056,9 @@ mod tests {
         assert_eq!(vectors::load(&file, &id, dim).len(), 601);
     }
 
-    /// A model that panics on a batch of several texts.
-    #[derive(Debug, Default)]
-    struct Panics(Concepts);
-
-    impl TextEmbedder for Panics {
-        fn dim(&self) -> usize {
-            self.0.dim()
-        }
-
-        fn embed_texts(&self, texts: &[&str]) -> Result<Vec<f32>, EmbedError> {
-            assert!(texts.len() < 2, "a model that breaks");
-            self.0.embed_texts(texts)
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_embedding_thread_that_panics_leaves_search_lexical_and_wakes_the_waiters() {
-        let cache = SearchCache::with_embedder(Arc::new(Panics::default()), None);
+        let cache = SearchCache::with_embedder(Arc::new(Faulty(Concepts::default(), true)), None);
         let engine = engine_with(many_tools(3), cache).await;
         let waited = engine.wait_semantic_search(Duration::from_secs(10));
         assert!(waited.is_err_and(|e| e.contains("stopped unexpectedly")));
