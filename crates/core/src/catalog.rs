@@ -247,6 +247,8 @@ fn origin_label(o: &str) -> String {
 pub struct SharedCatalog {
     current: ArcSwap<Catalog>,
     next_version: AtomicU64,
+    /// The newest version stored, for those who act on a change ([`SharedCatalog::subscribe`]).
+    versions: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for SharedCatalog {
@@ -261,7 +263,14 @@ impl SharedCatalog {
         Self {
             current: ArcSwap::from_pointee(initial),
             next_version: AtomicU64::new(2),
+            versions: tokio::sync::watch::Sender::new(1),
         }
+    }
+
+    /// The version of each snapshot stored from now on (a receiver sees the newest; versions
+    /// stored in a burst may be seen as one).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.versions.subscribe()
     }
 
     /// The current snapshot.
@@ -274,6 +283,7 @@ impl SharedCatalog {
         let v = self.next_version.fetch_add(1, Ordering::SeqCst);
         catalog.version = v;
         self.current.store(Arc::new(catalog));
+        self.versions.send_replace(v);
         v
     }
 }

@@ -176,6 +176,25 @@ impl Engine {
         self.inner.search.get(&catalog);
     }
 
+    /// Builds each new catalog snapshot's search indexes as soon as it is stored (and starts
+    /// embedding its tools), off the async workers, so that neither the first search after a
+    /// change nor `/healthz` pays for the build; for a serving process.
+    pub fn spawn_search_warmer(&self) -> tokio::task::JoinHandle<()> {
+        let engine = self.clone();
+        let mut versions = self.inner.catalog.subscribe();
+        tokio::spawn(async move {
+            while versions.changed().await.is_ok() {
+                let engine = engine.clone();
+                if tokio::task::spawn_blocking(move || engine.warm_search())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("building a new catalog's search index failed");
+                }
+            }
+        })
+    }
+
     /// Waits until search over the current snapshot ranks with embeddings too: `Ok(true)`
     /// when ready (or when no embedder is configured), `Ok(false)` on timeout, `Err` with the
     /// embedder's error when embedding failed (search then stays lexical).

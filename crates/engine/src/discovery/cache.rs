@@ -1,7 +1,8 @@
 //! The search indexes of each catalog snapshot, and the background embedding of its tools.
 //!
-//! The lexical index is built on the first search of a snapshot (or at start, [`SearchCache::get`]
-//! through `Engine::warm_search`). With an embedder, the tools' texts are embedded on a
+//! The lexical index is built on the first search of a snapshot, or, in a serving process, as
+//! soon as the snapshot is stored (`Engine::warm_search` at start, `Engine::spawn_search_warmer`
+//! after; both through [`SearchCache::get`]). With an embedder, the tools' texts are embedded on a
 //! background thread, a chunk at a time ([`CHUNK`]): searches rank lexically until every text
 //! has a vector, the progress is there to read ([`SearchState`]), a run stopped half-way keeps
 //! what it embedded (the vectors are stored every [`SAVE_EVERY`] of work, and when a run fails
@@ -1094,5 +1095,21 @@ mod tests {
             embedded + 1,
             "only the query was embedded"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stored_catalog_is_indexed_and_embedded_before_any_search() {
+        let model = Arc::new(Concepts::default());
+        let cache = SearchCache::with_embedder(model.clone(), None);
+        let engine = engine_with(catalog(false), cache).await;
+        let _warm = engine.spawn_search_warmer();
+        engine.inner.catalog.store(catalog(true));
+        // Nobody searches: the warmer builds the new snapshot's indexes, and its tools embed.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while engine.try_search_state() != Some(SearchState::Hybrid) {
+            assert!(Instant::now() < deadline, "{:?}", engine.try_search_state());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(model.embedded.load(std::sync::atomic::Ordering::SeqCst), 4);
     }
 }

@@ -73,6 +73,7 @@ pub async fn serve(
         notices: Some(app.registry.notices()),
     };
     app.engine.warm_search();
+    let _warm = app.engine.spawn_search_warmer();
     let _purge = app.engine.spawn_retention();
     let _poll = app.watch_stored_sources();
     let _custom = app.watch_custom_tools();
