@@ -269,11 +269,8 @@ impl Engine {
                 }
             })
             .collect();
-        let embedding = ranker.hybrid.is_none()
-            && matches!(
-                self.inner.search.state(&catalog, &ranker),
-                SearchState::Embedding { .. }
-            );
+        let state = self.inner.search.state(&catalog, &ranker);
+        let embedding = matches!(state, SearchState::Embedding { .. });
         SearchAnswer {
             total: result.total,
             hits,

@@ -198,12 +198,12 @@ impl SearchCache {
             version,
             ranker: ranker.clone(),
         });
-        if let (Some(semantic), Some((texts, missing))) = (&self.semantic, to_embed) {
-            semantic.set_progress(version, 0, missing);
+        if let (Some(semantic), Some(to_embed)) = (&self.semantic, to_embed) {
+            semantic.set_progress(version, 0, to_embed.missing);
             let (embedding, slot) = (semantic.clone(), self.slot.clone());
             let spawned = std::thread::Builder::new()
                 .name("toolshed-embed".into())
-                .spawn(move || embed_snapshot(&embedding, &slot, version, texts, lexical));
+                .spawn(move || embed_snapshot(&embedding, &slot, version, to_embed, lexical));
             if let Err(e) = spawned {
                 tracing::warn!(error = %e, "cannot start the embedding thread: search stays lexical");
                 semantic.finish(
@@ -316,7 +316,7 @@ fn embed_snapshot(
     semantic: &Semantic,
     slot: &Mutex<Option<Built>>,
     version: u64,
-    texts: EmbedTexts,
+    to_embed: ToEmbed,
     lexical: Arc<SearchIndex>,
 ) {
     let _turn = semantic.worker.lock();
@@ -331,8 +331,8 @@ fn embed_snapshot(
         armed: true,
     };
     let tools = lexical.len();
+    let ToEmbed { texts, keys, .. } = to_embed;
     let EmbedTexts { texts, extra_of } = texts;
-    let keys: Vec<u64> = texts.iter().map(|t| vectors::text_key(t)).collect();
     let missing: Vec<(u64, &str)> = {
         let cache = semantic.vectors.lock();
         let mut seen = std::collections::HashSet::new();
@@ -378,6 +378,14 @@ fn embed_snapshot(
     semantic.finish(version, error);
 }
 
+/// A snapshot's texts to embed: all of them ([`EmbedTexts`]), their [`vectors::text_key`]s in
+/// the same order, and how many distinct ones lacked a vector when the snapshot was indexed.
+struct ToEmbed {
+    texts: EmbedTexts,
+    keys: Vec<u64>,
+    missing: usize,
+}
+
 /// Reports a snapshot's embedding as failed when its thread ends without saying how it ended
 /// (a panic in the model): the waiters wake, and search says `lexical`, not `embedding`.
 struct Unfinished<'a> {
@@ -398,30 +406,35 @@ impl Drop for Unfinished<'_> {
 
 impl Semantic {
     /// The hybrid index of `docs` from vectors embedded before, or, when texts of theirs have
-    /// none yet, the texts and how many distinct ones lack a vector.
+    /// none yet, what there is to embed.
     fn hybrid_from_stored(
         &self,
         docs: &[SearchDoc],
         lexical: Arc<SearchIndex>,
-    ) -> Result<HybridIndex, (EmbedTexts, usize)> {
+    ) -> Result<HybridIndex, ToEmbed> {
         let texts = EmbedTexts::of(docs);
+        let keys: Vec<u64> = texts.texts.iter().map(|t| vectors::text_key(t)).collect();
         let mut rows = Vec::with_capacity(texts.texts.len() * self.embedder.dim());
         let mut missing = std::collections::HashSet::new();
         {
             let cache = self.vectors.lock();
-            for t in &texts.texts {
-                let key = vectors::text_key(t);
-                match cache.get(&key) {
+            for key in &keys {
+                match cache.get(key) {
                     Some(v) if missing.is_empty() => rows.extend_from_slice(v),
                     Some(_) => {}
                     None => {
-                        missing.insert(key);
+                        missing.insert(*key);
                     }
                 }
             }
         }
         if !missing.is_empty() {
-            return Err((texts, missing.len()));
+            let missing = missing.len();
+            return Err(ToEmbed {
+                texts,
+                keys,
+                missing,
+            });
         }
         Ok(HybridIndex::from_rows(
             lexical,
@@ -724,19 +737,15 @@ mod tests {
     async fn stored_vectors_spare_the_next_run_from_embedding_again() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("tool-vectors.bin");
+        let engine_storing_in = |model: Arc<Concepts>, file: PathBuf| {
+            engine_with(
+                catalog(false),
+                SearchCache::with_embedder(model, Some(file)),
+            )
+        };
         for expected in [3, 0] {
             let model = Arc::new(Concepts::default());
-            let store = toolshed_store::Store::open("sqlite::memory:")
-                .await
-                .unwrap();
-            let shared = Arc::new(SharedCatalog::new(catalog(false)));
-            let engine = Engine::new(
-                shared,
-                everything_for_alice(),
-                store,
-                EngineConfig::default(),
-            )
-            .with_embedder(model.clone(), Some(file.clone()));
+            let engine = engine_storing_in(model.clone(), file.clone()).await;
             assert_eq!(
                 engine.wait_semantic_search(Duration::from_secs(10)),
                 Ok(true)
@@ -752,16 +761,7 @@ mod tests {
         // A damaged file only costs time.
         std::fs::write(&file, b"TSVEC1\nconcepts-1\n3\n123").unwrap();
         let model = Arc::new(Concepts::default());
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let engine = Engine::new(
-            Arc::new(SharedCatalog::new(catalog(false))),
-            everything_for_alice(),
-            store,
-            EngineConfig::default(),
-        )
-        .with_embedder(model.clone(), Some(file));
+        let engine = engine_storing_in(model.clone(), file).await;
         assert_eq!(
             engine.wait_semantic_search(Duration::from_secs(10)),
             Ok(true)
@@ -789,18 +789,12 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn snapshots_changing_while_embedding_end_on_the_newest() {
-        let shared = Arc::new(SharedCatalog::new(catalog(true)));
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let model = Arc::new(Faulty::default());
-        let policy = everything_for_alice();
-        let engine = Engine::new(shared.clone(), policy, store, EngineConfig::default())
-            .with_embedder(model.clone(), None);
+        let cache = SearchCache::with_embedder(Arc::new(Faulty::default()), None);
+        let engine = engine_with(catalog(true), cache).await;
         engine.warm_search();
         // Tools come and go faster than they are embedded.
         for extra in [false, true, false] {
-            shared.store(catalog(extra));
+            engine.inner.catalog.store(catalog(extra));
             engine.warm_search();
         }
         assert_eq!(
@@ -825,12 +819,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_an_embedder_search_is_lexical_and_nothing_waits() {
-        let shared = Arc::new(SharedCatalog::new(catalog(false)));
-        let store = toolshed_store::Store::open("sqlite::memory:")
-            .await
-            .unwrap();
-        let policy = everything_for_alice();
-        let engine = Engine::new(shared, policy, store, EngineConfig::default());
+        let engine = engine_with(catalog(false), SearchCache::default()).await;
         assert_eq!(
             engine.wait_semantic_search(Duration::from_millis(1)),
             Ok(true)
