@@ -540,7 +540,7 @@ impl HybridIndex {
         if q.text.trim().is_empty() {
             return self.lexical.search(q);
         }
-        let lexical = self.lexical.search(&Query {
+        let lexical = self.lexical.rank(&Query {
             limit: self.config.lexical_depth.max(q.limit),
             ..*q
         });
@@ -568,9 +568,17 @@ impl HybridIndex {
         };
         let candidates = fuse(&lexical, &semantic, cosine, &self.config);
         let total = candidates.len();
+        let mut hits = top_k(candidates, q.limit);
+        // Each ranked tool is followed by the tools its parameters take their values from.
+        let prerequisites = self.lexical.prerequisites();
+        if !prerequisites.is_empty() {
+            if let Some(visible) = self.lexical.visibility(q) {
+                hits = prerequisites.follow(hits, q.limit, visible);
+            }
+        }
         SearchResult {
-            hits: top_k(candidates, q.limit),
-            total,
+            total: total.max(hits.len()),
+            hits,
         }
     }
 

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 
 use crate::expand::{self, ExpansionWeights};
+use crate::prerequisites::Prerequisites;
 use crate::tokenize::analyze_into;
 
 /// One parameter of a tool, as far as search cares.
@@ -174,6 +175,8 @@ pub struct SearchIndex {
     doc_namespace: Vec<u32>,
     namespaces: HashMap<String, u32>,
     namespace_docs: Vec<Vec<u32>>,
+    /// The tools each tool's parameters say their values come from.
+    prerequisites: Prerequisites,
 }
 
 /// The namespace of a path: its first dot-separated segment (the whole path when it has one).
@@ -301,6 +304,7 @@ impl SearchIndex {
             doc_namespace,
             namespaces,
             namespace_docs,
+            prerequisites: Prerequisites::of(docs),
         }
     }
 
@@ -335,42 +339,73 @@ impl SearchIndex {
     }
 
     /// Runs a query. An empty query (no meaningful word) with a namespace lists that
-    /// namespace in document order; without a namespace it matches nothing.
+    /// namespace in document order; without a namespace it matches nothing. Each ranked tool
+    /// is followed by its prerequisites ([`Prerequisites::follow`]).
     pub fn search(&self, q: &Query<'_>) -> SearchResult {
-        let namespace = match q.namespace {
-            Some(ns) => match self.namespaces.get(ns) {
-                Some(&id) => Some(id),
-                None => return SearchResult::default(),
-            },
-            None => None,
-        };
-        let visible = |d: usize| {
-            namespace.is_none_or(|ns| self.doc_namespace[d] == ns) && q.filter.is_none_or(|f| f(d))
-        };
-
         let terms = self.query_terms(q.text);
         if terms.is_empty() {
-            let Some(ns) = namespace else {
-                return SearchResult::default();
-            };
-            let docs: Vec<usize> = self.namespace_docs[ns as usize]
-                .iter()
-                .map(|&d| d as usize)
-                .filter(|&d| q.filter.is_none_or(|f| f(d)))
-                .collect();
-            return SearchResult {
-                total: docs.len(),
-                hits: docs
-                    .into_iter()
-                    .take(q.limit)
-                    .map(|doc| Hit { doc, score: 0.0 })
-                    .collect(),
-            };
+            return self.list(q);
         }
+        let Some(visible) = self.visibility(q) else {
+            return SearchResult::default();
+        };
+        let mut result = self.rank_terms(q, &terms, &visible);
+        if !self.prerequisites.is_empty() {
+            result.hits = self.prerequisites.follow(result.hits, q.limit, visible);
+            result.total = result.total.max(result.hits.len());
+        }
+        result
+    }
 
+    /// The tools each tool's parameters say their values come from.
+    pub fn prerequisites(&self) -> &Prerequisites {
+        &self.prerequisites
+    }
+
+    /// [`SearchIndex::search`] without the prerequisites: the words' own ranking, which a
+    /// hybrid search fuses before it adds them.
+    pub(crate) fn rank(&self, q: &Query<'_>) -> SearchResult {
+        let terms = self.query_terms(q.text);
+        if terms.is_empty() {
+            return self.list(q);
+        }
+        match self.visibility(q) {
+            Some(visible) => self.rank_terms(q, &terms, &visible),
+            None => SearchResult::default(),
+        }
+    }
+
+    /// A query without a meaningful word: its namespace's tools in document order, or nothing
+    /// without a namespace (or with one the index does not have).
+    fn list(&self, q: &Query<'_>) -> SearchResult {
+        let Some(&ns) = q.namespace.and_then(|ns| self.namespaces.get(ns)) else {
+            return SearchResult::default();
+        };
+        let docs: Vec<usize> = self.namespace_docs[ns as usize]
+            .iter()
+            .map(|&d| d as usize)
+            .filter(|&d| q.filter.is_none_or(|f| f(d)))
+            .collect();
+        SearchResult {
+            total: docs.len(),
+            hits: docs
+                .into_iter()
+                .take(q.limit)
+                .map(|doc| Hit { doc, score: 0.0 })
+                .collect(),
+        }
+    }
+
+    /// The BM25F ranking of a query's `terms` among the `visible` documents.
+    fn rank_terms(
+        &self,
+        q: &Query<'_>,
+        terms: &[(u32, f32)],
+        visible: &impl Fn(usize) -> bool,
+    ) -> SearchResult {
         let mut scores = vec![0f32; self.len()];
         let mut touched = Vec::new();
-        self.accumulate(&terms, &mut scores, &mut touched);
+        self.accumulate(terms, &mut scores, &mut touched);
         let mut candidates: Vec<Hit> = touched
             .iter()
             .map(|&d| d as usize)
@@ -384,7 +419,7 @@ impl SearchIndex {
         if self.config.feedback_docs > 0 && self.config.feedback_terms > 0 && !candidates.is_empty()
         {
             let top = top_k(candidates.clone(), self.config.feedback_docs);
-            let expansion = self.expansion_terms(&terms, &top);
+            let expansion = self.expansion_terms(terms, &top);
             if !expansion.is_empty() {
                 let mut extra = Vec::new();
                 self.accumulate(&expansion, &mut scores, &mut extra);

@@ -4,7 +4,8 @@
 //! its position in the slice) and query it with [`Query`]. Ranking is BM25F over
 //! the path segments, name, description and parameter names and descriptions,
 //! with an identifier-aware tokenizer ([`tokenize`]) and a light English stemmer
-//! ([`stem`]). [`param_docs_from_schema`] extracts parameters from a JSON Schema.
+//! ([`stem`]). A ranked tool is followed by the tools its parameters say their values come
+//! from ([`prerequisites`]). [`param_docs_from_schema`] extracts parameters from a JSON Schema.
 //!
 //! ```
 //! use toolshed_search::{Query, SearchDoc, SearchIndex};
@@ -27,6 +28,7 @@ pub mod hybrid;
 pub mod index;
 pub mod params;
 mod parts;
+pub mod prerequisites;
 pub mod query_cache;
 pub mod scan;
 #[cfg(feature = "semantic")]
@@ -44,6 +46,7 @@ pub use index::{
     Bm25fConfig, FieldConfig, Hit, ParamDoc, Query, SearchDoc, SearchIndex, SearchResult,
 };
 pub use params::param_docs_from_schema;
+pub use prerequisites::Prerequisites;
 pub use query_cache::CachedEmbedder;
 #[cfg(feature = "semantic")]
 pub use semantic::{Embedder, SemanticError};
