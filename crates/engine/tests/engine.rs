@@ -673,6 +673,84 @@ async fn scripts_search_and_describe_in_the_callers_view() {
     assert!(v["text"].as_str().unwrap().contains("msg"));
 }
 
+/// A search that finds a tool brings the tool its parameter says its value comes from, but
+/// only where the caller may see that tool: the prerequisite goes through the caller's view
+/// like every other hit.
+#[tokio::test]
+async fn a_search_brings_a_tools_prerequisite_only_into_a_view_that_holds_it() {
+    let mut b = CatalogBuilder::new();
+    let tool = |path: &str, description: &str, input: Value| {
+        let def = ToolDef::new(ToolPath::parse(path).unwrap(), path, description)
+            .with_input(input)
+            .with_annotations(Annotations::READ_ONLY);
+        Tool::from_fn(def, |_ctx, _args| async { Ok(json!({})) })
+    };
+    b.add_tool(tool(
+        "travel.search_hotels",
+        "Find hotels in a city for given dates.",
+        json!({"type": "object", "properties": {
+            "geo_id": {"type": "string", "description": "Geo ID of the city, retrieved from the Lookup Geo ID API."},
+            "check_in": {"type": "string", "description": "Check-in date."}
+        }}),
+    ));
+    b.add_tool(tool(
+        "travel.lookup_geo_id",
+        "Resolve a place name to its geographic identifier.",
+        json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+    ));
+    for i in 0..6 {
+        b.add_tool(tool(
+            &format!("travel.hotel_review_{i}"),
+            "Reviews of hotels in a city.",
+            json!({"type": "object"}),
+        ));
+    }
+    let role = |id: &str, patterns: &[&str]| Role {
+        id: id.into(),
+        name: id.into(),
+        patterns: patterns.iter().map(|p| p.to_string()).collect(),
+        ..Role::default()
+    };
+    let policy = Policy::new(
+        vec![
+            role("all", &["travel.**"]),
+            role("hotels", &["travel.search_hotels", "travel.hotel_review_*"]),
+        ],
+        vec![
+            Principal {
+                id: "alice".into(),
+                roles: vec!["all".into()],
+            },
+            Principal {
+                id: "bob".into(),
+                roles: vec!["hotels".into()],
+            },
+        ],
+    )
+    .unwrap();
+    let store = Store::open("sqlite::memory:").await.unwrap();
+    let e = Engine::new(
+        Arc::new(SharedCatalog::new(b.build().unwrap())),
+        policy,
+        store,
+        EngineConfig::default(),
+    );
+    let paths = |who: &str| -> Vec<String> {
+        let caller = e.caller(who, Face::Mcp);
+        let answer = e.search(&caller, "find hotels in London for next week", 3, None);
+        answer.hits.into_iter().map(|h| h.path).collect()
+    };
+    // The request never mentions the geo id; its look-up follows the hotel search.
+    assert_eq!(
+        paths("alice")[..2],
+        ["travel.search_hotels", "travel.lookup_geo_id"]
+    );
+    let bob = paths("bob");
+    assert_eq!(bob[0], "travel.search_hotels");
+    assert!(bob.iter().all(|p| p != "travel.lookup_geo_id"), "{bob:?}");
+    assert_eq!(bob.len(), 3);
+}
+
 /// Two engines ("replicas") over one PostgreSQL database: a script paused on one is listed and
 /// resumed on the other; two replicas resuming the same execution at once settle it exactly once.
 /// Runs when PostgreSQL is reachable (`TOOLSHED_TEST_POSTGRES_URL`, default
