@@ -207,6 +207,8 @@ struct Names<'a> {
     namespace: Vec<Option<&'a str>>,
     /// (a whole name written as one identifier ([`identifier_key`]), a tool named so), by key.
     exact: Vec<(u64, u32)>,
+    /// Each identifier's key → where its entries lie in `exact`.
+    exact_at: HashMap<u64, (u32, u32), BuildHasherDefault<KeyHasher>>,
     /// (the last two or more words of a name ([`phrase_key`]), a tool whose name ends so,
     /// whether the ending is the whole name), by key.
     endings: Vec<(u64, u32, bool)>,
@@ -214,6 +216,9 @@ struct Names<'a> {
     ending_at: HashMap<u64, (u32, u32), BuildHasherDefault<KeyHasher>>,
     /// The first word of every ending, to skip a phrase start at once.
     starts: HashSet<u64, BuildHasherDefault<KeyHasher>>,
+    /// Every two words that follow each other in a name ([`phrase_key`] of the two): a
+    /// phrase that holds two others stops growing there.
+    pairs: HashSet<u64, BuildHasherDefault<KeyHasher>>,
 }
 
 /// The word keys of the words this module looks for.
@@ -249,9 +254,11 @@ impl<'a> Names<'a> {
             word_start: Vec::with_capacity(docs.len() + 1),
             namespace: Vec::with_capacity(docs.len()),
             exact: Vec::new(),
+            exact_at: HashMap::default(),
             endings: Vec::new(),
             ending_at: HashMap::default(),
             starts: HashSet::default(),
+            pairs: HashSet::default(),
         };
         let mut words = Vec::new();
         let mut keys = Vec::new();
@@ -271,6 +278,9 @@ impl<'a> Names<'a> {
                 keys.extend(words.iter().map(|w| w.key));
                 if keys.len() >= 2 {
                     names.exact.push((identifier_key(spelling), d as u32));
+                }
+                for pair in keys.windows(2) {
+                    names.pairs.insert(phrase_key(pair));
                 }
                 for k in 2..=keys.len().min(MAX_PHRASE) {
                     let ending = &keys[keys.len() - k..];
@@ -292,21 +302,9 @@ impl<'a> Names<'a> {
             .endings
             .sort_unstable_by_key(|&(key, d, whole)| (key, d, !whole));
         names.endings.dedup_by_key(|&mut (key, d, _)| (key, d));
-        let mut at = 0;
-        for run in names.endings.chunk_by(|a, b| a.0 == b.0) {
-            names
-                .ending_at
-                .insert(run[0].0, (at as u32, run.len() as u32));
-            at += run.len();
-        }
+        names.ending_at = ranges(&names.endings, |e| e.0);
+        names.exact_at = ranges(&names.exact, |e| e.0);
         names
-    }
-
-    /// The entries of a list sorted by key that have `key`.
-    fn with_key<T>(list: &[T], key: u64, of: impl Fn(&T) -> u64) -> &[T] {
-        let start = list.partition_point(|e| of(e) < key);
-        let end = start + list[start..].partition_point(|e| of(e) == key);
-        &list[start..end]
     }
 
     /// Tool `d`'s name words.
@@ -328,7 +326,10 @@ impl<'a> Names<'a> {
             return None;
         }
         for token in compound_identifiers(description) {
-            let tools = Self::with_key(&self.exact, identifier_key(token), |e| e.0);
+            let Some(&(at, len)) = self.exact_at.get(&identifier_key(token)) else {
+                continue;
+            };
+            let tools = &self.exact[at as usize..(at + len) as usize];
             if let Some((p, _)) = self.pick(consumer, tools.iter().map(|&(_, t)| (t, true))) {
                 return Some(p);
             }
@@ -372,10 +373,12 @@ impl<'a> Names<'a> {
             let mut key = phrase_key(&[words[start].key]);
             let mut best: Option<(usize, u32, bool)> = None;
             let following = &words[start + 1..words.len().min(start + MAX_PHRASE)];
+            let mut previous = words[start].key;
             for (i, word) in following.iter().enumerate() {
-                if word.opens {
+                if word.opens || !self.pairs.contains(&phrase_key(&[previous, word.key])) {
                     break;
                 }
+                previous = word.key;
                 key = extend_key(key, word.key);
                 let Some(&(at, len)) = self.ending_at.get(&key) else {
                     continue;
@@ -427,6 +430,20 @@ impl<'a> Names<'a> {
             })
             .max_by_key(|&(t, whole)| (shared_start(t), whole, std::cmp::Reverse(t)))
     }
+}
+
+/// For a list sorted by key, each key's range in it.
+fn ranges<T>(
+    list: &[T],
+    key: impl Fn(&T) -> u64,
+) -> HashMap<u64, (u32, u32), BuildHasherDefault<KeyHasher>> {
+    let mut at = 0;
+    let mut out = HashMap::default();
+    for run in list.chunk_by(|a, b| key(a) == key(b)) {
+        out.insert(key(&run[0]), (at as u32, run.len() as u32));
+        at += run.len();
+    }
+    out
 }
 
 /// Scans `text` into `out` (cleared first): its words as [`crate::tokenize::split_words`]
