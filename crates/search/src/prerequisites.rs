@@ -26,7 +26,8 @@
 //! namespace never takes one from another namespace), then the one whose name shares the
 //! longest start with the consumer's (`TripadvisorSearchHotels` takes
 //! `TripadvisorSearchLocation`), then one the phrase names whole, then the first in the
-//! catalog. Each parameter gives at most one prerequisite, and a tool at most [`PER_TOOL`].
+//! catalog. Each parameter gives at most one prerequisite, and a tool at most [`PER_TOOL`]. A
+//! ranked tool brings its prerequisites and then theirs, [`BROUGHT_PER_HIT`] in all.
 //! Nothing is read from requests. The descriptions are scanned once per catalog without
 //! allocating per word (all of APIs.guru, 125,000 tools, in a fraction of its index's build).
 
@@ -84,6 +85,11 @@ pub const SPLIT_FROM: usize = 20_000;
 /// Prerequisites kept per tool: a tool whose parameters name more than two other tools is
 /// rare, and each one placed in a ranking pushes another result down.
 pub const PER_TOOL: usize = 2;
+
+/// Tools a ranked tool brings after it: its prerequisites, then theirs (a hotel's details
+/// need a hotel id from the hotel search, whose destination id comes from the destination
+/// look-up).
+pub const BROUGHT_PER_HIT: usize = 2;
 
 /// For each tool of a catalog, the tools whose results its parameters say they take.
 #[derive(Debug, Clone, Default)]
@@ -159,8 +165,8 @@ impl Prerequisites {
     }
 
     /// The first `limit` of `ranked` (best first) with each tool's visible prerequisites right
-    /// after it, at its score, unless they rank above it already. A prerequisite the caller
-    /// may not see (`visible`) is never added.
+    /// after it, then theirs, [`BROUGHT_PER_HIT`] at most, at its score, unless they rank
+    /// above it already. A prerequisite the caller may not see (`visible`) is never added.
     pub fn follow(
         &self,
         ranked: Vec<Hit>,
@@ -182,16 +188,23 @@ impl Prerequisites {
                 continue;
             }
             out.push(hit);
-            for provider in self.of_tool(hit.doc) {
-                if out.len() >= limit {
-                    break;
+            let from = out.len();
+            let mut at = out.len() - 1;
+            // Its prerequisites, then theirs, up to BROUGHT_PER_HIT in all.
+            while at < out.len() && out.len() < limit && out.len() - from < BROUGHT_PER_HIT {
+                let doc = out[at].doc;
+                for provider in self.of_tool(doc) {
+                    if out.len() >= limit || out.len() - from >= BROUGHT_PER_HIT {
+                        break;
+                    }
+                    if visible(provider) && placed.insert(provider) {
+                        out.push(Hit {
+                            doc: provider,
+                            score: hit.score,
+                        });
+                    }
                 }
-                if visible(provider) && placed.insert(provider) {
-                    out.push(Hit {
-                        doc: provider,
-                        score: hit.score,
-                    });
-                }
+                at += 1;
             }
         }
         out
@@ -747,6 +760,28 @@ mod tests {
         // Cut at the limit; a prerequisite the caller cannot see is not added.
         let cut = prerequisites.follow(ranked.clone(), 3, |d| d != 1);
         assert_eq!(docs_of(cut), [3, 0, 2]);
+
+        // A prerequisite's own prerequisite comes next, within the two a hit brings.
+        let chain = [
+            tool("b.details", "", &[("hotel_id", "From search_hotels.")]),
+            tool(
+                "b.search_hotels",
+                "",
+                &[("dest_id", "From search_destination.")],
+            ),
+            tool("b.search_destination", "", &[]),
+            tool("b.other", "", &[]),
+        ];
+        let chained = Prerequisites::of(&chain);
+        let chain_ranked = vec![hit(0, 2.0), hit(3, 1.0)];
+        let brought = chained.follow(chain_ranked.clone(), 10, |_| true);
+        assert_eq!(docs_of(brought), [0, 1, 2, 3]);
+        let hidden_middle = chained.follow(chain_ranked, 10, |d| d != 1);
+        assert_eq!(
+            docs_of(hidden_middle),
+            [0, 3],
+            "nothing is reached through a hidden tool"
+        );
 
         // A catalog without references changes nothing but the length.
         let none = Prerequisites::default().follow(ranked, 2, |_| true);
