@@ -568,18 +568,12 @@ impl HybridIndex {
         };
         let candidates = fuse(&lexical, &semantic, cosine, &self.config);
         let total = candidates.len();
-        let mut hits = top_k(candidates, q.limit);
+        let fused = SearchResult {
+            hits: top_k(candidates, q.limit),
+            total,
+        };
         // Each ranked tool is followed by the tools its parameters take their values from.
-        let prerequisites = self.lexical.prerequisites();
-        if !prerequisites.is_empty() {
-            if let Some(visible) = self.lexical.visibility(q) {
-                hits = prerequisites.follow(hits, q.limit, visible);
-            }
-        }
-        SearchResult {
-            total: total.max(hits.len()),
-            hits,
-        }
+        self.lexical.with_prerequisites(q, fused)
     }
 
     /// The lexical evidence for a request of several clauses (`text`): the candidates (the

@@ -346,20 +346,30 @@ impl SearchIndex {
         if terms.is_empty() {
             return self.list(q);
         }
-        let Some(visible) = self.visibility(q) else {
-            return SearchResult::default();
-        };
-        let mut result = self.rank_terms(q, &terms, &visible);
-        if !self.prerequisites.is_empty() {
-            result.hits = self.prerequisites.follow(result.hits, q.limit, visible);
-            result.total = result.total.max(result.hits.len());
-        }
-        result
+        self.with_prerequisites(q, self.rank_terms(q, &terms))
     }
 
     /// The tools each tool's parameters say their values come from.
     pub fn prerequisites(&self) -> &Prerequisites {
         &self.prerequisites
+    }
+
+    /// `result`, a ranking of `q`, with each ranked tool's prerequisites the caller may see
+    /// after it ([`Prerequisites::follow`]); what the lexical search and the hybrid one (after
+    /// its fusion) both answer.
+    pub(crate) fn with_prerequisites(
+        &self,
+        q: &Query<'_>,
+        mut result: SearchResult,
+    ) -> SearchResult {
+        if self.prerequisites.is_empty() {
+            return result;
+        }
+        if let Some(visible) = self.visibility(q) {
+            result.hits = self.prerequisites.follow(result.hits, q.limit, visible);
+            result.total = result.total.max(result.hits.len());
+        }
+        result
     }
 
     /// [`SearchIndex::search`] without the prerequisites: the words' own ranking, which a
@@ -369,10 +379,7 @@ impl SearchIndex {
         if terms.is_empty() {
             return self.list(q);
         }
-        match self.visibility(q) {
-            Some(visible) => self.rank_terms(q, &terms, &visible),
-            None => SearchResult::default(),
-        }
+        self.rank_terms(q, &terms)
     }
 
     /// A query without a meaningful word: its namespace's tools in document order, or nothing
@@ -396,13 +403,12 @@ impl SearchIndex {
         }
     }
 
-    /// The BM25F ranking of a query's `terms` among the `visible` documents.
-    fn rank_terms(
-        &self,
-        q: &Query<'_>,
-        terms: &[(u32, f32)],
-        visible: &impl Fn(usize) -> bool,
-    ) -> SearchResult {
+    /// The BM25F ranking of a query's `terms` among the documents it may see (none when it
+    /// names a namespace the index does not have).
+    fn rank_terms(&self, q: &Query<'_>, terms: &[(u32, f32)]) -> SearchResult {
+        let Some(visible) = self.visibility(q) else {
+            return SearchResult::default();
+        };
         let mut scores = vec![0f32; self.len()];
         let mut touched = Vec::new();
         self.accumulate(terms, &mut scores, &mut touched);

@@ -35,6 +35,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::index::{split_namespace, Hit, ParamDoc, SearchDoc};
+use crate::tokenize::starts_word;
 
 /// Words after which a phrase in a parameter's description may name the tool its value comes
 /// from ("retrieved from", "returned by", "obtained using", "see", "call … first").
@@ -460,8 +461,7 @@ fn ranges<T>(
 }
 
 /// Scans `text` into `out` (cleared first): its words as [`crate::tokenize::split_words`]
-/// cuts them (at anything not a letter or digit, at camelCase humps and letter/digit
-/// boundaries; "HTTPServer" is "http", "server"), keyed by their lowercase spelling, a
+/// cuts them (at anything not a letter or digit, and where [`starts_word`] says), keyed by their lowercase spelling, a
 /// possessive "'s" left out, each marked when it opens a sentence (after `.`, `;`, `!` or `?`
 /// followed by white space, or after a line break). Letters outside ASCII cut words here: the
 /// names this module matches are identifiers.
@@ -489,7 +489,18 @@ fn scan_words(text: &str, out: &mut Vec<Word>) {
         }
         let start = i;
         let mut end = i + 1;
-        while end < bytes.len() && bytes[end].is_ascii_alphanumeric() && !hump(bytes, end) {
+        while end < bytes.len()
+            && bytes[end].is_ascii_alphanumeric()
+            && !starts_word(
+                char::from(bytes[end - 1]),
+                char::from(bytes[end]),
+                // The run's next character, as the index's tokenizer sees it.
+                bytes
+                    .get(end + 1)
+                    .filter(|b| b.is_ascii_alphanumeric())
+                    .map(|&b| char::from(b)),
+            )
+        {
             end += 1;
         }
         out.push(Word {
@@ -499,16 +510,6 @@ fn scan_words(text: &str, out: &mut Vec<Word>) {
         opens = false;
         i = end;
     }
-}
-
-/// Whether a new word starts at `i` inside a run of letters and digits.
-fn hump(bytes: &[u8], i: usize) -> bool {
-    let (prev, cur) = (bytes[i - 1], bytes[i]);
-    let next_lower = bytes.get(i + 1).is_some_and(u8::is_ascii_lowercase);
-    (prev.is_ascii_lowercase() && cur.is_ascii_uppercase())
-        || (prev.is_ascii_digit() && cur.is_ascii_alphabetic())
-        || (prev.is_ascii_alphabetic() && cur.is_ascii_digit())
-        || (prev.is_ascii_uppercase() && cur.is_ascii_uppercase() && next_lower)
 }
 
 /// The identifiers of `text` that could be a name of two words or more written as one
@@ -792,7 +793,7 @@ mod tests {
     fn words_are_cut_as_the_index_cuts_them_and_sentences_are_marked() {
         let mut words = Vec::new();
         scan_words(
-            "Tripadvisor's searchHotels v1.2 HTTPServer. Then; more\nend",
+            "Tripadvisor's searchHotels v1.2 HTTPServer. Then; more\nend API.",
             &mut words,
         );
         let expected = [
@@ -807,16 +808,20 @@ mod tests {
             "then",
             "more",
             "end",
+            "api",
         ];
         let keys: Vec<u64> = expected.iter().map(|w| word_key(w.as_bytes())).collect();
         assert_eq!(words.iter().map(|w| w.key).collect::<Vec<_>>(), keys);
         let opens: Vec<bool> = words.iter().map(|w| w.opens).collect();
         assert_eq!(
             opens,
-            [true, false, false, false, false, false, false, false, true, true, true]
+            [true, false, false, false, false, false, false, false, true, true, true, false]
         );
         // The same words split by the index's tokenizer.
-        let split = crate::tokenize::split_words("searchHotels HTTPServer v1");
-        assert_eq!(split, ["search", "hotels", "http", "server", "v", "1"]);
+        let split = crate::tokenize::split_words("searchHotels HTTPServer v1 API");
+        assert_eq!(
+            split,
+            ["search", "hotels", "http", "server", "v", "1", "api"]
+        );
     }
 }

@@ -93,6 +93,19 @@ pub fn split_words(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether a new word starts at `cur`, inside a run of letters and digits, after `prev` and
+/// before `next`: at a camelCase hump, at a letter/digit boundary, and at the last capital of
+/// a run of capitals followed by a lowercase letter ("HTTPServer": "http", "server").
+pub(crate) fn starts_word(prev: char, cur: char, next: Option<char>) -> bool {
+    match (class(prev), class(cur)) {
+        (Class::Lower, Class::Upper) => true,
+        (Class::Digit, Class::Upper | Class::Lower) => true,
+        (Class::Upper | Class::Lower, Class::Digit) => true,
+        (Class::Upper, Class::Upper) => next.is_some_and(|n| class(n) == Class::Lower && n != '\''),
+        _ => false,
+    }
+}
+
 /// Splits one alphanumeric run at camelCase humps and letter/digit boundaries.
 fn flush_run(run: &mut Vec<char>, out: &mut Vec<String>) {
     while run.last() == Some(&'\'') {
@@ -103,17 +116,7 @@ fn flush_run(run: &mut Vec<char>, out: &mut Vec<String>) {
     }
     let mut start = 0;
     for i in 1..run.len() {
-        let (prev, cur) = (class(run[i - 1]), class(run[i]));
-        let boundary = match (prev, cur) {
-            (Class::Lower, Class::Upper) => true,
-            (Class::Digit, Class::Upper | Class::Lower) => true,
-            (Class::Upper | Class::Lower, Class::Digit) => true,
-            // "HTTPServer": the last capital starts the next word.
-            (Class::Upper, Class::Upper) => {
-                i + 1 < run.len() && class(run[i + 1]) == Class::Lower && run[i + 1] != '\''
-            }
-            _ => false,
-        };
+        let boundary = starts_word(run[i - 1], run[i], run.get(i + 1).copied());
         if boundary {
             out.push(run[start..i].iter().collect::<String>().to_lowercase());
             start = i;
