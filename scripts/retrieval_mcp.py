@@ -10,8 +10,11 @@
                                             10) over streamable HTTP: R@5 and R@10 as the
                                             retrieval bench computes them, and the calls' latency
 
-A set is in the retrieval benchmark's layout (tools.jsonl, queries.jsonl, qrels.tsv). A tool's
-MCP name is its id (after the namespace) as a path segment, so that the path the gateway gives it
+A set is in the retrieval benchmark's layout (tools.jsonl, queries.jsonl, qrels.tsv), read with
+the variants `toolshed_testing::retrieval_set` accepts: a schema under `input_schema`,
+`inputSchema` or `parameters` (BFCL's `"dict"` read as `"object"`), a tool's `name` for a missing
+`id`, OpenAI's `{"type": "function", "function": {...}}`, a query's `text` or `query`, judgements with or without a header, as `query tool`, `query
+tool relevance` or TREC's `query 0 tool relevance`. A tool's MCP name is its id (after the namespace) as a path segment, so that the path the gateway gives it
 is known here; its title is the row's `name`, its description and input schema the row's own.
 Every tool is read-only.
 """
@@ -34,6 +37,64 @@ def segment(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "x"
 
 
+def definition(row: dict) -> dict:
+    """The tool's definition: the row, or OpenAI's `function` inside it."""
+    return row["function"] if isinstance(row.get("function"), dict) else row
+
+
+def tool_id(row: dict) -> str:
+    return str(row.get("id") or definition(row).get("name") or "")
+
+
+def tool_schema(row: dict) -> dict:
+    """The row's input schema wherever it keeps it, `"dict"` read as `"object"` at every depth."""
+    row = definition(row)
+    schema = next((row[k] for k in ("input_schema", "inputSchema", "parameters") if isinstance(row.get(k), dict)), None)
+
+    def fix(v):
+        if isinstance(v, dict):
+            return {k: ("object" if k == "type" and x == "dict" else fix(x)) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    schema = fix(schema) if schema else None
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        schema = {"type": "object", "properties": (schema or {}).get("properties") or {}}
+    return schema
+
+
+def qrels(setdir: str) -> dict[str, set[str]]:
+    """Query id → its relevant tool ids (relevance above 0)."""
+    relevant: dict[str, set[str]] = {}
+    seen = False
+    for n, line in enumerate((Path(setdir) / "qrels.tsv").read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        cols = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
+        if len(cols) == 2:
+            (q, t), rel = cols, "1"
+            names = {"query", "query_id", "queryid", "qid", "tool", "tool_id", "doc_id", "corpus_id"}
+            if n == 0 and all(c.lower().replace("-", "_") in names for c in cols):
+                continue
+        elif len(cols) == 3:
+            q, t, rel = cols
+        elif len(cols) == 4:
+            q, _, t, rel = cols
+        else:
+            sys.exit(f"qrels.tsv line {n + 1}: expected query, tool and relevance, found {len(cols)} columns")
+        try:
+            value = float(rel)
+        except ValueError:
+            if not seen:
+                continue  # the header
+            sys.exit(f"qrels.tsv line {n + 1}: the relevance {rel!r} is not a number")
+        seen = True
+        if value > 0:
+            relevant.setdefault(q, set()).add(t)
+    return relevant
+
+
 def catalog(setdir: str) -> dict[str, list[tuple[str, dict]]]:
     """Namespace → [(tool segment, row)], every segment unique within its namespace."""
     spaces: dict[str, list[tuple[str, dict]]] = {}
@@ -43,9 +104,9 @@ def catalog(setdir: str) -> dict[str, list[tuple[str, dict]]]:
         if not line.strip():
             continue
         row = json.loads(line)
-        prefix, sep, local = row["id"].partition("::")
+        prefix, sep, local = tool_id(row).partition("::")
         if not sep:
-            prefix, local = "", row["id"]
+            prefix, local = "", tool_id(row)
         if prefix not in names:
             ns = segment(prefix) if prefix else "bench"
             ns = f"n_{ns}" if ns[0].isdigit() else ns
@@ -64,7 +125,7 @@ def catalog(setdir: str) -> dict[str, list[tuple[str, dict]]]:
 
 def paths(setdir: str) -> dict[str, str]:
     """Tool id → the gateway's path."""
-    return {row["id"]: f"{ns}.{seg}" for ns, tools in catalog(setdir).items() for seg, row in tools}
+    return {tool_id(row): f"{ns}.{seg}" for ns, tools in catalog(setdir).items() for seg, row in tools}
 
 
 def config(setdir: str, python: str) -> None:
@@ -82,13 +143,11 @@ def serve(setdir: str, ns: str) -> None:
     milliseconds, so a set of many namespaces can start all its upstreams at once."""
     tools = []
     for seg, row in catalog(setdir)[ns]:
-        schema = row.get("input_schema")
-        if not isinstance(schema, dict) or schema.get("type") != "object":
-            schema = {"type": "object", "properties": {}}
-        tool = {"name": seg, "description": row.get("description") or "", "inputSchema": schema}
+        description = definition(row).get("description") or ""
+        tool = {"name": seg, "description": description, "inputSchema": tool_schema(row)}
         tool["annotations"] = {"readOnlyHint": True}
-        if row.get("name"):
-            tool["title"] = row["name"]
+        if definition(row).get("name"):
+            tool["title"] = definition(row)["name"]
         tools.append(tool)
     for line in sys.stdin:
         if not line.strip():
@@ -122,12 +181,14 @@ def measure(url: str, setdir: str) -> None:
 
     where = paths(setdir)
     relevant: dict[str, set[str]] = {}
-    for line in (Path(setdir) / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-        cols = line.split("\t")
-        if len(cols) >= 3 and cols[2].strip() != "0" and cols[1] in where:
-            relevant.setdefault(cols[0], set()).add(where[cols[1]])
+    for q, tools in qrels(setdir).items():
+        known = {where[t] for t in tools if t in where}
+        if known:
+            relevant[q] = known
     queries = [json.loads(l) for l in open(Path(setdir) / "queries.jsonl", encoding="utf-8") if l.strip()]
-    queries = [q for q in queries if q["id"] in relevant]
+    for q in queries:
+        q["text"] = q.get("text") or q.get("query") or ""
+    queries = [q for q in queries if str(q.get("id")) in relevant]
 
     timed: list[tuple[float, str, int]] = []
     # RETRIEVAL_PAUSE_MS=N waits N ms before each call, as an agent does between its searches.
@@ -152,7 +213,7 @@ def measure(url: str, setdir: str) -> None:
                     sys.exit(f"search_tools failed for {q['id']}: {text[:300]}")
                 # The compact answer: a summary line, then `path — summary` per hit.
                 hits = [l.split(" — ")[0].strip() for l in text.splitlines()[1:] if l.strip()]
-                want = relevant[q["id"]]
+                want = relevant[str(q["id"])]
                 r5.append(len(want & set(hits[:5])) / len(want))
                 r10.append(len(want & set(hits[:10])) / len(want))
                 if dump:

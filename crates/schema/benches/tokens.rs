@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use tiktoken_rs::o200k_base;
 use toolshed_schema::{render_schema, render_tool};
 
@@ -90,20 +90,15 @@ fn main() {
 }
 
 fn livemcp(path: &Path, count: &dyn Fn(&str) -> usize, dump: usize) {
-    let text = std::fs::read_to_string(path).expect("readable tools.jsonl");
-    let rows: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let rows = toolshed_testing::retrieval_set::read_tools(path).unwrap_or_else(|e| panic!("{e}"));
     let mut t = Tally::default();
     for row in &rows {
         let schema = row
-            .get("input_schema")
-            .cloned()
+            .schema
+            .clone()
             .unwrap_or_else(|| json!({"type": "object"}));
-        let id = row["id"].as_str().unwrap_or_default();
-        let name = row["name"].as_str().unwrap_or_default();
-        let description = row["description"].as_str().unwrap_or_default();
+        let (id, name, description) =
+            (row.id.as_str(), row.name.as_str(), row.description.as_str());
         let path = slug_path(id);
         let text = render_schema(&schema);
         if t.n < dump {

@@ -67,12 +67,12 @@ fn main() {
     // (token count, milliseconds) over all sets, for the length buckets.
     let mut all: Vec<(usize, f64)> = Vec::new();
     for set in sets {
-        let text = std::fs::read_to_string(set.join("queries.jsonl")).expect("queries");
-        let queries: Vec<String> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|v| v.get("text")?.as_str().map(str::to_string))
-            .collect();
+        let queries: Vec<String> =
+            toolshed_testing::retrieval_set::read_queries(&set.join("queries.jsonl"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_iter()
+                .map(|q| q.text)
+                .collect();
         if queries.is_empty() {
             continue;
         }

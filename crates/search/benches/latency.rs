@@ -35,6 +35,7 @@
 use std::time::{Duration, Instant};
 
 use toolshed_search::{param_docs_from_schema, ParamDoc, Query, SearchDoc, SearchIndex};
+use toolshed_testing::retrieval_set;
 
 const NOUNS: &[&str] = &[
     "issue",
@@ -448,11 +449,10 @@ fn query_file() -> Vec<String> {
     let Some(file) = arg_value("--queries") else {
         return Vec::new();
     };
-    std::fs::read_to_string(file)
-        .expect("the queries file is readable")
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
+    retrieval_set::read_queries(std::path::Path::new(&file))
+        .unwrap_or_else(|e| panic!("--queries: {e}"))
+        .into_iter()
+        .map(|q| q.text)
         .take(2_000)
         .collect()
 }
@@ -637,21 +637,17 @@ fn print_times(what: &str, times: &[Duration], mean_total: usize) {
 }
 
 /// A tools.jsonl row as the gateway indexes it (the retrieval benchmark's reading).
-fn to_doc(row: &serde_json::Value) -> SearchDoc {
-    let text = |key: &str| {
-        row.get(key)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+fn to_doc(row: serde_json::Value) -> SearchDoc {
+    let tool = retrieval_set::tool_of(row).unwrap_or_else(|e| panic!("--catalog: {e}"));
     SearchDoc {
-        path: text("id").replace("::", "."),
-        name: text("name"),
-        description: text("description"),
-        params: row
-            .get("input_schema")
+        path: tool.id.replace("::", "."),
+        params: tool
+            .schema
+            .as_ref()
             .map(param_docs_from_schema)
             .unwrap_or_default(),
+        name: tool.name,
+        description: tool.description,
     }
 }
 
@@ -668,7 +664,7 @@ fn catalogs() -> Vec<(String, Vec<SearchDoc>, bool)> {
             .lines()
             .map(|l| l.expect("the catalog file is readable"))
             .filter(|l| !l.trim().is_empty())
-            .map(|l| to_doc(&serde_json::from_str(&l).expect("a JSON line")))
+            .map(|l| to_doc(serde_json::from_str(&l).expect("a JSON line")))
             .collect();
         return vec![(file, docs, true)];
     }

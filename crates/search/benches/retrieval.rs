@@ -3,7 +3,10 @@
 //! `cargo bench -p toolshed-search --bench retrieval -- /work/shared/bench/retrieval`
 //! prints R@1, R@5, R@10, nDCG@10 and MRR per set (percentages), first for the plain BM25
 //! reference ([`bm25_baseline`]), then for the ranker. `scripts/retrieval-sets.sh DIR` writes
-//! further public sets in the same layout. Options after the
+//! further public sets in the same layout; sets made elsewhere are read with the variants
+//! `toolshed_testing::retrieval_set` accepts (a schema under `parameters` or `inputSchema`, BFCL's
+//! `"dict"` types, judgements without a header or in TREC's four columns), and the requests it
+//! cannot measure (no judgement, or judgements naming no tool) are counted on stderr. Options after the
 //! directory override ranking parameters, for experiments:
 //! `--k1 X`, `--weights p,n,d,pn,pd`, `--b p,n,d,pn,pd`, `--feedback docs,terms,weight`,
 //! `--namespace weight,pool`, `--expand synonym,path_word,format`, `--background DOCS` (the
@@ -38,34 +41,24 @@ use serde_json::Value;
 use toolshed_search::{
     param_docs_from_schema, Bm25fConfig, ParamDoc, Query, SearchDoc, SearchIndex,
 };
+use toolshed_testing::retrieval_set::{self, RetrievalSet, SetTool};
 
-fn read_jsonl(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect()
-}
-
-fn text(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+/// The tools of a `tools.jsonl`, or a clear stop naming the file and line.
+fn read_tools(path: &Path) -> Vec<SetTool> {
+    retrieval_set::read_tools(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A tool row as the gateway would index it: the id becomes the dot path
 /// (`server::tool` → `server.tool`), parameters come from the input schema or,
 /// for API catalogs without one, from the listed argument names. `under` puts every path
 /// under one namespace more, as when one upstream server serves the whole set.
-fn to_doc(row: &Value, under: Option<&str>) -> SearchDoc {
-    let id = text(row, "id");
-    let mut params = row
-        .get("input_schema")
+fn to_doc(tool: &SetTool, under: Option<&str>) -> SearchDoc {
+    let mut params = tool
+        .schema
+        .as_ref()
         .map(param_docs_from_schema)
         .unwrap_or_default();
-    match row.get("api_arguments") {
+    match tool.row.get("api_arguments") {
         Some(Value::Array(args)) => {
             params.extend(args.iter().filter_map(Value::as_str).map(|a| ParamDoc {
                 name: a.to_string(),
@@ -78,14 +71,14 @@ fn to_doc(row: &Value, under: Option<&str>) -> SearchDoc {
         })),
         _ => {}
     }
-    let path = id.replace("::", ".");
+    let path = tool.id.replace("::", ".");
     SearchDoc {
         path: match under {
             Some(namespace) => format!("{namespace}.{path}"),
             None => path,
         },
-        name: text(row, "name"),
-        description: text(row, "description"),
+        name: tool.name.clone(),
+        description: tool.description.clone(),
         params,
     }
 }
@@ -150,38 +143,33 @@ struct Set {
 
 /// One set from `dir`, its paths under `under` if given, with `extra` tools (relevant to no
 /// request) after its own.
-fn load(dir: &Path, under: Option<&str>, extra: &[Value]) -> Option<Set> {
-    let tools_path = dir.join("tools.jsonl");
-    if !tools_path.exists() {
+fn load(dir: &Path, under: Option<&str>, extra: &[SetTool]) -> Option<Set> {
+    if !dir.join("tools.jsonl").exists() {
         return None;
     }
-    let tools = read_jsonl(&tools_path);
-    let mut ids: Vec<String> = tools.iter().map(|t| text(t, "id")).collect();
-    let mut docs: Vec<SearchDoc> = tools.iter().map(|t| to_doc(t, under)).collect();
-    let own = ids.len();
-    ids.extend(extra.iter().map(|t| text(t, "id")));
-    docs.extend(extra.iter().map(|t| to_doc(t, None)));
-
-    let mut relevant: HashMap<String, HashSet<usize>> = HashMap::new();
-    let by_id: HashMap<&str, usize> = ids[..own]
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
-        .collect();
-    let qrels = std::fs::read_to_string(dir.join("qrels.tsv")).expect("qrels.tsv");
-    for line in qrels.lines().skip(1) {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() >= 3 && cols[2].trim() != "0" {
-            if let Some(&doc) = by_id.get(cols[1]) {
-                relevant.entry(cols[0].to_string()).or_default().insert(doc);
-            }
-        }
+    let set = RetrievalSet::read(dir).unwrap_or_else(|e| panic!("{e}"));
+    let judged = set.judged();
+    if judged.unjudged > 0 || judged.unknown_tools > 0 {
+        eprintln!(
+            "{}: {} requests without judgements not measured, {} judgements naming no tool of tools.jsonl left out",
+            dir.display(),
+            judged.unjudged,
+            judged.unknown_tools
+        );
     }
-    let queries = read_jsonl(&dir.join("queries.jsonl"))
+    let tools = set
+        .tools
         .iter()
-        .filter_map(|q| Some((text(q, "text"), relevant.remove(&text(q, "id"))?)))
-        .collect();
-    Some(Set { ids, docs, queries })
+        .map(|t| (t, under))
+        .chain(extra.iter().map(|t| (t, None)));
+    let (ids, docs) = tools
+        .map(|(t, under)| (t.id.clone(), to_doc(t, under)))
+        .unzip();
+    Some(Set {
+        ids,
+        docs,
+        queries: judged.queries,
+    })
 }
 
 fn debug_miss(set: &Set, qtext: &str, ranked: &[usize], rel: &HashSet<usize>) {
@@ -448,21 +436,19 @@ fn set_name(dir: &Path) -> String {
 
 /// `extra` and the tools of every set in `pool` but `name`, an id already taken renamed
 /// (`ID~SET`) so that no other set's tool stands for one of this set's.
-fn others_tools(pool: &[(String, Vec<Value>)], name: &str, extra: &[Value]) -> Vec<Value> {
+fn others_tools(pool: &[(String, Vec<SetTool>)], name: &str, extra: &[SetTool]) -> Vec<SetTool> {
     let own = pool.iter().filter(|(n, _)| n == name);
     let mut taken: HashSet<String> = own
-        .flat_map(|(_, t)| t.iter().map(|t| text(t, "id")))
+        .flat_map(|(_, t)| t.iter().map(|t| t.id.clone()))
         .collect();
     let mut out = extra.to_vec();
-    taken.extend(extra.iter().map(|t| text(t, "id")));
+    taken.extend(extra.iter().map(|t| t.id.clone()));
     for (other, tools) in pool.iter().filter(|(n, _)| n != name) {
         for tool in tools {
             let mut tool = tool.clone();
-            let mut id = text(&tool, "id");
-            while !taken.insert(id.clone()) {
-                id = format!("{id}~{other}");
+            while !taken.insert(tool.id.clone()) {
+                tool.id = format!("{}~{other}", tool.id);
             }
-            tool["id"] = Value::String(id);
             out.push(tool);
         }
     }
@@ -492,7 +478,7 @@ fn main() {
     let mut it = args[1..].iter();
     let mut one_vector = false;
     let mut under: Option<String> = None;
-    let mut extra: Vec<Value> = Vec::new();
+    let mut extra: Vec<SetTool> = Vec::new();
     let mut pooled = false;
     while let Some(flag) = it.next() {
         if flag == "--one-vector" {
@@ -506,7 +492,7 @@ fn main() {
         let value = it.next().expect("flag value");
         match flag.as_str() {
             "--one-namespace" => under = Some(value.clone()),
-            "--extra-tools" => extra = read_jsonl(Path::new(value)),
+            "--extra-tools" => extra = read_tools(Path::new(value)),
             "--background" => {
                 config.background_docs = value.parse().expect("--background: a number")
             }
@@ -605,8 +591,8 @@ fn main() {
         "{:<30} {:>7} {:>6} {:>6} {:>6} {:>8} {:>6} {:>8}",
         "set", "queries", "R@1", "R@5", "R@10", "nDCG@10", "MRR", "time"
     );
-    let pool: Vec<(String, Vec<Value>)> = if pooled {
-        let tools = |s: &PathBuf| read_jsonl(&s.join("tools.jsonl"));
+    let pool: Vec<(String, Vec<SetTool>)> = if pooled {
+        let tools = |s: &PathBuf| read_tools(&s.join("tools.jsonl"));
         sets.iter().map(|s| (set_name(s), tools(s))).collect()
     } else {
         Vec::new()

@@ -8,6 +8,8 @@
 //!   servers, built when needed.
 //! - [`model_server`]: a scripted model server speaking the OpenAI and Anthropic streaming
 //!   wire formats, for agent runs.
+//! - [`retrieval_set`]: the tool-retrieval sets' files (`tools.jsonl`, `queries.jsonl`,
+//!   `qrels.tsv`), read one way by every bench that measures ranking on them.
 //!
 //! It depends on nothing of Toolshed's own, so that any crate (including those it would test)
 //! can use it without a dependency cycle.
@@ -15,6 +17,7 @@
 pub mod fixtures;
 pub mod mcp;
 pub mod model_server;
+pub mod retrieval_set;
 pub mod upstream;
 
 pub use upstream::{conformance_upstream, test_upstream};

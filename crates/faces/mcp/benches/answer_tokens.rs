@@ -20,6 +20,7 @@ use toolshed_core::{
 };
 use toolshed_engine::{Engine, EngineConfig, Face};
 use toolshed_store::Store;
+use toolshed_testing::retrieval_set;
 
 fn stats(mut v: Vec<usize>) -> String {
     v.sort();
@@ -54,26 +55,24 @@ fn main() {
         .find(|a| !a.starts_with("--"))
         .unwrap_or_else(|| "../../../../shared/bench/retrieval/livemcpbench".into());
     let dir = std::path::PathBuf::from(dir);
-    let Ok(tools_text) = std::fs::read_to_string(dir.join("tools.jsonl")) else {
+    if !dir.join("tools.jsonl").exists() {
         println!(
             "no tools.jsonl under {}: pass the livemcpbench folder as an argument",
             dir.display()
         );
         return;
-    };
-    let queries: Vec<String> = std::fs::read_to_string(dir.join("queries.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
+    }
+    let queries: Vec<String> = retrieval_set::read_queries(&dir.join("queries.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|q| q.text)
         .collect();
     let mut b = CatalogBuilder::new();
     let mut seen = std::collections::HashSet::new();
-    for line in tools_text.lines() {
-        let Ok(t) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let id = t["id"].as_str().unwrap_or_default();
+    let tools =
+        retrieval_set::read_tools(&dir.join("tools.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    for t in tools {
+        let id = t.id.as_str();
         let (server, name) = id.split_once("::").unwrap_or(("tools", id));
         let path = format!("{}.{}", to_segment(server), to_segment(name));
         if !seen.insert(path.clone()) {
@@ -82,16 +81,12 @@ fn main() {
         let Ok(path) = ToolPath::parse(&path) else {
             continue;
         };
-        let def = ToolDef::new(
-            path,
-            toolshed_core::tool::title_case(name),
-            t["description"].as_str().unwrap_or_default(),
-        )
-        .with_input(
-            t.get("input_schema")
-                .cloned()
-                .unwrap_or(serde_json::json!({"type": "object"})),
-        );
+        let def = ToolDef::new(path, toolshed_core::tool::title_case(name), &t.description)
+            .with_input(
+                t.schema
+                    .clone()
+                    .unwrap_or(serde_json::json!({"type": "object"})),
+            );
         b.add_tool(Tool::from_fn(def, |_c, _a| async { Ok(Value::Null) }));
     }
     let bpe = tiktoken_rs::o200k_base().unwrap();
