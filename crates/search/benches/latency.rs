@@ -180,6 +180,7 @@ fn catalog(n: usize) -> Vec<SearchDoc> {
                         rng.pick(&["id", "name", "limit", "filter"])
                     ),
                     description: format!("The {} to {}", rng.pick(NOUNS), rng.pick(VERBS)),
+                    ..ParamDoc::default()
                 })
                 .collect();
             SearchDoc {

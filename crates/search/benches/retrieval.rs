@@ -62,12 +62,12 @@ fn to_doc(tool: &SetTool, under: Option<&str>) -> SearchDoc {
         Some(Value::Array(args)) => {
             params.extend(args.iter().filter_map(Value::as_str).map(|a| ParamDoc {
                 name: a.to_string(),
-                description: String::new(),
+                ..ParamDoc::default()
             }))
         }
         Some(Value::Object(args)) => params.extend(args.keys().map(|a| ParamDoc {
             name: a.clone(),
-            description: String::new(),
+            ..ParamDoc::default()
         })),
         _ => {}
     }

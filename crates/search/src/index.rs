@@ -24,6 +24,11 @@ use crate::tokenize::analyze_into;
 pub struct ParamDoc {
     pub name: String,
     pub description: String,
+    /// The values the schema lists for it (`enum`), as words: `"Dermatologist, Gynecologist"`;
+    /// empty when it lists none, or so many that they are a table rather than kinds
+    /// ([`param_docs_from_schema`](crate::param_docs_from_schema)). Indexed with the
+    /// parameter's description.
+    pub values: String,
 }
 
 /// What the index knows about one tool.
@@ -641,7 +646,11 @@ fn field_texts(doc: &SearchDoc) -> [(usize, Vec<&str>); FIELDS] {
         ),
         (
             FIELD_PARAM_DESCRIPTIONS,
-            doc.params.iter().map(|p| p.description.as_str()).collect(),
+            doc.params
+                .iter()
+                .flat_map(|p| [p.description.as_str(), p.values.as_str()])
+                .filter(|t| !t.is_empty())
+                .collect(),
         ),
     ]
 }
@@ -682,6 +691,26 @@ mod tests {
         let r = index.search(&Query::new("things csv", 5));
         assert_eq!(r.hits[0].doc, 1);
         assert_eq!(r.total, 3);
+    }
+
+    #[test]
+    fn a_parameters_listed_values_tell_twin_tools_apart() {
+        let provider = |path: &str, kinds: &str| SearchDoc {
+            params: vec![ParamDoc {
+                name: "type".into(),
+                description: "The kind of provider".into(),
+                values: kinds.into(),
+            }],
+            ..doc(path, "FindProvider", "Find a service provider in a city")
+        };
+        let index = SearchIndex::build(&[
+            provider("salon.find_provider", "Hair Stylist, Barber"),
+            provider("medical.find_provider", "Dermatologist, Gynecologist"),
+        ]);
+        let r = index.search(&Query::new("find a dermatologist in Berkeley", 5));
+        assert_eq!(r.hits[0].doc, 1);
+        let r = index.search(&Query::new("I need a barber", 5));
+        assert_eq!(r.hits[0].doc, 0);
     }
 
     #[test]

@@ -2,8 +2,14 @@
 //!
 //! Walks `properties` at the top level and inside nested objects, array `items`,
 //! `allOf`/`anyOf`/`oneOf` branches and local `$ref`s (`#/...`), collecting each
-//! property's name and description. Depth and count are capped so that huge or
-//! recursive schemas cannot blow up the index.
+//! property's name, description and the values it lists (`enum`, its own or its items').
+//! Depth and count are capped so that huge or recursive schemas cannot blow up the index.
+//!
+//! Listed values say what a tool is for where its description does not: a provider search
+//! whose `type` is one of "Dermatologist", "Gynecologist" finds doctors, its twin whose `type`
+//! is one of "Hair Stylist", "Barber" does not. Only words are kept, not numbers or booleans;
+//! a list longer than [`MAX_VALUES`] (locales, country codes, a game's characters) is a table
+//! to look things up in rather than the kinds a tool deals in, and is left out whole.
 
 use std::collections::HashSet;
 
@@ -13,6 +19,10 @@ use crate::index::ParamDoc;
 
 const MAX_DEPTH: usize = 6;
 const MAX_PARAMS: usize = 200;
+/// A parameter listing more values than this has none indexed.
+pub const MAX_VALUES: usize = 16;
+/// A value longer than this (in bytes) is not indexed.
+const MAX_VALUE_LEN: usize = 40;
 
 /// Property names and descriptions of a schema, top-level first, then nested ones.
 pub fn param_docs_from_schema(schema: &Value) -> Vec<ParamDoc> {
@@ -61,6 +71,7 @@ fn walk<'a>(
             out.push(ParamDoc {
                 name: name.clone(),
                 description: description.to_string(),
+                values: listed_values(prop),
             });
         }
         for prop in props.values() {
@@ -81,6 +92,24 @@ fn walk<'a>(
     }
 }
 
+/// The words among the values `prop` lists, its own `enum` or its items', joined by ", ";
+/// empty when it lists more than [`MAX_VALUES`].
+fn listed_values(prop: &Value) -> String {
+    let listed = prop
+        .get("enum")
+        .or_else(|| prop.get("items").and_then(|items| items.get("enum")))
+        .and_then(Value::as_array);
+    let Some(listed) = listed.filter(|l| l.len() <= MAX_VALUES) else {
+        return String::new();
+    };
+    let words = listed.iter().filter_map(Value::as_str).filter(|v| {
+        v.len() <= MAX_VALUE_LEN
+            && v.chars().any(char::is_alphabetic)
+            && !["true", "false", "null", "none"].contains(&v.to_ascii_lowercase().as_str())
+    });
+    words.collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +120,35 @@ mod tests {
             .into_iter()
             .map(|p| p.name)
             .collect()
+    }
+
+    #[test]
+    fn listed_words_are_kept_and_numbers_flags_and_tables_are_not() {
+        let table: Vec<String> = (0..=MAX_VALUES).map(|i| format!("locale{i}")).collect();
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["Dermatologist", "ENT Specialist", "1", "True"]},
+                "tags": {"type": "array", "items": {"enum": ["vegan", "gluten-free"]}},
+                "stars": {"type": "string", "enum": ["1", "2", "3"]},
+                "locale": {"type": "string", "enum": table},
+                "name": {"type": "string"}
+            }
+        });
+        let values: Vec<(String, String)> = param_docs_from_schema(&schema)
+            .into_iter()
+            .map(|p| (p.name, p.values))
+            .collect();
+        let value = |name: &str| &values.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(value("type"), "Dermatologist, ENT Specialist");
+        assert_eq!(value("tags"), "vegan, gluten-free");
+        assert_eq!(value("stars"), "");
+        assert_eq!(
+            value("locale"),
+            "",
+            "a list of more than MAX_VALUES is a table"
+        );
+        assert_eq!(value("name"), "");
     }
 
     #[test]

@@ -591,6 +591,7 @@ mod tests {
                 .map(|(name, description)| ParamDoc {
                     name: (*name).into(),
                     description: (*description).into(),
+                    ..ParamDoc::default()
                 })
                 .collect(),
         }
