@@ -71,7 +71,7 @@ fn walk<'a>(
             out.push(ParamDoc {
                 name: name.clone(),
                 description: description.to_string(),
-                values: listed_values(prop),
+                values: listed_values(root, prop),
             });
         }
         for prop in props.values() {
@@ -92,22 +92,71 @@ fn walk<'a>(
     }
 }
 
-/// The words among the values `prop` lists, its own `enum` or its items', joined by ", ";
-/// empty when it lists more than [`MAX_VALUES`].
-fn listed_values(prop: &Value) -> String {
-    let listed = prop
-        .get("enum")
-        .or_else(|| prop.get("items").and_then(|items| items.get("enum")))
-        .and_then(Value::as_array);
-    let Some(listed) = listed.filter(|l| l.len() <= MAX_VALUES) else {
+/// The words among the values `prop` lists, joined by ", "; empty when it lists more than
+/// [`MAX_VALUES`]. The values are its `enum`, or those of what it refers to (a local `$ref`,
+/// as Pydantic writes an `Enum` class), of its items, or of its `anyOf` / `oneOf` branches (an
+/// optional enum is `anyOf` an enum and `null`; a documented one is `oneOf` branches each with a
+/// `const`).
+fn listed_values(root: &Value, prop: &Value) -> String {
+    let mut listed = Vec::new();
+    let mut budget = LISTED_VISITS;
+    if !collect_listed(root, prop, 0, &mut budget, &mut listed) || listed.len() > MAX_VALUES {
         return String::new();
-    };
-    let words = listed.iter().filter_map(Value::as_str).filter(|v| {
+    }
+    let words = listed.into_iter().filter_map(Value::as_str).filter(|v| {
         v.len() <= MAX_VALUE_LEN
             && v.chars().any(char::is_alphabetic)
             && !["true", "false", "null", "none"].contains(&v.to_ascii_lowercase().as_str())
     });
     words.collect::<Vec<_>>().join(", ")
+}
+
+/// The schemas read for one parameter's values at most: references may lead to the same
+/// branches again and again, and a hostile schema must not make an index build slow.
+const LISTED_VISITS: usize = 64;
+
+/// Adds the values `schema` lists to `out`; false once they pass [`MAX_VALUES`] or the
+/// schemas read pass [`LISTED_VISITS`] (the parameter then has none indexed). Nesting deeper
+/// than a value list does is not read.
+fn collect_listed<'a>(
+    root: &'a Value,
+    schema: &'a Value,
+    depth: usize,
+    budget: &mut usize,
+    out: &mut Vec<&'a Value>,
+) -> bool {
+    const DEPTH: usize = 4;
+    let Some(obj) = schema.as_object() else {
+        return true;
+    };
+    if depth > DEPTH {
+        return true;
+    }
+    if *budget == 0 {
+        return false;
+    }
+    *budget -= 1;
+    if let Some(values) = obj.get("enum").and_then(Value::as_array) {
+        out.extend(values);
+    }
+    if let Some(value) = obj.get("const").filter(|_| depth > 0) {
+        out.push(value);
+    }
+    if out.len() > MAX_VALUES {
+        return false;
+    }
+    let refers = obj
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| resolve(root, r));
+    let branches = ["anyOf", "oneOf"]
+        .iter()
+        .filter_map(|key| obj.get(*key).and_then(Value::as_array))
+        .flatten();
+    let nested = refers.into_iter().chain(obj.get("items")).chain(branches);
+    nested
+        .into_iter()
+        .all(|sub| collect_listed(root, sub, depth + 1, budget, out))
 }
 
 #[cfg(test)]
@@ -149,6 +198,54 @@ mod tests {
             "a list of more than MAX_VALUES is a table"
         );
         assert_eq!(value("name"), "");
+    }
+
+    #[test]
+    fn values_are_found_behind_refs_optional_wrappers_and_documented_branches() {
+        // As Pydantic writes an Enum class, an Optional[Literal] and a documented choice.
+        let schema = json!({
+            "type": "object",
+            "$defs": {"Unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "properties": {
+                "unit": {"$ref": "#/$defs/Unit"},
+                "mode": {"anyOf": [{"type": "string", "enum": ["driving", "walking"]}, {"type": "null"}]},
+                "sort": {"oneOf": [
+                    {"const": "newest", "description": "Newest first"},
+                    {"const": "oldest", "description": "Oldest first"}
+                ]},
+                "units": {"type": "array", "items": {"$ref": "#/$defs/Unit"}},
+                "loop": {"$ref": "#/properties/loop"}
+            }
+        });
+        let docs = param_docs_from_schema(&schema);
+        let value = |name: &str| docs.iter().find(|p| p.name == name).unwrap().values.clone();
+        assert_eq!(value("unit"), "celsius, fahrenheit");
+        assert_eq!(value("mode"), "driving, walking");
+        assert_eq!(value("sort"), "newest, oldest");
+        assert_eq!(value("units"), "celsius, fahrenheit");
+        assert_eq!(value("loop"), "", "a reference to itself ends");
+    }
+
+    #[test]
+    fn references_that_fan_out_cost_a_bounded_reading() {
+        // Each level refers to the next one a hundred times: 10^8 paths to the last level if
+        // every one were read; the budget reads 64 schemas and gives up.
+        let mut defs = serde_json::Map::new();
+        for level in 0..4 {
+            let next = json!({"$ref": format!("#/$defs/L{}", level + 1)});
+            defs.insert(format!("L{level}"), json!({"anyOf": vec![next; 100]}));
+        }
+        defs.insert("L4".into(), json!({"type": "string"}));
+        let schema = json!({"$defs": defs, "properties": {"x": {"$ref": "#/$defs/L0"}}});
+        assert_eq!(param_docs_from_schema(&schema)[0].values, "");
+        // Values found only past the budget are not kept.
+        let mut branches = vec![json!({"type": "string"}); LISTED_VISITS];
+        branches.push(json!({"enum": ["late"]}));
+        let schema = json!({"properties": {"x": {"anyOf": branches}}});
+        assert_eq!(param_docs_from_schema(&schema)[0].values, "");
+        let schema =
+            json!({"properties": {"x": {"anyOf": [{"type": "null"}, {"enum": ["early"]}]}}});
+        assert_eq!(param_docs_from_schema(&schema)[0].values, "early");
     }
 
     #[test]
