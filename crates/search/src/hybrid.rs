@@ -216,7 +216,7 @@ pub struct HybridConfig {
     /// Share `w` of the semantic side, 0 (lexical only) to 1 (semantic only).
     pub semantic_weight: f32,
     /// For a request of several clauses, the share of each clause's own lexical evidence
-    /// ([`HybridIndex::clause_evidence`]); 0 judges the candidates by the request's words as a
+    /// (`HybridIndex::clause_evidence`); 0 judges the candidates by the request's words as a
     /// whole only.
     pub clause_share: f32,
     pub fusion: Fusion,

@@ -2,13 +2,14 @@
 //!
 //! Walks `properties` at the top level and inside nested objects, array `items`,
 //! `allOf`/`anyOf`/`oneOf` branches and local `$ref`s (`#/...`), collecting each
-//! property's name, description and the values it lists (`enum`, its own or its items').
+//! property's name, description and the values it lists (its `enum`, or one found behind a
+//! `$ref`, in its items or in `anyOf` / `oneOf` branches; see `listed_values`).
 //! Depth and count are capped so that huge or recursive schemas cannot blow up the index.
 //!
 //! Listed values say what a tool is for where its description does not: a provider search
 //! whose `type` is one of "Dermatologist", "Gynecologist" finds doctors, its twin whose `type`
 //! is one of "Hair Stylist", "Barber" does not. Only words are kept, not numbers or booleans;
-//! a list longer than [`MAX_VALUES`] (locales, country codes, a game's characters) is a table
+//! a list of more than `MAX_VALUES` (16; locales, country codes, a game's characters) is a table
 //! to look things up in rather than the kinds a tool deals in, and is left out whole.
 
 use std::collections::HashSet;
@@ -20,7 +21,7 @@ use crate::index::ParamDoc;
 const MAX_DEPTH: usize = 6;
 const MAX_PARAMS: usize = 200;
 /// A parameter listing more values than this has none indexed.
-pub const MAX_VALUES: usize = 16;
+const MAX_VALUES: usize = 16;
 /// A value longer than this (in bytes) is not indexed.
 const MAX_VALUE_LEN: usize = 40;
 

@@ -26,7 +26,7 @@
 //! vectors' sums, and each byte of the sketches is read once for up to four queries. On all
 //! of APIs.guru that took a request of four to seven vectors from p50 10.9–11.4 ms to 8.7–9.4 ms
 //! (scan and fusion, docs/benchmarks.md). A large scan is split among the cores by runs of
-//! blocks ([`crate::parts`]); each run keeps its own best, and the best of those are the best
+//! blocks (`crate::parts`); each run keeps its own best, and the best of those are the best
 //! of the whole.
 //!
 //! Each vector kept is named with the query its estimate is best with, so the 8-bit scan that
