@@ -24,10 +24,11 @@ use crate::tokenize::analyze_into;
 pub struct ParamDoc {
     pub name: String,
     pub description: String,
-    /// The values the schema lists for it (`enum`), as words: `"Dermatologist, Gynecologist"`;
-    /// empty when it lists none, or so many that they are a table rather than kinds
+    /// The values the schema lists for it (its `enum`, or one behind a `$ref`, in its items or
+    /// in `anyOf` / `oneOf` branches), as words: `"Dermatologist, Gynecologist"`; empty when it
+    /// lists none, or so many that they are a table rather than kinds
     /// ([`param_docs_from_schema`](crate::param_docs_from_schema)). Indexed with the
-    /// parameter's description.
+    /// parameter's description; the prerequisites do not read it.
     pub values: String,
 }
 

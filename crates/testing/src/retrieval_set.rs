@@ -253,7 +253,7 @@ pub fn read_qrels(path: &Path) -> Result<Qrels, SetError> {
                 })
             }
         };
-        if i == 0 && relevance == 1.0 && cols.len() == 2 && looks_like_header(query, tool) {
+        if i == 0 && cols.len() == 2 && looks_like_header(query, tool) {
             continue;
         }
         if relevance > 0.0 {
