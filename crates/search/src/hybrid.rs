@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::boilerplate;
 use crate::index::{split_namespace, top_k, Hit, Query, SearchDoc, SearchIndex, SearchResult};
 use crate::scan::{self, Codes};
 use crate::tokenize::split_words;
@@ -299,31 +300,20 @@ fn embedded_path<'a>(doc: &'a SearchDoc, crowded: &std::collections::HashSet<&st
     }
 }
 
-/// The first sentence of a description, when the description goes on past it: up to the first
-/// line break, or the first `.`, `!` or `?` followed by white space after at least 20 bytes (so
-/// that "e.g. " near the start does not end it).
+/// The first sentence of a description, when the description goes on past it
+/// ([`boilerplate::sentences`]: up to the first line break, or the first `.`, `!` or `?`
+/// followed by white space after at least 20 bytes, so that "e.g. " near the start does not end
+/// it).
 fn first_sentence(description: &str) -> Option<&str> {
-    let d = description.trim();
-    let end = d.char_indices().find_map(|(i, c)| {
-        if c == '\n' {
-            return Some(i);
-        }
-        let ends = matches!(c, '.' | '!' | '?') && d[i + 1..].starts_with(char::is_whitespace);
-        (ends && i > 20).then_some(i + 1)
-    })?;
-    let lead = d[..end].trim_end();
-    (!lead.is_empty() && lead.len() < d.len()).then_some(lead)
+    let all = boilerplate::sentences(description);
+    (all.len() > 1).then(|| all[0])
 }
 
 /// The text of a tool's second vector: [`doc_text`] with only the first sentence of the
 /// description; `None` when the description is one sentence (the tool has one vector).
 pub fn lead_text(doc: &SearchDoc) -> Option<String> {
-    lead_text_with(doc, &doc.path)
-}
-
-fn lead_text_with(doc: &SearchDoc, path: &str) -> Option<String> {
     let lead = first_sentence(&doc.description)?;
-    Some(embed_text(&doc.name, path, lead))
+    Some(embed_text(&doc.name, &doc.path, lead))
 }
 
 /// The cosine of a tool that has a lead vector, from its whole text's (`own`) and its lead's:
@@ -350,19 +340,25 @@ pub struct EmbedTexts {
 
 impl EmbedTexts {
     /// The texts of a catalog's tools: [`doc_text`] and [`lead_text`], each without its
-    /// namespace when that is one of the catalog's [`crowded_namespaces`].
+    /// namespace when that is one of the catalog's [`crowded_namespaces`], and without the
+    /// sentences most of its descriptions repeat ([`boilerplate`]).
     pub fn of(docs: &[SearchDoc]) -> Self {
         let crowded = crowded_namespaces(docs);
+        let shared = boilerplate::Shared::of(docs);
         let paths: Vec<&str> = docs.iter().map(|d| embedded_path(d, &crowded)).collect();
+        let descriptions: Vec<Cow<'_, str>> =
+            docs.iter().map(|d| shared.strip(&d.description)).collect();
         let mut texts: Vec<String> = docs
             .iter()
-            .zip(&paths)
-            .map(|(d, path)| embed_text(&d.name, path, &d.description))
+            .zip(paths.iter().zip(&descriptions))
+            .map(|(d, (path, description))| embed_text(&d.name, path, description))
             .collect();
         let mut extra_of = Vec::new();
-        for (d, (doc, path)) in docs.iter().zip(&paths).enumerate() {
-            if let Some(lead) = lead_text_with(doc, path) {
-                texts.push(lead);
+        for (d, (doc, (path, description))) in
+            docs.iter().zip(paths.iter().zip(&descriptions)).enumerate()
+        {
+            if let Some(lead) = first_sentence(description) {
+                texts.push(embed_text(&doc.name, path, lead));
                 extra_of.push(d as u32);
             }
         }
@@ -1024,6 +1020,31 @@ mod tests {
         // A path of one segment has no namespace, however many tools share it.
         let flat = [tool("send", "Send."), tool("send", "Send again.")];
         assert!(crowded_namespaces(&flat).is_empty());
+    }
+
+    #[test]
+    fn a_note_most_tools_repeat_is_left_out_of_their_texts_and_leads() {
+        let note = "Only works within allowed directories.";
+        let tool = |name: &str, description: String| SearchDoc {
+            path: name.into(),
+            name: name.into(),
+            description,
+            params: Vec::new(),
+        };
+        let mut docs: Vec<SearchDoc> = ["read", "write", "move", "list", "stat"]
+            .iter()
+            .map(|n| tool(n, format!("{n} a file. {note}")))
+            .collect();
+        docs.push(tool("grep", format!("Search files. {note} Matches regex.")));
+        let texts = EmbedTexts::of(&docs);
+        assert_eq!(texts.texts[0], "read: read a file.");
+        // The note's tools are left with one sentence each, so no lead text either, except
+        // the one whose description goes on past the note.
+        assert_eq!(
+            texts.texts[5..],
+            ["grep: Search files. Matches regex.", "grep: Search files."]
+        );
+        assert_eq!(texts.extra_of, [5]);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! ```
 
 pub mod background;
+pub mod boilerplate;
 pub mod clauses;
 mod cpu;
 pub mod expand;

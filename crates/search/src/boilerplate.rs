@@ -1,0 +1,234 @@
+//! Sentences a catalog repeats across many of its tools, left out of the texts tools are
+//! embedded from.
+//!
+//! Tool descriptions often end in the same notes: a file server's "Only works within allowed
+//! directories." on each of its tools, a "Note that the provided function is in Python 3
+//! syntax." appended to every definition of a function-calling catalog. Such a sentence says
+//! nothing that tells its tools apart, yet it is part of each one's embedded text and pulls all
+//! their vectors the same way, away from what each tool does: a catalog whose every tool carried
+//! one such note ranked 2.1 points lower at R@5 than the same tools without it
+//! (docs/benchmarks.md, stop 58). The lexical index needs no such care (a word in every tool has
+//! no weight there), and keeps every sentence.
+//!
+//! A sentence counts as shared when it has at least [`MIN_WORDS`] words and is found, word for
+//! word, in the descriptions of at least [`MIN_TOOLS`] tools and of at least one in
+//! [`PER_TOOLS`] of the catalog's. A description's first sentence always stays: near-twin tools
+//! (one model fine-tuned on several datasets, one endpoint in several versions) often begin
+//! alike, and that sentence is what they do.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use crate::index::SearchDoc;
+
+/// The fewest words a shared sentence has: shorter pieces ("Returns a list.") are too common
+/// in honest descriptions to be taken for notes.
+pub const MIN_WORDS: usize = 4;
+/// The fewest tools that must share a sentence.
+pub const MIN_TOOLS: usize = 5;
+/// A shared sentence is in at least one tool of this many (1 %), so that in a large catalog a
+/// sentence of a few tools' (one server's way of saying something) stays theirs.
+pub const PER_TOOLS: usize = 100;
+
+/// A description's sentences, trimmed, in order: each ends at a line break, or at `.`, `!` or
+/// `?` followed by white space, except after an abbreviation (a one-letter word or one with a
+/// dot inside: "e.g.", "i.e.", "U.S.").
+pub fn sentences(description: &str) -> Vec<&str> {
+    let d = description.trim();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in d.char_indices() {
+        let end = if c == '\n' {
+            Some(i)
+        } else if matches!(c, '.' | '!' | '?')
+            && d[i + 1..].starts_with(char::is_whitespace)
+            && !(c == '.' && after_abbreviation(&d[start..i]))
+        {
+            Some(i + 1)
+        } else {
+            None
+        };
+        if let Some(end) = end {
+            let piece = d[start..end].trim();
+            if !piece.is_empty() {
+                out.push(piece);
+            }
+            start = end;
+        }
+    }
+    let rest = d[start..].trim();
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+/// Whether `before`, the text up to a dot, ends in an abbreviation: a word of one character or
+/// one with a dot of its own.
+fn after_abbreviation(before: &str) -> bool {
+    let word = before.rsplit(char::is_whitespace).next().unwrap_or("");
+    word.chars().count() <= 1 || word.contains('.')
+}
+
+/// The sentences a catalog's descriptions share (see the module docs).
+#[derive(Debug, Default)]
+pub struct Shared<'a> {
+    sentences: HashSet<&'a str>,
+}
+
+impl<'a> Shared<'a> {
+    /// The shared sentences of `docs`.
+    pub fn of(docs: &'a [SearchDoc]) -> Self {
+        let floor = MIN_TOOLS.max(docs.len().div_ceil(PER_TOOLS));
+        if docs.len() < floor {
+            return Self::default();
+        }
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        let mut seen = HashSet::new();
+        for doc in docs {
+            seen.clear();
+            for s in sentences(&doc.description).into_iter().skip(1) {
+                if s.split_whitespace().nth(MIN_WORDS - 1).is_some() && seen.insert(s) {
+                    *count.entry(s).or_default() += 1;
+                }
+            }
+        }
+        Self {
+            sentences: count
+                .into_iter()
+                .filter(|&(_, n)| n >= floor)
+                .map(|(s, _)| s)
+                .collect(),
+        }
+    }
+
+    /// How many sentences are shared.
+    pub fn len(&self) -> usize {
+        self.sentences.len()
+    }
+
+    /// Whether `sentence` is one of them.
+    pub fn contains(&self, sentence: &str) -> bool {
+        self.sentences.contains(sentence)
+    }
+
+    /// Whether no sentence is shared.
+    pub fn is_empty(&self) -> bool {
+        self.sentences.is_empty()
+    }
+
+    /// `description` without its shared sentences after the first, the rest joined by single
+    /// spaces; the description itself when it has none.
+    pub fn strip<'d>(&self, description: &'d str) -> Cow<'d, str> {
+        if self.sentences.is_empty() {
+            return Cow::Borrowed(description);
+        }
+        let all = sentences(description);
+        if !all.iter().skip(1).any(|s| self.sentences.contains(s)) {
+            return Cow::Borrowed(description);
+        }
+        let kept: Vec<&str> = all
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| i == 0 || !self.sentences.contains(s))
+            .map(|(_, s)| *s)
+            .collect();
+        Cow::Owned(kept.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(description: &str) -> SearchDoc {
+        SearchDoc {
+            description: description.into(),
+            ..SearchDoc::default()
+        }
+    }
+
+    #[test]
+    fn sentences_end_at_stops_and_line_breaks_but_not_after_an_abbreviation() {
+        assert_eq!(
+            sentences("  Lists files, e.g. logs in the U.S. office. Search files. Done!\nPaths are absolute "),
+            vec![
+                "Lists files, e.g. logs in the U.S. office.",
+                "Search files.",
+                "Done!",
+                "Paths are absolute"
+            ]
+        );
+        assert_eq!(sentences(""), Vec::<&str>::new());
+        assert_eq!(sentences("One sentence only."), vec!["One sentence only."]);
+    }
+
+    #[test]
+    fn a_note_on_many_tools_is_left_out_and_the_rest_of_each_description_kept() {
+        let note = "Note that the provided function is in Python 3 syntax.";
+        let mut docs: Vec<SearchDoc> = (0..6)
+            .map(|i| {
+                doc(&format!(
+                    "Computes the value number {i} of a series. {note}"
+                ))
+            })
+            .collect();
+        docs.push(doc("Sends an email message to one address."));
+        let shared = Shared::of(&docs);
+        assert_eq!(shared.len(), 1);
+        assert_eq!(
+            shared.strip(&docs[2].description),
+            "Computes the value number 2 of a series."
+        );
+        assert!(matches!(
+            shared.strip(&docs[6].description),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn a_first_sentence_a_few_tools_or_few_words_are_never_taken_for_a_note() {
+        // Twins that begin alike keep what they do.
+        let twins: Vec<SearchDoc> = (0..8)
+            .map(|i| {
+                doc(&format!(
+                    "A model fine-tuned on depth estimation data. Variant {i} of it."
+                ))
+            })
+            .collect();
+        assert!(Shared::of(&twins).is_empty());
+        // Four tools are too few, and so is a three-word sentence on eight.
+        let four: Vec<SearchDoc> = (0..4)
+            .map(|i| {
+                doc(&format!(
+                    "Tool {i} does its own thing well. Requires an account token."
+                ))
+            })
+            .collect();
+        assert!(Shared::of(&four).is_empty());
+        let short: Vec<SearchDoc> = (0..8)
+            .map(|i| {
+                doc(&format!(
+                    "Tool {i} does its own thing well. Returns a list."
+                ))
+            })
+            .collect();
+        assert!(Shared::of(&short).is_empty());
+    }
+
+    #[test]
+    fn in_a_large_catalog_a_sentence_needs_one_tool_in_a_hundred() {
+        let mut docs: Vec<SearchDoc> = (0..1000)
+            .map(|i| doc(&format!("Operation {i} of a large interface.")))
+            .collect();
+        for d in docs.iter_mut().take(9) {
+            d.description
+                .push_str(" Requires an account token to call.");
+        }
+        assert!(Shared::of(&docs).is_empty(), "9 of 1,000 is under 1 %");
+        docs[9]
+            .description
+            .push_str(" Requires an account token to call.");
+        assert_eq!(Shared::of(&docs).len(), 1);
+    }
+}
