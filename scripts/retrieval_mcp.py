@@ -16,7 +16,8 @@ the variants `toolshed_testing::retrieval_set` accepts: a schema under `input_sc
 `id`, OpenAI's `{"type": "function", "function": {...}}`, a query's `text` or `query`, judgements with or without a header, as `query tool`, `query
 tool relevance` or TREC's `query 0 tool relevance`. A tool's MCP name is its id (after the namespace) as a path segment, so that the path the gateway gives it
 is known here; its title is the row's `name`, its description and input schema the row's own.
-Every tool is read-only.
+Every tool is read-only. A set that lists one id twice gets both tools (the second's segment
+suffixed), and a ranking is judged by ids: either tool counts as that id, each id once.
 """
 
 from __future__ import annotations
@@ -123,9 +124,10 @@ def catalog(setdir: str) -> dict[str, list[tuple[str, dict]]]:
     return spaces
 
 
-def paths(setdir: str) -> dict[str, str]:
-    """Tool id → the gateway's path."""
-    return {tool_id(row): f"{ns}.{seg}" for ns, tools in catalog(setdir).items() for seg, row in tools}
+def owners(setdir: str) -> dict[str, str]:
+    """The gateway's path → its tool's id. A set may list one id twice (one function defined
+    twice): both tools are served, and either counts as that id, as the retrieval bench judges."""
+    return {f"{ns}.{seg}": tool_id(row) for ns, tools in catalog(setdir).items() for seg, row in tools}
 
 
 def config(setdir: str, python: str) -> None:
@@ -179,10 +181,11 @@ def measure(url: str, setdir: str) -> None:
     import anyio
     from mcp import Client
 
-    where = paths(setdir)
+    owner = owners(setdir)
+    ids = set(owner.values())
     relevant: dict[str, set[str]] = {}
     for q, tools in qrels(setdir).items():
-        known = {where[t] for t in tools if t in where}
+        known = {t for t in tools if t in ids}
         if known:
             relevant[q] = known
     queries = [json.loads(l) for l in open(Path(setdir) / "queries.jsonl", encoding="utf-8") if l.strip()]
@@ -193,7 +196,8 @@ def measure(url: str, setdir: str) -> None:
     timed: list[tuple[float, str, int]] = []
     # RETRIEVAL_PAUSE_MS=N waits N ms before each call, as an agent does between its searches.
     pause = float(os.environ.get("RETRIEVAL_PAUSE_MS", "0")) / 1000
-    # RETRIEVAL_DUMP=DIR writes DIR/SET.jsonl: each query's id, R@5, hits and relevant paths.
+    # RETRIEVAL_DUMP=DIR writes DIR/SET.jsonl: each query's id, R@5, and its hits' and relevant
+    # tools' ids (as the retrieval bench's dump has them).
     dump = None
     if os.environ.get("RETRIEVAL_DUMP"):
         dump = open(Path(os.environ["RETRIEVAL_DUMP"]) / f"{Path(setdir).name}.jsonl", "w", encoding="utf-8")
@@ -214,10 +218,12 @@ def measure(url: str, setdir: str) -> None:
                 # The compact answer: a summary line, then `path — summary` per hit.
                 hits = [l.split(" — ")[0].strip() for l in text.splitlines()[1:] if l.strip()]
                 want = relevant[str(q["id"])]
-                r5.append(len(want & set(hits[:5])) / len(want))
-                r10.append(len(want & set(hits[:10])) / len(want))
+                # Judged by ids, each id once.
+                found = list(dict.fromkeys(owner.get(h, h) for h in hits))
+                r5.append(len(want & set(found[:5])) / len(want))
+                r10.append(len(want & set(found[:10])) / len(want))
                 if dump:
-                    row = {"id": q["id"], "r5": r5[-1], "hits": hits[:10], "relevant": sorted(want)}
+                    row = {"id": q["id"], "r5": r5[-1], "hits": found[:10], "relevant": sorted(want)}
                     dump.write(json.dumps(row) + "\n")
         return r5, r10, ms
 

@@ -6,8 +6,10 @@
 //! further public sets in the same layout; sets made elsewhere are read with the variants
 //! `toolshed_testing::retrieval_set` accepts (a schema under `parameters` or `inputSchema`, BFCL's
 //! `"dict"` types, judgements without a header or in TREC's four columns), and the requests it
-//! cannot measure (no judgement, or judgements naming no tool) are counted on stderr. Options after the
-//! directory override ranking parameters, for experiments:
+//! cannot measure (no judgement, or judgements naming no tool) are counted on stderr. Judgements
+//! name ids, so a ranking is judged by ids: a set that lists one id twice (one function defined
+//! twice) has both tools searched, either counts as that id, and each id counts once in a top
+//! five or ten. Options after the directory override ranking parameters, for experiments:
 //! `--k1 X`, `--weights p,n,d,pn,pd`, `--b p,n,d,pn,pd`, `--feedback docs,terms,weight`,
 //! `--namespace weight,pool`, `--expand synonym,path_word,format`, `--background DOCS` (the
 //! background's weight in every word's idf, 0 for the catalog's own counts alone).
@@ -137,8 +139,17 @@ impl Metrics {
 /// One set: its docs, tool ids, and the queries that have relevant tools.
 struct Set {
     ids: Vec<String>,
+    /// Per doc, the first doc with its id ([`retrieval_set::first_of_id`]).
+    first_of_id: Vec<usize>,
     docs: Vec<SearchDoc>,
     queries: Vec<(String, HashSet<usize>)>,
+}
+
+impl Set {
+    /// A search's hits as the judgements see them ([`retrieval_set::judged_ranking`]).
+    fn ranked(&self, result: &toolshed_search::SearchResult) -> Vec<usize> {
+        retrieval_set::judged_ranking(&self.first_of_id, result.hits.iter().map(|h| h.doc))
+    }
 }
 
 /// One set from `dir`, its paths under `under` if given, with `extra` tools (relevant to no
@@ -162,11 +173,24 @@ fn load(dir: &Path, under: Option<&str>, extra: &[SetTool]) -> Option<Set> {
         .iter()
         .map(|t| (t, under))
         .chain(extra.iter().map(|t| (t, None)));
-    let (ids, docs) = tools
+    let (ids, docs): (Vec<String>, Vec<SearchDoc>) = tools
         .map(|(t, under)| (t.id.clone(), to_doc(t, under)))
         .unzip();
+    let first_of_id = retrieval_set::first_of_id(&ids);
+    let repeated = first_of_id
+        .iter()
+        .enumerate()
+        .filter(|&(d, &first)| first != d)
+        .count();
+    if repeated > 0 {
+        eprintln!(
+            "{}: {repeated} tools repeat an id listed before them: searched as tools, judged as that id",
+            dir.display()
+        );
+    }
     Some(Set {
         ids,
+        first_of_id,
         docs,
         queries: judged.queries,
     })
@@ -216,15 +240,11 @@ fn dump_ranking(
     writeln!(out, "{row}").expect("dump written");
 }
 
-fn ranked(result: &toolshed_search::SearchResult) -> Vec<usize> {
-    result.hits.iter().map(|h| h.doc).collect()
-}
-
 fn evaluate(set: &Set, config: Bm25fConfig) -> Metrics {
     let index = SearchIndex::build_with(&set.docs, config);
     let mut m = Metrics::default();
     for (qtext, rel) in &set.queries {
-        let ranked = ranked(&index.search(&Query::new(qtext, 10)));
+        let ranked = set.ranked(&index.search(&Query::new(qtext, 10)));
         debug_miss(set, qtext, &ranked, rel);
         m.add(&ranked, rel);
     }
@@ -292,7 +312,10 @@ fn bm25_baseline(set: &Set) -> Metrics {
             .filter(|(s, _)| *s > 0.0)
             .collect();
         scores.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let ranked: Vec<usize> = scores.iter().take(10).map(|(_, i)| *i).collect();
+        let ranked = retrieval_set::judged_ranking(
+            &set.first_of_id,
+            scores.iter().take(10).map(|(_, i)| *i),
+        );
         m.add(&ranked, rel);
     }
     m
@@ -340,7 +363,7 @@ fn evaluate_hybrid(
         let t = Instant::now();
         let r = index.lexical().search(&q);
         t_lex += t.elapsed().as_secs_f64();
-        lex.add(&ranked(&r), rel);
+        lex.add(&set.ranked(&r), rel);
 
         let t = Instant::now();
         let v = embedder.embed_query_clauses(qtext).expect("query embeds");
@@ -351,12 +374,12 @@ fn evaluate_hybrid(
         let t = Instant::now();
         let r = index.search_semantic(&q, &v.whole);
         t_sem += t.elapsed().as_secs_f64();
-        sem.add(&ranked(&r), rel);
+        sem.add(&set.ranked(&r), rel);
 
         let t = Instant::now();
         let r = index.search_clauses(&q, &v);
         t_hyb += t.elapsed().as_secs_f64();
-        let r = ranked(&r);
+        let r = set.ranked(&r);
         debug_miss(set, qtext, &r, rel);
         if let Some(out) = dump.as_mut() {
             dump_ranking(out, set, qtext, &r, rel);

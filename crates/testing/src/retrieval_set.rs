@@ -285,6 +285,32 @@ fn looks_like_header(query: &str, tool: &str) -> bool {
     named(query) && named(tool)
 }
 
+/// Per tool, the index of the first tool with its id. Judgements name ids, and a set may list
+/// one id twice (one function defined twice): both tools are searched, and a ranking is judged
+/// by ids ([`judged_ranking`]).
+pub fn first_of_id<S: AsRef<str>>(ids: &[S]) -> Vec<usize> {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| *first.entry(id.as_ref()).or_insert(i))
+        .collect()
+}
+
+/// A ranking of tool indexes as the judgements see it: each tool as the first tool of its id
+/// (`first_of_id` from [`first_of_id`]), each id once, in rank order. For a set whose ids are
+/// all distinct it is the ranking itself.
+pub fn judged_ranking(
+    first_of_id: &[usize],
+    ranked: impl IntoIterator<Item = usize>,
+) -> Vec<usize> {
+    let mut seen = HashSet::new();
+    ranked
+        .into_iter()
+        .map(|t| first_of_id[t])
+        .filter(|&t| seen.insert(t))
+        .collect()
+}
+
 /// A set joined up: each query's relevant tools as indexes into `tools`, and what could not
 /// be joined.
 #[derive(Debug, Default)]
@@ -408,6 +434,17 @@ mod tests {
         let bad = read_qrels(&write(&dir, "qrels.tsv", "q1\tt1\t1\tx\ty\n")).unwrap_err();
         assert!(bad.to_string().contains("5 columns"), "{bad}");
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_ranking_is_judged_by_ids_each_once() {
+        let ids = ["a", "b", "a", "c", "b"];
+        let first = first_of_id(&ids);
+        assert_eq!(first, [0, 1, 0, 3, 1]);
+        // The second "a" (index 2) found first counts as "a"; "a" again and "b" again add
+        // nothing, so "c" is the third id of the top five.
+        assert_eq!(judged_ranking(&first, [2, 0, 4, 1, 3]), [0, 1, 3]);
+        assert_eq!(judged_ranking(&first_of_id(&["x", "y"]), [1, 0]), [1, 0]);
     }
 
     #[test]
