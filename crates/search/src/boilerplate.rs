@@ -166,13 +166,9 @@ mod tests {
     #[test]
     fn a_note_on_many_tools_is_left_out_and_the_rest_of_each_description_kept() {
         let note = "Note that the provided function is in Python 3 syntax.";
-        let mut docs: Vec<SearchDoc> = (0..6)
-            .map(|i| {
-                doc(&format!(
-                    "Computes the value number {i} of a series. {note}"
-                ))
-            })
-            .collect();
+        let mut docs = catalog(6, |i| {
+            format!("Computes the value number {i} of a series. {note}")
+        });
         docs.push(doc("Sends an email message to one address."));
         let shared = Shared::of(&docs);
         assert_eq!(shared.len(), 1);
@@ -186,41 +182,32 @@ mod tests {
         ));
     }
 
+    /// `n` tools, the `i`th described by `describe(i)`.
+    fn catalog(n: usize, describe: impl Fn(usize) -> String) -> Vec<SearchDoc> {
+        (0..n).map(|i| doc(&describe(i))).collect()
+    }
+
     #[test]
     fn a_first_sentence_a_few_tools_or_few_words_are_never_taken_for_a_note() {
         // Twins that begin alike keep what they do.
-        let twins: Vec<SearchDoc> = (0..8)
-            .map(|i| {
-                doc(&format!(
-                    "A model fine-tuned on depth estimation data. Variant {i} of it."
-                ))
-            })
-            .collect();
+        let twins = catalog(8, |i| {
+            format!("A model fine-tuned on depth estimation data. Variant {i} of it.")
+        });
         assert!(Shared::of(&twins).is_empty());
         // Four tools are too few, and so is a three-word sentence on eight.
-        let four: Vec<SearchDoc> = (0..4)
-            .map(|i| {
-                doc(&format!(
-                    "Tool {i} does its own thing well. Requires an account token."
-                ))
-            })
-            .collect();
+        let four = catalog(4, |i| {
+            format!("Tool {i} does its own thing well. Requires an account token.")
+        });
         assert!(Shared::of(&four).is_empty());
-        let short: Vec<SearchDoc> = (0..8)
-            .map(|i| {
-                doc(&format!(
-                    "Tool {i} does its own thing well. Returns a list."
-                ))
-            })
-            .collect();
+        let short = catalog(8, |i| {
+            format!("Tool {i} does its own thing well. Returns a list.")
+        });
         assert!(Shared::of(&short).is_empty());
     }
 
     #[test]
     fn in_a_large_catalog_a_sentence_needs_one_tool_in_a_hundred() {
-        let mut docs: Vec<SearchDoc> = (0..1000)
-            .map(|i| doc(&format!("Operation {i} of a large interface.")))
-            .collect();
+        let mut docs = catalog(1000, |i| format!("Operation {i} of a large interface."));
         for d in docs.iter_mut().take(9) {
             d.description
                 .push_str(" Requires an account token to call.");
