@@ -5,10 +5,10 @@
 //! directories." on each of its tools, a "Note that the provided function is in Python 3
 //! syntax." appended to every definition of a function-calling catalog. Such a sentence says
 //! nothing that tells its tools apart, yet it is part of each one's embedded text and pulls all
-//! their vectors the same way, away from what each tool does: a catalog whose every tool carried
-//! one such note ranked 2.1 points lower at R@5 than the same tools without it
-//! (docs/benchmarks.md, stop 58). The lexical index needs no such care (a word in every tool has
-//! no weight there), and keeps every sentence.
+//! their vectors the same way, away from what each tool does: ComplexFuncBench with one such note
+//! on every tool ranked 2.6 points lower at hybrid R@5 than without it, and 0.5 lower once the
+//! note was left out of the embedded texts (docs/benchmarks.md, stop 58). The lexical index
+//! needs no such care (a word on every tool weighs nothing there), and keeps every sentence.
 //!
 //! A sentence counts as shared when it has at least [`MIN_WORDS`] words and is found, word for
 //! word, in the descriptions of at least [`MIN_TOOLS`] tools and of at least one in
