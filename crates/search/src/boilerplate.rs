@@ -8,7 +8,8 @@
 //! their vectors the same way, away from what each tool does: ComplexFuncBench with one such note
 //! on every tool ranked 2.6 points lower at hybrid R@5 than without it, and 0.5 lower once the
 //! note was left out of the embedded texts (docs/benchmarks.md, stop 58). The lexical index
-//! needs no such care (a word on every tool weighs nothing there), and keeps every sentence.
+//! needs no such care (a word on every tool raises them all alike there), and keeps every
+//! sentence.
 //!
 //! A sentence counts as shared when it has at least [`MIN_WORDS`] words and is found, word for
 //! word, in the descriptions of at least [`MIN_TOOLS`] tools and of at least one in
