@@ -5,7 +5,6 @@
 //! `cargo run --release -p toolshed-search --example boilerplate -- TOOLS.jsonl`, TOOLS.jsonl
 //! in the retrieval benchmark's layout (read by `toolshed_testing::retrieval_set`).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use toolshed_search::boilerplate::{sentences, Shared};
@@ -32,23 +31,13 @@ fn main() {
         })
         .collect();
     let start = Instant::now();
-    let shared = Shared::of(&docs);
+    let split: Vec<Vec<&str>> = docs.iter().map(|d| sentences(&d.description)).collect();
+    let shared = Shared::of(&split);
     let found = start.elapsed();
     let start = Instant::now();
     let texts = EmbedTexts::of(&docs);
     let built = start.elapsed();
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for doc in &docs {
-        let mut own: Vec<&str> = sentences(&doc.description).into_iter().skip(1).collect();
-        own.sort_unstable();
-        own.dedup();
-        for s in own {
-            if shared.contains(s) {
-                *counts.entry(s).or_default() += 1;
-            }
-        }
-    }
-    let mut counts: Vec<(&str, usize)> = counts.into_iter().collect();
+    let mut counts: Vec<(&str, usize)> = shared.counts().collect();
     counts.sort_by_key(|&(s, n)| (std::cmp::Reverse(n), s));
     for (s, n) in &counts {
         println!("{n:>7}  {s}");

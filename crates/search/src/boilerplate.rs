@@ -17,10 +17,7 @@
 //! (one model fine-tuned on several datasets, one endpoint in several versions) often begin
 //! alike, and that sentence is what they do.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-
-use crate::index::SearchDoc;
 
 /// The fewest words a shared sentence has: shorter pieces ("Returns a list.") are too common
 /// in honest descriptions to be taken for notes.
@@ -71,70 +68,64 @@ fn after_abbreviation(before: &str) -> bool {
     word.chars().count() <= 1 || word.contains('.')
 }
 
-/// The sentences a catalog's descriptions share (see the module docs).
+/// The sentences a catalog's descriptions share (see the module docs), with how many tools
+/// carry each.
 #[derive(Debug, Default)]
 pub struct Shared<'a> {
-    sentences: HashSet<&'a str>,
+    counts: HashMap<&'a str, usize>,
 }
 
 impl<'a> Shared<'a> {
-    /// The shared sentences of `docs`.
-    pub fn of(docs: &'a [SearchDoc]) -> Self {
-        let floor = MIN_TOOLS.max(docs.len().div_ceil(PER_TOOLS));
-        if docs.len() < floor {
+    /// The shared sentences of a catalog whose descriptions are cut into `split` (each one's
+    /// [`sentences`], one entry per tool).
+    pub fn of(split: &[Vec<&'a str>]) -> Self {
+        let floor = MIN_TOOLS.max(split.len().div_ceil(PER_TOOLS));
+        if split.len() < floor {
             return Self::default();
         }
-        let mut count: HashMap<&str, usize> = HashMap::new();
+        let mut counts: HashMap<&str, usize> = HashMap::new();
         let mut seen = HashSet::new();
-        for doc in docs {
+        for own in split {
             seen.clear();
-            for s in sentences(&doc.description).into_iter().skip(1) {
+            for &s in own.iter().skip(1) {
                 if s.split_whitespace().nth(MIN_WORDS - 1).is_some() && seen.insert(s) {
-                    *count.entry(s).or_default() += 1;
+                    *counts.entry(s).or_default() += 1;
                 }
             }
         }
-        Self {
-            sentences: count
-                .into_iter()
-                .filter(|&(_, n)| n >= floor)
-                .map(|(s, _)| s)
-                .collect(),
-        }
+        counts.retain(|_, n| *n >= floor);
+        Self { counts }
     }
 
     /// How many sentences are shared.
     pub fn len(&self) -> usize {
-        self.sentences.len()
-    }
-
-    /// Whether `sentence` is one of them.
-    pub fn contains(&self, sentence: &str) -> bool {
-        self.sentences.contains(sentence)
+        self.counts.len()
     }
 
     /// Whether no sentence is shared.
     pub fn is_empty(&self) -> bool {
-        self.sentences.is_empty()
+        self.counts.is_empty()
     }
 
-    /// `description` without its shared sentences after the first, the rest joined by single
-    /// spaces; the description itself when it has none.
-    pub fn strip<'d>(&self, description: &'d str) -> Cow<'d, str> {
-        if self.sentences.is_empty() {
-            return Cow::Borrowed(description);
+    /// Each shared sentence with the number of tools that carry it.
+    pub fn counts(&self) -> impl Iterator<Item = (&'a str, usize)> + '_ {
+        self.counts.iter().map(|(&s, &n)| (s, n))
+    }
+
+    /// A description's `sentences` without the shared ones after the first; `None` when it has
+    /// none to leave out.
+    pub fn strip<'d>(&self, sentences: &[&'d str]) -> Option<Vec<&'d str>> {
+        let shared = |s: &str| self.counts.contains_key(s);
+        if self.counts.is_empty() || !sentences.iter().skip(1).any(|s| shared(s)) {
+            return None;
         }
-        let all = sentences(description);
-        if !all.iter().skip(1).any(|s| self.sentences.contains(s)) {
-            return Cow::Borrowed(description);
-        }
-        let kept: Vec<&str> = all
-            .iter()
-            .enumerate()
-            .filter(|&(i, s)| i == 0 || !self.sentences.contains(s))
-            .map(|(_, s)| *s)
-            .collect();
-        Cow::Owned(kept.join(" "))
+        let first = sentences.iter().take(1);
+        Some(
+            first
+                .chain(sentences.iter().skip(1).filter(|s| !shared(s)))
+                .copied()
+                .collect(),
+        )
     }
 }
 
@@ -142,11 +133,14 @@ impl<'a> Shared<'a> {
 mod tests {
     use super::*;
 
-    fn doc(description: &str) -> SearchDoc {
-        SearchDoc {
-            description: description.into(),
-            ..SearchDoc::default()
-        }
+    /// The sentences of `n` descriptions, the `i`th `describe(i)`.
+    fn catalog(n: usize, describe: impl Fn(usize) -> String) -> Vec<String> {
+        (0..n).map(describe).collect()
+    }
+
+    fn shared(descriptions: &[String]) -> usize {
+        let split: Vec<Vec<&str>> = descriptions.iter().map(|d| sentences(d)).collect();
+        Shared::of(&split).len()
     }
 
     #[test]
@@ -170,22 +164,15 @@ mod tests {
         let mut docs = catalog(6, |i| {
             format!("Computes the value number {i} of a series. {note}")
         });
-        docs.push(doc("Sends an email message to one address."));
-        let shared = Shared::of(&docs);
-        assert_eq!(shared.len(), 1);
+        docs.push("Sends an email message to one address.".into());
+        let split: Vec<Vec<&str>> = docs.iter().map(|d| sentences(d)).collect();
+        let shared = Shared::of(&split);
+        assert_eq!(shared.counts().collect::<Vec<_>>(), [(note, 6)]);
         assert_eq!(
-            shared.strip(&docs[2].description),
-            "Computes the value number 2 of a series."
+            shared.strip(&split[2]),
+            Some(vec!["Computes the value number 2 of a series."])
         );
-        assert!(matches!(
-            shared.strip(&docs[6].description),
-            Cow::Borrowed(_)
-        ));
-    }
-
-    /// `n` tools, the `i`th described by `describe(i)`.
-    fn catalog(n: usize, describe: impl Fn(usize) -> String) -> Vec<SearchDoc> {
-        (0..n).map(|i| doc(&describe(i))).collect()
+        assert_eq!(shared.strip(&split[6]), None);
     }
 
     #[test]
@@ -194,29 +181,26 @@ mod tests {
         let twins = catalog(8, |i| {
             format!("A model fine-tuned on depth estimation data. Variant {i} of it.")
         });
-        assert!(Shared::of(&twins).is_empty());
+        assert_eq!(shared(&twins), 0);
         // Four tools are too few, and so is a three-word sentence on eight.
         let four = catalog(4, |i| {
             format!("Tool {i} does its own thing well. Requires an account token.")
         });
-        assert!(Shared::of(&four).is_empty());
+        assert_eq!(shared(&four), 0);
         let short = catalog(8, |i| {
             format!("Tool {i} does its own thing well. Returns a list.")
         });
-        assert!(Shared::of(&short).is_empty());
+        assert_eq!(shared(&short), 0);
     }
 
     #[test]
     fn in_a_large_catalog_a_sentence_needs_one_tool_in_a_hundred() {
         let mut docs = catalog(1000, |i| format!("Operation {i} of a large interface."));
         for d in docs.iter_mut().take(9) {
-            d.description
-                .push_str(" Requires an account token to call.");
+            d.push_str(" Requires an account token to call.");
         }
-        assert!(Shared::of(&docs).is_empty(), "9 of 1,000 is under 1 %");
-        docs[9]
-            .description
-            .push_str(" Requires an account token to call.");
-        assert_eq!(Shared::of(&docs).len(), 1);
+        assert_eq!(shared(&docs), 0, "9 of 1,000 is under 1 %");
+        docs[9].push_str(" Requires an account token to call.");
+        assert_eq!(shared(&docs), 1);
     }
 }

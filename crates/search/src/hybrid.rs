@@ -300,19 +300,16 @@ fn embedded_path<'a>(doc: &'a SearchDoc, crowded: &std::collections::HashSet<&st
     }
 }
 
-/// The first sentence of a description, when the description goes on past it
-/// ([`boilerplate::sentences`]: up to the first line break, or the first `.`, `!` or `?`
-/// followed by white space after at least 20 bytes, so that "e.g. " near the start does not end
-/// it).
-fn first_sentence(description: &str) -> Option<&str> {
-    let all = boilerplate::sentences(description);
-    (all.len() > 1).then(|| all[0])
+/// The first of a description's sentences ([`boilerplate::sentences`]) when it has more than
+/// one.
+fn first_sentence<'a>(sentences: &[&'a str]) -> Option<&'a str> {
+    (sentences.len() > 1).then(|| sentences[0])
 }
 
 /// The text of a tool's second vector: [`doc_text`] with only the first sentence of the
 /// description; `None` when the description is one sentence (the tool has one vector).
 pub fn lead_text(doc: &SearchDoc) -> Option<String> {
-    let lead = first_sentence(&doc.description)?;
+    let lead = first_sentence(&boilerplate::sentences(&doc.description))?;
     Some(embed_text(&doc.name, &doc.path, lead))
 }
 
@@ -344,20 +341,36 @@ impl EmbedTexts {
     /// sentences most of its descriptions repeat ([`boilerplate`]).
     pub fn of(docs: &[SearchDoc]) -> Self {
         let crowded = crowded_namespaces(docs);
-        let shared = boilerplate::Shared::of(docs);
         let paths: Vec<&str> = docs.iter().map(|d| embedded_path(d, &crowded)).collect();
-        let descriptions: Vec<Cow<'_, str>> =
-            docs.iter().map(|d| shared.strip(&d.description)).collect();
+        let mut split: Vec<Vec<&str>> = docs
+            .iter()
+            .map(|d| boilerplate::sentences(&d.description))
+            .collect();
+        let shared = boilerplate::Shared::of(&split);
+        // A description that loses a note is its other sentences joined; any other stays as
+        // written, cut once.
+        let descriptions: Vec<Cow<'_, str>> = docs
+            .iter()
+            .zip(&split)
+            .map(|(doc, sentences)| match shared.strip(sentences) {
+                Some(kept) => Cow::Owned(kept.join(" ")),
+                None => Cow::Borrowed(doc.description.as_str()),
+            })
+            .collect();
+        // The joined ones are cut again for their lead (a few tools: only those with a note).
+        for (sentences, description) in split.iter_mut().zip(&descriptions) {
+            if let Cow::Owned(joined) = description {
+                *sentences = boilerplate::sentences(joined);
+            }
+        }
         let mut texts: Vec<String> = docs
             .iter()
             .zip(paths.iter().zip(&descriptions))
             .map(|(d, (path, description))| embed_text(&d.name, path, description))
             .collect();
         let mut extra_of = Vec::new();
-        for (d, (doc, (path, description))) in
-            docs.iter().zip(paths.iter().zip(&descriptions)).enumerate()
-        {
-            if let Some(lead) = first_sentence(description) {
+        for (d, (doc, (path, sentences))) in docs.iter().zip(paths.iter().zip(&split)).enumerate() {
+            if let Some(lead) = first_sentence(sentences) {
                 texts.push(embed_text(&doc.name, path, lead));
                 extra_of.push(d as u32);
             }
