@@ -20,6 +20,14 @@
 //!   ends in `id`, `code`, `key`, `slug` or `token`: "payment_method_id … looked up from the
 //!   order details" names `get_order_details`).
 //!
+//! A parameter that holds an identifier and whose description names no tool (or that has no
+//! description) may still be named by the tool that looks it up: a tool whose name says it
+//! finds that identifier ("get" or "find" and the like, then the parameter's words, then the
+//! name's end or "by", "for", "from": `artistId` is looked up by `Get_Artist_ID_By_Name`,
+//! `user_id` by `find_user_id_by_email`, AWS WAF's `ChangeToken` by `GetChangeToken`) and
+//! that does not take it, or anything it names, itself (`get_ssh_key`, which takes an
+//! `ssh_key_id`, does not look up an `ssh_key`).
+//!
 //! Names of one word never count (a description that says "use search" names no tool). In a
 //! sentence, the first phrase that is a whole name counts, else the longest ending. Of several
 //! tools a reference fits, the one in the consumer's own namespace is taken (a tool in a
@@ -77,6 +85,18 @@ const IDENTIFIER_WORDS: &[&str] = &["id", "ids", "code", "codes", "key", "keys",
 /// Location API" starts one word after it).
 const WINDOW: usize = 12;
 
+/// Words that begin a name which looks an identifier up ("Get Artist ID By Name",
+/// "find_user_id_by_email", "GetChangeToken").
+pub const LOOK_UP_VERBS: &[&str] = &[
+    "get", "find", "lookup", "search", "resolve", "fetch", "retrieve",
+];
+
+/// Words that may follow the identifier in such a name: what it is looked up by.
+const LOOK_UP_BY: &[&str] = &["by", "for", "from"];
+
+/// The longest identifier such a name looks up, in words ("asset family code").
+const MAX_LOOKED_UP: usize = 4;
+
 /// The longest phrase looked up, in words.
 const MAX_PHRASE: usize = 8;
 
@@ -104,8 +124,8 @@ impl Prerequisites {
     /// Reads every parameter description of `docs` for references to other tools of `docs`.
     /// A catalog of [`SPLIT_FROM`] tools or more is read on two threads.
     pub fn of(docs: &[SearchDoc]) -> Self {
-        let names = Names::of(docs);
         let vocabulary = Vocabulary::new();
+        let names = Names::of(docs, &vocabulary);
         let read = |range: std::ops::Range<usize>| {
             let mut words = Vec::new();
             let mut pairs = Vec::new();
@@ -233,6 +253,11 @@ struct Names<'a> {
     /// Every two words that follow each other in a name ([`phrase_key`] of the two): a
     /// phrase that holds two others stops growing there.
     pairs: HashSet<u64, BuildHasherDefault<KeyHasher>>,
+    /// (an identifier's words ([`phrase_key`]), a tool whose name says it looks that
+    /// identifier up and which does not take it), by key; see [`looked_up`].
+    looked_up: Vec<(u64, u32)>,
+    /// Each identifier's key → where its entries lie in `looked_up`.
+    looked_up_at: HashMap<u64, (u32, u32), BuildHasherDefault<KeyHasher>>,
 }
 
 /// The word keys of the words this module looks for.
@@ -240,6 +265,8 @@ struct Vocabulary {
     triggers: Vec<u64>,
     nouns: Vec<u64>,
     identifiers: Vec<u64>,
+    look_up_verbs: Vec<u64>,
+    look_up_by: Vec<u64>,
 }
 
 impl Vocabulary {
@@ -249,6 +276,8 @@ impl Vocabulary {
             triggers: keys(TRIGGERS),
             nouns: keys(REFERENCE_NOUNS),
             identifiers: keys(IDENTIFIER_WORDS),
+            look_up_verbs: keys(LOOK_UP_VERBS),
+            look_up_by: keys(LOOK_UP_BY),
         }
     }
 }
@@ -262,7 +291,7 @@ struct Word {
 }
 
 impl<'a> Names<'a> {
-    fn of(docs: &'a [SearchDoc]) -> Self {
+    fn of(docs: &'a [SearchDoc], vocabulary: &Vocabulary) -> Self {
         let mut names = Names {
             words: Vec::new(),
             word_start: Vec::with_capacity(docs.len() + 1),
@@ -273,7 +302,10 @@ impl<'a> Names<'a> {
             ending_at: HashMap::default(),
             starts: HashSet::default(),
             pairs: HashSet::default(),
+            looked_up: Vec::new(),
+            looked_up_at: HashMap::default(),
         };
+        let mut taken = Vec::new();
         let mut words = Vec::new();
         let mut keys = Vec::new();
         for (d, doc) in docs.iter().enumerate() {
@@ -305,6 +337,23 @@ impl<'a> Names<'a> {
                 }
                 if std::mem::take(&mut first) {
                     names.words.extend_from_slice(&keys);
+                    let found = looked_up(&keys, vocabulary);
+                    if found.is_empty() {
+                        continue;
+                    }
+                    // What the tool takes: an identifier its name looks up is not looked up
+                    // by a tool that needs it, or anything it names, first.
+                    taken.clear();
+                    for param in &doc.params {
+                        scan_words(&param.name, &mut words);
+                        taken.push(words.iter().map(|w| w.key).collect::<Vec<u64>>());
+                    }
+                    for ids in found {
+                        let ids = &keys[ids];
+                        if !taken.iter().any(|t: &Vec<u64>| t.starts_with(ids)) {
+                            names.looked_up.push((phrase_key(ids), d as u32));
+                        }
+                    }
                 }
             }
         }
@@ -318,6 +367,9 @@ impl<'a> Names<'a> {
         names.endings.dedup_by_key(|&mut (key, d, _)| (key, d));
         names.ending_at = ranges(&names.endings, |e| e.0);
         names.exact_at = ranges(&names.exact, |e| e.0);
+        names.looked_up.sort_unstable();
+        names.looked_up.dedup();
+        names.looked_up_at = ranges(&names.looked_up, |e| e.0);
         names
     }
 
@@ -336,7 +388,7 @@ impl<'a> Names<'a> {
         words: &mut Vec<Word>,
     ) -> Option<u32> {
         let description = param.description.as_str();
-        if description.is_empty() {
+        if description.is_empty() && self.looked_up.is_empty() {
             return None;
         }
         for token in compound_identifiers(description) {
@@ -352,8 +404,34 @@ impl<'a> Names<'a> {
         let holds_identifier = words
             .last()
             .is_some_and(|w| vocabulary.identifiers.contains(&w.key));
+        // The identifier a parameter's name of two words or more holds, as a phrase's key.
+        let identifier =
+            (holds_identifier && words.len() >= 2 && !self.looked_up.is_empty()).then(|| {
+                words
+                    .iter()
+                    .fold(FNV_OFFSET, |key, w| extend_key(key, w.key))
+            });
         scan_words(description, words);
         self.phrase_in(consumer, words, vocabulary, holds_identifier)
+            .or_else(|| identifier.and_then(|key| self.looked_up_by(consumer, key)))
+    }
+
+    /// The tool whose name says it looks up the identifier whose words' [`phrase_key`] is
+    /// `identifier` (a parameter's name of two words or more ending in an identifier word), as
+    /// [`Names::pick`] chooses. Outside namespaces, where tools of many APIs may stand side by
+    /// side, only a tool whose name begins as the consumer's does (`Spotify_Get_Artist_ID_By_Name`
+    /// for `Spotify_Get_Artist_Overview`): nothing else says the two belong together.
+    fn looked_up_by(&self, consumer: usize, identifier: u64) -> Option<u32> {
+        let &(at, len) = self.looked_up_at.get(&identifier)?;
+        let tools = &self.looked_up[at as usize..(at + len) as usize];
+        let first = self.name_words(consumer).first();
+        let related = |t: u32| {
+            self.namespace[consumer].is_some()
+                || first.is_some_and(|w| self.name_words(t as usize).first() == Some(w))
+        };
+        let tools = tools.iter().filter(|&&(_, t)| related(t));
+        self.pick(consumer, tools.map(|&(_, t)| (t, true)))
+            .map(|(p, _)| p)
     }
 
     /// The tool a phrase after a trigger word names: the first one named whole, else the one
@@ -444,6 +522,29 @@ impl<'a> Names<'a> {
             })
             .max_by_key(|&(t, whole)| (shared_start(t), whole, std::cmp::Reverse(t)))
     }
+}
+
+/// The identifiers a name's words (`keys`) say the tool looks up, as ranges of `keys`: after a
+/// word of [`LOOK_UP_VERBS`], two to [`MAX_LOOKED_UP`] words ending in an identifier word
+/// ([`IDENTIFIER_WORDS`]) that end the name or come before a word of [`LOOK_UP_BY`]
+/// (`Get Artist ID By Name` looks up an "artist id"; `get_workspace_by_connection_id`, whose
+/// identifier follows "by", looks up none).
+fn looked_up(keys: &[u64], vocabulary: &Vocabulary) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    for start in 1..keys.len() {
+        if !vocabulary.look_up_verbs.contains(&keys[start - 1]) {
+            continue;
+        }
+        for end in start + 1..keys.len().min(start + MAX_LOOKED_UP) {
+            let closes = keys
+                .get(end + 1)
+                .is_none_or(|k| vocabulary.look_up_by.contains(k));
+            if vocabulary.identifiers.contains(&keys[end]) && closes {
+                found.push(start..end + 1);
+            }
+        }
+    }
+    found
 }
 
 /// For a list sorted by key, each key's range in it.
@@ -658,6 +759,66 @@ mod tests {
             assert!(named(&prerequisites, &docs, doc).is_empty(), "{doc}");
         }
         assert_eq!(prerequisites.len(), 3);
+    }
+
+    #[test]
+    fn an_identifier_no_description_places_is_looked_up_by_the_tool_named_for_it() {
+        let docs = [
+            tool(
+                "Spotify_Get_Artist_Overview",
+                "Overview of an artist.",
+                &[("artistId", "Unique Spotify ID of the artist.")],
+            ),
+            tool(
+                "Spotify_Get_Artist_ID_By_Name",
+                "The artist's id.",
+                &[("name", "")],
+            ),
+            tool("Other_Get_Artist_ID_By_Name", "Elsewhere.", &[]),
+            // Takes the key's id: it does not look up an ssh key.
+            tool("get_ssh_key", "One key.", &[("ssh_key_id", "")]),
+            tool(
+                "add_ssh_key",
+                "Adds a key.",
+                &[("ssh_key", "The public key.")],
+            ),
+            // The identifier follows "by": the tool takes it.
+            tool("get_workspace_by_connection_id", "A workspace.", &[]),
+            tool("list_connections", "Lists.", &[("connectionId", "")]),
+            // One word is no identifier's name, and a description that names a tool wins.
+            tool("get_id", "An id.", &[]),
+            tool("remove", "Removes.", &[("id", "")]),
+            tool(
+                "find_user_id_by_email",
+                "Finds a user id.",
+                &[("email", "")],
+            ),
+            tool(
+                "get_user_details",
+                "A user.",
+                &[("user_id", "Taken from Spotify_Get_Artist_Overview.")],
+            ),
+            tool("modify_user", "Changes a user.", &[("user_id", "")]),
+            tool("shop.edit_user", "Changes a user.", &[("user_id", "")]),
+            tool("shop.find_user_id_by_name", "Finds a user id.", &[]),
+        ];
+        let prerequisites = Prerequisites::of(&docs);
+        // Of two tools that look it up, the one sharing the consumer's first words.
+        assert_eq!(
+            named(&prerequisites, &docs, 0),
+            ["Spotify_Get_Artist_ID_By_Name"]
+        );
+        assert_eq!(
+            named(&prerequisites, &docs, 10),
+            ["Spotify_Get_Artist_Overview"]
+        );
+        // Outside namespaces a tool of another name's family is not taken; within one
+        // namespace it is.
+        assert!(named(&prerequisites, &docs, 11).is_empty());
+        assert_eq!(named(&prerequisites, &docs, 12), ["find_user_id_by_name"]);
+        for doc in [1, 2, 3, 4, 5, 6, 7, 8, 9] {
+            assert!(named(&prerequisites, &docs, doc).is_empty(), "{doc}");
+        }
     }
 
     #[test]
