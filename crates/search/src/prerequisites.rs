@@ -305,7 +305,6 @@ impl<'a> Names<'a> {
             looked_up: Vec::new(),
             looked_up_at: HashMap::default(),
         };
-        let mut taken = Vec::new();
         let mut words = Vec::new();
         let mut keys = Vec::new();
         for (d, doc) in docs.iter().enumerate() {
@@ -337,22 +336,8 @@ impl<'a> Names<'a> {
                 }
                 if std::mem::take(&mut first) {
                     names.words.extend_from_slice(&keys);
-                    let found = looked_up(&keys, vocabulary);
-                    if found.is_empty() {
-                        continue;
-                    }
-                    // What the tool takes: an identifier its name looks up is not looked up
-                    // by a tool that needs it, or anything it names, first.
-                    taken.clear();
-                    for param in &doc.params {
-                        scan_words(&param.name, &mut words);
-                        taken.push(words.iter().map(|w| w.key).collect::<Vec<u64>>());
-                    }
-                    for ids in found {
-                        let ids = &keys[ids];
-                        if !taken.iter().any(|t: &Vec<u64>| t.starts_with(ids)) {
-                            names.looked_up.push((phrase_key(ids), d as u32));
-                        }
+                    for ids in looked_up(&keys, doc, vocabulary, &mut words) {
+                        names.looked_up.push((ids, d as u32));
                     }
                 }
             }
@@ -405,12 +390,8 @@ impl<'a> Names<'a> {
             .last()
             .is_some_and(|w| vocabulary.identifiers.contains(&w.key));
         // The identifier a parameter's name of two words or more holds, as a phrase's key.
-        let identifier =
-            (holds_identifier && words.len() >= 2 && !self.looked_up.is_empty()).then(|| {
-                words
-                    .iter()
-                    .fold(FNV_OFFSET, |key, w| extend_key(key, w.key))
-            });
+        let identifier = (holds_identifier && words.len() >= 2 && !self.looked_up.is_empty())
+            .then(|| words_key(words));
         scan_words(description, words);
         self.phrase_in(consumer, words, vocabulary, holds_identifier)
             .or_else(|| identifier.and_then(|key| self.looked_up_by(consumer, key)))
@@ -524,12 +505,20 @@ impl<'a> Names<'a> {
     }
 }
 
-/// The identifiers a name's words (`keys`) say the tool looks up, as ranges of `keys`: after a
-/// word of [`LOOK_UP_VERBS`], two to [`MAX_LOOKED_UP`] words ending in an identifier word
-/// ([`IDENTIFIER_WORDS`]) that end the name or come before a word of [`LOOK_UP_BY`]
-/// (`Get Artist ID By Name` looks up an "artist id"; `get_workspace_by_connection_id`, whose
-/// identifier follows "by", looks up none).
-fn looked_up(keys: &[u64], vocabulary: &Vocabulary) -> Vec<std::ops::Range<usize>> {
+/// The identifiers (each as its words' [`phrase_key`]) that the tool `doc`, whose name's words
+/// are `keys`, looks up: after a word of [`LOOK_UP_VERBS`], two to [`MAX_LOOKED_UP`] words
+/// ending in an identifier word ([`IDENTIFIER_WORDS`]) that end the name or come before a word
+/// of [`LOOK_UP_BY`] (`Get Artist ID By Name` looks up an "artist id";
+/// `get_workspace_by_connection_id`, whose identifier follows "by", looks up none), unless one
+/// of the tool's parameters begins with those words: a tool that needs the identifier, or
+/// anything it names, first does not look it up (`get_ssh_key` takes an `ssh_key_id`).
+/// `words` is scratch space.
+fn looked_up(
+    keys: &[u64],
+    doc: &SearchDoc,
+    vocabulary: &Vocabulary,
+    words: &mut Vec<Word>,
+) -> Vec<u64> {
     let mut found = Vec::new();
     for start in 1..keys.len() {
         if !vocabulary.look_up_verbs.contains(&keys[start - 1]) {
@@ -540,11 +529,23 @@ fn looked_up(keys: &[u64], vocabulary: &Vocabulary) -> Vec<std::ops::Range<usize
                 .get(end + 1)
                 .is_none_or(|k| vocabulary.look_up_by.contains(k));
             if vocabulary.identifiers.contains(&keys[end]) && closes {
-                found.push(start..end + 1);
+                found.push(&keys[start..=end]);
             }
         }
     }
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let mut taken: Vec<Vec<u64>> = Vec::with_capacity(doc.params.len());
+    for param in &doc.params {
+        scan_words(&param.name, words);
+        taken.push(words.iter().map(|w| w.key).collect());
+    }
     found
+        .into_iter()
+        .filter(|ids| !taken.iter().any(|t| t.starts_with(ids)))
+        .map(phrase_key)
+        .collect()
 }
 
 /// For a list sorted by key, each key's range in it.
@@ -652,6 +653,11 @@ fn identifier_key(text: &str) -> u64 {
 /// A run of words' key, from their word keys.
 fn phrase_key(words: &[u64]) -> u64 {
     words.iter().fold(FNV_OFFSET, |h, &w| extend_key(h, w))
+}
+
+/// [`phrase_key`] of scanned words.
+fn words_key(words: &[Word]) -> u64 {
+    words.iter().fold(FNV_OFFSET, |h, w| extend_key(h, w.key))
 }
 
 /// The key of a phrase one word longer.
@@ -803,7 +809,8 @@ mod tests {
             tool("shop.find_user_id_by_name", "Finds a user id.", &[]),
         ];
         let prerequisites = Prerequisites::of(&docs);
-        // Of two tools that look it up, the one sharing the consumer's first words.
+        // Of two tools that look it up outside namespaces, the one whose name begins as the
+        // consumer's.
         assert_eq!(
             named(&prerequisites, &docs, 0),
             ["Spotify_Get_Artist_ID_By_Name"]
